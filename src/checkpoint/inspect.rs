@@ -1,0 +1,183 @@
+//! A read-only report of a checkpoint (`weir inspect`). Never writes: the
+//! ledger is opened read-only and the Delta table is only loaded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::lock::{CheckpointLock, LockHolder};
+use super::Checkpoint;
+use crate::engine::progress::read_progress;
+use crate::error::Result;
+use crate::source::files::ledger::{Ledger, LedgerStats};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    pub checkpoint: PathBuf,
+    pub flow: Option<String>,
+    pub query_id: Option<String>,
+    /// Last planned batch (`offsets/N`).
+    pub last_batch_id: Option<u64>,
+    pub last_committed_batch_id: Option<u64>,
+    /// Planned but not committed: re-run by the next start.
+    pub pending_batch_id: Option<u64>,
+    pub watermark_ms: i64,
+    pub sources: Vec<SourceReport>,
+    pub ledger: Option<LedgerStats>,
+    pub sink: Option<SinkReport>,
+    pub lock: Option<LockHolder>,
+    pub batches: Vec<BatchReport>,
+    /// Corrupt, truncated or missing files, each with what is wrong.
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub description: String,
+    pub path: Option<PathBuf>,
+    pub latest_offset: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SinkReport {
+    pub description: String,
+    pub path: Option<PathBuf>,
+    pub delta_version: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchReport {
+    pub batch_id: u64,
+    pub committed: bool,
+    pub batch_timestamp_ms: Option<i64>,
+    pub watermark_ms: Option<i64>,
+    pub end_offset: Option<serde_json::Value>,
+    pub num_input_rows: Option<u64>,
+    pub num_output_rows: Option<i64>,
+    pub num_files: Option<u64>,
+    pub duration_ms: Option<u64>,
+    pub delta_version: Option<i64>,
+}
+
+/// Reads everything there is to know about a checkpoint without changing it.
+pub async fn inspect(root: &Path) -> Result<Inspection> {
+    let cp = Checkpoint::at(root);
+    let mut problems = Vec::new();
+    if !root.is_dir() {
+        return Err(crate::Error::checkpoint(root, "no such checkpoint directory"));
+    }
+    let query_id = match cp.read_metadata() {
+        Ok(m) => Some(m.id.to_string()),
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let plan = cp.read_plan().unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        None
+    });
+    let offsets_ids = Checkpoint::batch_ids(&cp.offsets_dir())?;
+    let commit_ids = Checkpoint::batch_ids(&cp.commits_dir())?;
+    let progress: BTreeMap<u64, _> = read_progress(&cp.progress_path())?
+        .into_iter()
+        .map(|p| (p.batch_id, p))
+        .collect();
+    let mut batches = Vec::new();
+    let mut latest_offset = None;
+    let mut watermark_ms = 0;
+    for &id in &offsets_ids {
+        let seq = match cp.read_offsets(id) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        };
+        let committed = commit_ids.contains(&id);
+        if committed {
+            if let Err(e) = cp.read_commit(id) {
+                problems.push(e.to_string());
+            }
+        }
+        let p = progress.get(&id);
+        if let Some(s) = &seq {
+            latest_offset = s.offsets.first().cloned().flatten();
+            watermark_ms = s.metadata.batch_watermark_ms;
+        }
+        batches.push(BatchReport {
+            batch_id: id,
+            committed,
+            batch_timestamp_ms: seq.as_ref().map(|s| s.metadata.batch_timestamp_ms),
+            watermark_ms: seq.as_ref().map(|s| s.metadata.batch_watermark_ms),
+            end_offset: seq.as_ref().and_then(|s| s.offsets.first().cloned().flatten()),
+            num_input_rows: p.map(|p| p.num_input_rows),
+            num_output_rows: p.map(|p| p.sink.num_output_rows),
+            num_files: p.map(|p| p.weir.num_files),
+            duration_ms: p.map(|p| p.batch_duration),
+            delta_version: p.and_then(|p| p.weir.delta_version),
+        });
+    }
+    for &id in &commit_ids {
+        if !offsets_ids.contains(&id) {
+            problems.push(format!("commits/{id} has no offsets/{id}"));
+        }
+    }
+    let last_batch_id = offsets_ids.last().copied();
+    let last_committed_batch_id = commit_ids.last().copied();
+    let pending_batch_id = last_batch_id.filter(|id| Some(*id) != last_committed_batch_id);
+    let ledger = match Ledger::open_read_only(&cp.ledger_path()) {
+        Ok(Some(l)) => match l.stats() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let sink = match &plan {
+        None => None,
+        Some(plan) => {
+            let delta_version = match &plan.sink_path {
+                Some(path) => match crate::sink::delta::open_existing(path).await {
+                    Ok(t) => t.and_then(|t| t.version()).map(|v| v as i64),
+                    Err(e) => {
+                        problems.push(e.to_string());
+                        None
+                    }
+                },
+                None => None,
+            };
+            Some(SinkReport {
+                description: plan.sink.clone(),
+                path: plan.sink_path.clone(),
+                delta_version,
+            })
+        }
+    };
+    Ok(Inspection {
+        checkpoint: root.to_path_buf(),
+        flow: plan.as_ref().map(|p| p.flow.clone()),
+        query_id,
+        last_batch_id,
+        last_committed_batch_id,
+        pending_batch_id,
+        watermark_ms,
+        sources: vec![SourceReport {
+            description: plan.as_ref().map_or("source 0".into(), |p| p.source.clone()),
+            path: plan.as_ref().map(|p| p.source_path.clone()),
+            latest_offset,
+        }],
+        ledger,
+        sink,
+        lock: CheckpointLock::holder(&cp),
+        batches,
+        problems,
+    })
+}

@@ -1,0 +1,254 @@
+//! The checkpoint of one flow: Spark's layout and file formats where Spark
+//! has a file, weir's own files under `_weir/`.
+//!
+//! ```text
+//! <checkpoint>/
+//!   metadata                 {"id":"<query uuid>"}                                   (Spark)
+//!   offsets/<batch_id>       v1 / {"batchWatermarkMs":..,"batchTimestampMs":..,"conf":{..}} / one offset per source (Spark)
+//!   commits/<batch_id>       v1 / {"nextBatchWatermarkMs":..}                         (Spark)
+//!   sources/0/ledger.sqlite  the file ledger (source::files::ledger)
+//!   _weir/plan.json          the flow's plan: source, sink, fingerprint
+//!   _weir/progress.jsonl     recent progress records (bounded)
+//!   _weir/lock               held (flock) while a process runs the flow
+//! ```
+//!
+//! Every file is written atomically (temp file, fsync, rename, fsync of the
+//! directory) and created owner-only (0700 directories, 0600 files). Nothing
+//! here deletes a checkpoint.
+
+pub mod inspect;
+pub mod lock;
+pub mod log;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+pub use lock::CheckpointLock;
+pub use log::{CommitMetadata, OffsetSeq, OffsetSeqMetadata};
+
+/// `metadata`: the query id, stable across restarts (Spark's `StreamMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub id: uuid::Uuid,
+}
+
+/// `_weir/plan.json`: what the flow reads and writes, for inspect and restart checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    pub flow: String,
+    pub source: String,
+    pub source_path: PathBuf,
+    pub sink: String,
+    /// Delta table path when the sink is a Delta table.
+    pub sink_path: Option<PathBuf>,
+}
+
+/// A flow's checkpoint directory.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    root: PathBuf,
+}
+
+impl Checkpoint {
+    /// A handle on a checkpoint directory; nothing is read or created.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Checkpoint { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn offsets_dir(&self) -> PathBuf {
+        self.root.join("offsets")
+    }
+    pub fn commits_dir(&self) -> PathBuf {
+        self.root.join("commits")
+    }
+    pub fn metadata_path(&self) -> PathBuf {
+        self.root.join("metadata")
+    }
+    pub fn weir_dir(&self) -> PathBuf {
+        self.root.join("_weir")
+    }
+    pub fn ledger_path(&self) -> PathBuf {
+        self.root.join("sources").join("0").join("ledger.sqlite")
+    }
+    pub fn progress_path(&self) -> PathBuf {
+        self.weir_dir().join("progress.jsonl")
+    }
+    pub fn plan_path(&self) -> PathBuf {
+        self.weir_dir().join("plan.json")
+    }
+    pub fn schemas_dir(&self) -> PathBuf {
+        self.root.join("_schemas")
+    }
+
+    /// Whether the directory holds a checkpoint (its `metadata` file exists).
+    pub fn exists(&self) -> bool {
+        self.metadata_path().is_file()
+    }
+
+    /// Creates the layout if missing and returns the query id (new or existing).
+    pub fn open_or_create(&self) -> Result<Metadata> {
+        for dir in [
+            self.root.clone(),
+            self.offsets_dir(),
+            self.commits_dir(),
+            self.weir_dir(),
+            self.root.join("sources").join("0"),
+        ] {
+            create_dir_private(&dir)?;
+        }
+        if self.metadata_path().exists() {
+            return self.read_metadata();
+        }
+        let metadata = Metadata {
+            id: uuid::Uuid::new_v4(),
+        };
+        let text = serde_json::to_string(&metadata)
+            .map_err(|e| Error::checkpoint(self.metadata_path(), e.to_string()))?;
+        write_atomic(&self.metadata_path(), text.as_bytes())?;
+        Ok(metadata)
+    }
+
+    pub fn read_metadata(&self) -> Result<Metadata> {
+        let path = self.metadata_path();
+        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        serde_json::from_str(text.trim()).map_err(|e| {
+            Error::checkpoint(
+                &path,
+                format!("not a valid metadata file ({e}); expected {{\"id\":\"<uuid>\"}}"),
+            )
+        })
+    }
+
+    /// Batch ids present in `offsets/` or `commits/`, ascending. Temp files are ignored.
+    pub fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::checkpoint(dir, e.to_string())),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::checkpoint(dir, e.to_string()))?;
+            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) {
+                ids.push(id);
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    pub fn offsets_path(&self, batch_id: u64) -> PathBuf {
+        self.offsets_dir().join(batch_id.to_string())
+    }
+    pub fn commit_path(&self, batch_id: u64) -> PathBuf {
+        self.commits_dir().join(batch_id.to_string())
+    }
+
+    /// The last planned batch and its offsets.
+    pub fn latest_offsets(&self) -> Result<Option<(u64, OffsetSeq)>> {
+        match Self::batch_ids(&self.offsets_dir())?.last() {
+            None => Ok(None),
+            Some(&id) => Ok(Some((id, self.read_offsets(id)?))),
+        }
+    }
+
+    /// The last committed batch.
+    pub fn latest_commit(&self) -> Result<Option<(u64, CommitMetadata)>> {
+        match Self::batch_ids(&self.commits_dir())?.last() {
+            None => Ok(None),
+            Some(&id) => Ok(Some((id, self.read_commit(id)?))),
+        }
+    }
+
+    pub fn read_offsets(&self, batch_id: u64) -> Result<OffsetSeq> {
+        let path = self.offsets_path(batch_id);
+        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        OffsetSeq::parse(&text).map_err(|m| Error::checkpoint(&path, m))
+    }
+
+    pub fn read_commit(&self, batch_id: u64) -> Result<CommitMetadata> {
+        let path = self.commit_path(batch_id);
+        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        CommitMetadata::parse(&text).map_err(|m| Error::checkpoint(&path, m))
+    }
+
+    /// Writes `offsets/<batch_id>` (the write-ahead log entry). Refuses to overwrite.
+    pub fn write_offsets(&self, batch_id: u64, offsets: &OffsetSeq) -> Result<()> {
+        let path = self.offsets_path(batch_id);
+        if path.exists() {
+            return Err(Error::checkpoint(
+                &path,
+                "offsets for this batch already exist; another process may be writing this checkpoint",
+            ));
+        }
+        write_atomic(&path, offsets.render().as_bytes())
+    }
+
+    /// Writes `commits/<batch_id>`: batch finished.
+    pub fn write_commit(&self, batch_id: u64, commit: &CommitMetadata) -> Result<()> {
+        write_atomic(&self.commit_path(batch_id), commit.render().as_bytes())
+    }
+
+    pub fn write_plan(&self, plan: &PlanRecord) -> Result<()> {
+        let text = serde_json::to_string_pretty(plan)
+            .map_err(|e| Error::checkpoint(self.plan_path(), e.to_string()))?;
+        write_atomic(&self.plan_path(), text.as_bytes())
+    }
+
+    pub fn read_plan(&self) -> Result<Option<PlanRecord>> {
+        let path = self.plan_path();
+        match fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| Error::checkpoint(&path, format!("not a valid plan file: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::checkpoint(&path, e.to_string())),
+        }
+    }
+}
+
+/// Creates a directory (and parents) owner-only.
+pub fn create_dir_private(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Writes a file atomically: temp file in the same directory, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        if let Ok(d) = fs::File::open(dir) {
+            d.sync_all()?;
+        }
+        Ok(())
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::checkpoint(path, format!("cannot write: {e}"))
+    })
+}

@@ -1,0 +1,104 @@
+//! `weir inspect CHECKPOINT [--json]`: a read-only report of a checkpoint.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::{report, runtime};
+use crate::checkpoint::inspect::{Inspection, inspect};
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The flow's checkpoint directory.
+    pub checkpoint: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &InspectArgs) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let inspection = match rt.block_on(inspect(&args.checkpoint)) {
+        Ok(i) => i,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&inspection) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", render_text(&inspection));
+    }
+    if inspection.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or("-".to_string(), |v| v.to_string())
+}
+
+/// The human form of an inspection.
+pub fn render_text(i: &Inspection) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("checkpoint  {}\n", i.checkpoint.display()));
+    out.push_str(&format!("flow        {}\n", opt(i.flow.as_deref())));
+    out.push_str(&format!("query id    {}\n", opt(i.query_id.as_deref())));
+    out.push_str(&format!(
+        "batches     last planned {}, last committed {}, pending {}\n",
+        opt(i.last_batch_id),
+        opt(i.last_committed_batch_id),
+        opt(i.pending_batch_id)
+    ));
+    out.push_str(&format!("watermark   {} ms\n", i.watermark_ms));
+    for s in &i.sources {
+        out.push_str(&format!(
+            "source      {} {} latest offset {}\n",
+            s.description,
+            s.path.as_ref().map_or(String::new(), |p| p.display().to_string()),
+            opt(s.latest_offset.as_ref())
+        ));
+    }
+    if let Some(l) = &i.ledger {
+        out.push_str(&format!(
+            "ledger      {} committed ({} bytes), {} pending, {} failed, {} modified after ingestion\n",
+            l.files_committed, l.bytes_committed, l.files_pending, l.files_failed, l.files_modified_after_ingestion
+        ));
+    }
+    if let Some(s) = &i.sink {
+        out.push_str(&format!("sink        {} (Delta version {})\n", s.description, opt(s.delta_version)));
+    }
+    match &i.lock {
+        Some(h) => out.push_str(&format!("lock        held by pid {} on {} since {}\n", h.pid, h.host, h.started_at)),
+        None => out.push_str("lock        free\n"),
+    }
+    out.push_str("\n batch  state      offset            rows   files  ms      delta\n");
+    for b in &i.batches {
+        out.push_str(&format!(
+            " {:<6} {:<10} {:<17} {:<6} {:<6} {:<7} {}\n",
+            b.batch_id,
+            if b.committed { "committed" } else { "pending" },
+            opt(b.end_offset.as_ref()),
+            opt(b.num_input_rows),
+            opt(b.num_files),
+            opt(b.duration_ms),
+            opt(b.delta_version)
+        ));
+    }
+    for p in &i.problems {
+        out.push_str(&format!("problem: {p}\n"));
+    }
+    out
+}

@@ -1,0 +1,79 @@
+//! The command line: one module per subcommand. `main.rs` only parses and
+//! calls [`run`].
+//!
+//! Exit codes: 0 success; 1 a flow or command failed; 2 invalid pipeline file
+//! or usage; 130 aborted by a second SIGINT/SIGTERM.
+
+pub mod demo;
+pub mod inspect;
+pub mod run;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// weir: incremental data pipelines into Delta Lake, with an operations console.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the flows of a pipeline file.
+    Run(run::RunArgs),
+    /// Check a pipeline file without running it.
+    Validate {
+        /// The pipeline file (TOML).
+        pipeline: PathBuf,
+    },
+    /// Show a flow's checkpoint: batches, offsets, ledger, sink. Reads only.
+    Inspect(inspect::InspectArgs),
+    /// Land the real nycflights13 flights as daily CSV files and ingest them into Delta.
+    Demo(demo::DemoArgs),
+}
+
+/// Exit code for an invalid pipeline file or usage.
+pub const EXIT_INVALID: u8 = 2;
+/// Exit code after an abort by a second signal.
+pub const EXIT_ABORTED: u8 = 130;
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Validate { pipeline } => validate::run(&pipeline),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Demo(args) => demo::run(&args),
+    }
+}
+
+/// Logs go to stderr (or a file), never to stdout, which carries progress records.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,deltalake=warn,datafusion=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// A multi-threaded tokio runtime sized to the machine.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+}
+
+/// Prints an error with its chain of causes to stderr.
+pub fn report(error: &dyn std::error::Error) {
+    eprintln!("error: {error}");
+    let mut source = error.source();
+    while let Some(s) = source {
+        eprintln!("  caused by: {s}");
+        source = s.source();
+    }
+}

@@ -1,0 +1,195 @@
+//! `weir run PIPELINE [--flow NAME] [--headless] [--trigger ...]`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use tokio::sync::watch;
+
+use super::{EXIT_ABORTED, EXIT_INVALID, init_logging, report, runtime};
+use crate::engine::progress::StreamingQueryProgress;
+use crate::engine::{FlowSummary, RunOptions, run_flow};
+use crate::pipeline::{self, FlowSpec, Pipeline, Trigger};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The pipeline file (TOML).
+    pub pipeline: PathBuf,
+    /// Run only this flow.
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// No console: progress records go to stdout as JSON lines, logs to stderr.
+    #[arg(long)]
+    pub headless: bool,
+    /// Override every flow's trigger: `available-now`, `once`, or an interval like `10s`.
+    #[arg(long, value_parser = parse_trigger)]
+    pub trigger: Option<Trigger>,
+}
+
+fn parse_trigger(s: &str) -> Result<Trigger, String> {
+    Trigger::parse(s)
+}
+
+pub fn run(args: &RunArgs) -> ExitCode {
+    init_logging();
+    if let Err(m) = crate::engine::failpoint::check_env() {
+        eprintln!("error: {m}");
+        return ExitCode::from(EXIT_INVALID);
+    }
+    let pipeline = match pipeline::load(&args.pipeline) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let flows = match select_flows(&pipeline, args.flow.as_deref()) {
+        Ok(f) => f,
+        Err(m) => {
+            eprintln!("error: {m}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    if !args.headless {
+        tracing::warn!("the console is not available in this build; running headless");
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let results = rt.block_on(run_flows(&flows, args.trigger, true));
+    let mut failed = false;
+    for (name, result) in results {
+        match result {
+            Ok(summary) => print_summary(&summary),
+            Err(e) => {
+                failed = true;
+                eprint!("flow {name}: ");
+                report(&e);
+            }
+        }
+    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// The flows a run covers, in file order.
+pub fn select_flows(pipeline: &Pipeline, only: Option<&str>) -> Result<Vec<FlowSpec>, String> {
+    match only {
+        None => Ok(pipeline.flows.clone()),
+        Some(name) => pipeline.flow(name).cloned().map(|f| vec![f]).ok_or_else(|| {
+            format!(
+                "{}: no flow named {name:?}; flows in this file: {}",
+                pipeline.path.display(),
+                pipeline.flows.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        }),
+    }
+}
+
+/// Installs SIGINT/SIGTERM handling: the first signal asks for a graceful stop,
+/// the second aborts at once.
+pub fn stop_on_signals() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            return;
+        };
+        for n in 0..2 {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if n == 0 {
+                eprintln!("weir: stopping after the current batch (send the signal again to abort now)");
+                let _ = tx.send(true);
+            } else {
+                eprintln!("weir: aborting; the next run re-runs the unfinished batch");
+                std::process::exit(i32::from(EXIT_ABORTED));
+            }
+        }
+    });
+    rx
+}
+
+/// Runs flows: one after the other in file order with `available_now`/`once`
+/// (each drains before the next starts), concurrently otherwise.
+pub async fn run_flows(
+    flows: &[FlowSpec],
+    trigger: Option<Trigger>,
+    print_progress: bool,
+) -> Vec<(String, crate::Result<FlowSummary>)> {
+    let stop = stop_on_signals();
+    let make_options = |stop: watch::Receiver<bool>| RunOptions {
+        trigger,
+        stop: Some(stop),
+        on_progress: if print_progress {
+            Some(Box::new(|p: &StreamingQueryProgress| {
+                if let Ok(line) = serde_json::to_string(p) {
+                    println!("{line}");
+                }
+            }))
+        } else {
+            None
+        },
+    };
+    let draining = flows
+        .iter()
+        .all(|f| matches!(trigger.unwrap_or(f.trigger), Trigger::AvailableNow | Trigger::Once));
+    let mut results = Vec::new();
+    if draining {
+        for flow in flows {
+            let r = run_flow(flow, make_options(stop.clone())).await;
+            let stop_now = *stop.borrow();
+            results.push((flow.name.clone(), r));
+            if stop_now {
+                break;
+            }
+        }
+    } else {
+        let mut set = tokio::task::JoinSet::new();
+        for flow in flows.iter().cloned() {
+            let options = make_options(stop.clone());
+            set.spawn(async move {
+                let r = run_flow(&flow, options).await;
+                (flow.name.clone(), r)
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok(r) => results.push(r),
+                Err(e) => results.push((
+                    "?".into(),
+                    Err(crate::Error::Source {
+                        path: Path::new("").into(),
+                        message: format!("flow task panicked: {e}"),
+                    }),
+                )),
+            }
+        }
+    }
+    results
+}
+
+/// A human summary on stderr.
+pub fn print_summary(s: &FlowSummary) {
+    let secs = s.elapsed_ms as f64 / 1000.0;
+    let rate = if secs > 0.0 { s.num_input_rows as f64 / secs } else { 0.0 };
+    eprintln!(
+        "flow {}: {} batch(es) ({} replayed), {} file(s), {} input rows, {} output rows, {} failed file(s), Delta version {}, {:.1} s, {:.0} rows/s{}",
+        s.flow,
+        s.batches,
+        s.replayed_batches,
+        s.num_files,
+        s.num_input_rows,
+        s.num_output_rows,
+        s.num_files_failed,
+        s.delta_version.map_or("-".to_string(), |v| v.to_string()),
+        secs,
+        rate,
+        if s.stopped_by_request { " (stopped on request)" } else { "" }
+    );
+}

@@ -1,0 +1,56 @@
+//! Crash drills: `WEIR_FAILPOINT=<name>[:<batch_id>]` aborts the process (no
+//! cleanup, no destructors, like `kill -9`) when the batch protocol reaches
+//! the named step, in the given batch or in the first batch that reaches it.
+//!
+//! | name | the process dies after ... |
+//! |---|---|
+//! | `after_offsets` | `offsets/N` is written (batch planned, nothing read) |
+//! | `after_sink_commit` | the sink committed batch N (Delta version written) |
+//! | `after_state` | state version N is written (stateful flows; stateless: same point as below) |
+//! | `before_commit` | everything but `commits/N` |
+
+use std::sync::OnceLock;
+
+/// The steps of the batch protocol that can be crashed at.
+pub const FAILPOINTS: [&str; 4] = ["after_offsets", "after_sink_commit", "after_state", "before_commit"];
+
+struct Armed {
+    name: String,
+    batch: Option<u64>,
+}
+
+fn armed() -> Option<&'static Armed> {
+    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            let value = std::env::var("WEIR_FAILPOINT").ok()?;
+            let (name, batch) = match value.split_once(':') {
+                Some((n, b)) => (n.to_string(), b.parse().ok()),
+                None => (value.clone(), None),
+            };
+            Some(Armed { name, batch })
+        })
+        .as_ref()
+}
+
+/// Validates `WEIR_FAILPOINT` so a typo does not silently disarm a drill.
+pub fn check_env() -> Result<(), String> {
+    match armed() {
+        Some(a) if !FAILPOINTS.contains(&a.name.as_str()) => Err(format!(
+            "WEIR_FAILPOINT={:?} is not a failpoint; allowed: {}",
+            a.name,
+            FAILPOINTS.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Aborts the process if the failpoint `name` is armed for `batch_id`.
+pub fn hit(name: &str, batch_id: u64) {
+    if let Some(a) = armed() {
+        if a.name == name && a.batch.is_none_or(|b| b == batch_id) {
+            eprintln!("weir: failpoint {name} hit in batch {batch_id}; aborting");
+            std::process::abort();
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! Micro-batch execution of one flow: the batch protocol (DESIGN.md §5),
+//! triggers, stop, and progress records.
+//!
+//! ```text
+//!  start ─► lock ─► recover ──► plan N ──► read ──► transform ──► sink N ──► commit N ──► progress
+//!                     │          (offsets/N)  (getBatch) (addBatch)   (Delta txn)  (commits/N,
+//!                     │                                                             ledger)
+//!                     └─ offsets/N without commits/N: re-run N with exactly its recorded files
+//! ```
+//!
+//! A flow's life: `starting → running ⇄ idle → stopped | failed`. A batch's
+//! stages: `planned → executed → committed`; a crash between `planned` and
+//! `committed` is repaired on the next start by re-running the batch; the sink's
+//! idempotence (Delta application transactions) makes the re-run write at most once.
+
+pub mod failpoint;
+pub mod progress;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::checkpoint::{Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord};
+use crate::error::{Error, Result};
+use crate::ops::Projection;
+use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
+use crate::sink::Sink;
+use crate::source::files::ledger::{FileOutcome, Ledger};
+use crate::source::files::{FileSource, IDLE_POLL_INTERVAL, Selection, select};
+use progress::{FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis};
+
+/// Options of one run of a flow, beyond its spec.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Overrides the flow's trigger (CLI `--trigger`).
+    pub trigger: Option<Trigger>,
+    /// Becomes `true` to ask for a graceful stop: the running batch finishes, no new one starts.
+    pub stop: Option<watch::Receiver<bool>>,
+    /// Called with each progress record, after it is appended to `_weir/progress.jsonl`.
+    pub on_progress: Option<Box<dyn FnMut(&StreamingQueryProgress) + Send>>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlowSummary {
+    pub flow: String,
+    pub query_id: String,
+    pub checkpoint: PathBuf,
+    pub sink: String,
+    pub batches: u64,
+    pub replayed_batches: u64,
+    pub num_input_rows: u64,
+    pub num_output_rows: u64,
+    pub num_files: u64,
+    pub num_bytes: u64,
+    pub num_files_failed: u64,
+    pub num_rows_rescued: u64,
+    pub last_batch_id: Option<u64>,
+    pub delta_version: Option<i64>,
+    pub elapsed_ms: u64,
+    pub stopped_by_request: bool,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn ms_since(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// Runs a flow until its trigger says it is done or a stop is requested.
+pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSummary> {
+    let run_start = Instant::now();
+    let trigger = options.trigger.unwrap_or(spec.trigger);
+    let SourceSpec::Files(files_spec) = &spec.source;
+
+    let checkpoint = Checkpoint::at(&spec.checkpoint);
+    let lock = CheckpointLock::acquire(&checkpoint)?;
+    if let Some(prev) = &lock.taken_over_from {
+        tracing::warn!(pid = prev.pid, host = %prev.host, started_at = %prev.started_at,
+            "took over the checkpoint lock left by a process that is no longer running");
+    }
+    let metadata = checkpoint.open_or_create()?;
+    let query_id = metadata.id.to_string();
+    let run_id = uuid::Uuid::new_v4().to_string();
+    checkpoint.write_plan(&PlanRecord {
+        flow: spec.name.clone(),
+        source: format!("files:{}", files_spec.format.as_str()),
+        source_path: files_spec.path.clone(),
+        sink: spec.sink.describe(),
+        sink_path: match &spec.sink {
+            crate::pipeline::SinkSpec::Delta { path, .. } => Some(path.clone()),
+            _ => None,
+        },
+    })?;
+
+    // Recover (DESIGN.md §5 step 2).
+    let last_offsets = checkpoint.latest_offsets()?;
+    let last_commit = checkpoint.latest_commit()?.map(|(id, _)| id);
+    let last_planned = last_offsets.as_ref().map(|(id, _)| *id);
+    match (last_planned, last_commit) {
+        (Some(p), Some(c)) if c > p => {
+            return Err(Error::checkpoint(
+                checkpoint.commit_path(c),
+                format!("commits/{c} exists but offsets stop at {p}; the checkpoint is inconsistent"),
+            ));
+        }
+        (Some(p), c) if p > c.map_or(0, |c| c + 1) && !(c.is_none() && p == 0) => {
+            return Err(Error::checkpoint(
+                checkpoint.offsets_path(p),
+                format!(
+                    "offsets/{p} is planned but the last commit is {}; more than one batch is uncommitted",
+                    c.map_or("none".to_string(), |c| c.to_string())
+                ),
+            ));
+        }
+        (None, Some(c)) => {
+            return Err(Error::checkpoint(
+                checkpoint.commit_path(c),
+                "commits exist but no offsets; the checkpoint is inconsistent",
+            ));
+        }
+        _ => {}
+    }
+    let mut ledger = Ledger::open(&checkpoint.ledger_path())?;
+    ledger.discard_unplanned_after(last_planned)?;
+    ledger.settle_committed_through(last_commit, now_ms())?;
+    let mut pending_replay: Option<(u64, OffsetSeq)> =
+        last_offsets.filter(|(id, _)| Some(*id) != last_commit);
+    let mut next_batch_id = last_commit.map_or(0, |c| c + 1);
+
+    let mut sink: Option<Sink> = None;
+    let mut summary = FlowSummary {
+        flow: spec.name.clone(),
+        query_id: query_id.clone(),
+        checkpoint: spec.checkpoint.clone(),
+        sink: spec.sink.describe(),
+        ..Default::default()
+    };
+    let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
+    let mut last_trigger_start: Option<Instant> = None;
+    let mut source: Option<(FileSource, Projection)> = None;
+    let mut ledger_slot = Some(ledger);
+    let mut modified_total = 0u64;
+
+    loop {
+        if stop_requested(&options.stop) {
+            summary.stopped_by_request = true;
+            break;
+        }
+        let trigger_start = Instant::now();
+        let t_latest = Instant::now();
+
+        // The schema is known once files exist (or given); until then there is nothing to plan.
+        if source.is_none() {
+            let ledger = ledger_slot.take().ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
+            match crate::source::files::schema_store::resolve(files_spec, &checkpoint)? {
+                Some(schema) => {
+                    let src = FileSource::new(files_spec.clone(), ledger, schema);
+                    let projection = Projection::new(
+                        &spec.name,
+                        src.batch_schema(),
+                        spec.where_.as_deref(),
+                        spec.select.as_deref(),
+                    );
+                    projection.check(src.batch_schema()).await?;
+                    source = Some((src, projection));
+                }
+                None => {
+                    ledger_slot = Some(ledger);
+                    match trigger {
+                        Trigger::AvailableNow | Trigger::Once => break,
+                        Trigger::ProcessingTime(interval) => {
+                            if wait(&mut options.stop, interval.max(IDLE_POLL_INTERVAL)).await {
+                                summary.stopped_by_request = true;
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
+        }
+        let Some((src, projection)) = source.as_mut() else {
+            continue;
+        };
+
+        // latestOffset + walCommit: plan the batch, or take the one to replay.
+        let (batch_id, files, replayed, selection, offsets_seq, latest_offset_ms, wal_ms) =
+            if let Some((id, seq)) = pending_replay.take() {
+                let files = src.ledger.files_for_batch(id)?;
+                tracing::info!(batch_id = id, files = files.len(), "re-running batch planned before a restart");
+                (id, files, true, Selection::default(), seq, ms_since(t_latest), 0)
+            } else {
+                let now = now_ms();
+                let selection = match trigger {
+                    Trigger::AvailableNow => {
+                        if !src.has_snapshot() {
+                            let listing = src.list(now)?;
+                            modified_total += listing.newly_modified.len() as u64;
+                            src.take_snapshot(listing);
+                        }
+                        src.next_from_snapshot(true)
+                    }
+                    Trigger::Once => {
+                        let listing = src.list(now)?;
+                        modified_total += listing.newly_modified.len() as u64;
+                        select(&listing.candidates, &src.options, false)
+                    }
+                    Trigger::ProcessingTime(_) => {
+                        let listing = src.list(now)?;
+                        modified_total += listing.newly_modified.len() as u64;
+                        select(&listing.candidates, &src.options, true)
+                    }
+                };
+                let latest_offset_ms = ms_since(t_latest);
+                if selection.files.is_empty() {
+                    match trigger {
+                        Trigger::AvailableNow | Trigger::Once => break,
+                        Trigger::ProcessingTime(interval) => {
+                            if wait(&mut options.stop, interval.max(IDLE_POLL_INTERVAL)).await {
+                                summary.stopped_by_request = true;
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                }
+                let t_wal = Instant::now();
+                let seq = OffsetSeq {
+                    metadata: OffsetSeqMetadata {
+                        batch_watermark_ms: 0,
+                        batch_timestamp_ms: now,
+                        conf: [
+                            ("weir.source.format".to_string(), src.options.format.as_str().to_string()),
+                            ("weir.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+                        ]
+                        .into_iter()
+                        .collect(),
+                    },
+                    offsets: vec![Some(serde_json::json!({ "logOffset": next_batch_id }))],
+                };
+                src.ledger.plan_batch(next_batch_id, &selection.files, now)?;
+                checkpoint.write_offsets(next_batch_id, &seq)?;
+                failpoint::hit("after_offsets", next_batch_id);
+                let files = selection.files.clone();
+                (next_batch_id, files, false, selection, seq, latest_offset_ms, ms_since(t_wal))
+            };
+
+        // getBatch: read the files.
+        let t_get = Instant::now();
+        let read = src.read(&files).await?;
+        let get_batch_ms = ms_since(t_get);
+
+        // addBatch: transform and write.
+        let t_add = Instant::now();
+        let out = projection.apply(read.batches).await?;
+        if sink.is_none() {
+            sink = Some(Sink::open(&spec.sink, &query_id).await?);
+        }
+        let sink_ref = sink.as_mut().ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
+        let commit = sink_ref.add_batch(batch_id, out).await?;
+        failpoint::hit("after_sink_commit", batch_id);
+        failpoint::hit("after_state", batch_id);
+        failpoint::hit("before_commit", batch_id);
+        let add_batch_ms = ms_since(t_add);
+
+        // commitOffsets.
+        let t_commit = Instant::now();
+        checkpoint.write_commit(
+            batch_id,
+            &CommitMetadata {
+                next_batch_watermark_ms: offsets_seq.metadata.batch_watermark_ms,
+            },
+        )?;
+        src.ledger.commit_batch(batch_id, &read.outcomes, now_ms())?;
+        let commit_ms = ms_since(t_commit);
+        let trigger_ms = ms_since(trigger_start);
+
+        // Progress.
+        let num_failed = read
+            .outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, FileOutcome::Failed { .. }))
+            .count() as u64;
+        let num_retried = read
+            .outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, FileOutcome::Retry { .. }))
+            .count() as u64;
+        let since_last = last_trigger_start.map_or(trigger_ms, |t| ms_since(t));
+        last_trigger_start = Some(trigger_start);
+        let rate = |rows: u64, ms: u64| if ms == 0 { 0.0 } else { rows as f64 * 1000.0 / ms as f64 };
+        let input_rate = rate(read.num_rows, since_last);
+        let processed_rate = rate(read.num_rows, trigger_ms);
+        let mut duration_ms = std::collections::BTreeMap::new();
+        duration_ms.insert("latestOffset".into(), latest_offset_ms);
+        duration_ms.insert("walCommit".into(), wal_ms);
+        duration_ms.insert("getBatch".into(), get_batch_ms);
+        duration_ms.insert("queryPlanning".into(), 0);
+        duration_ms.insert("addBatch".into(), add_batch_ms);
+        duration_ms.insert("commitOffsets".into(), commit_ms);
+        duration_ms.insert("triggerExecution".into(), trigger_ms);
+        let mut metrics = std::collections::BTreeMap::new();
+        metrics.insert("numFilesOutstanding".into(), selection.backlog_files.to_string());
+        metrics.insert("numBytesOutstanding".into(), selection.backlog_bytes.to_string());
+        let record = StreamingQueryProgress {
+            id: query_id.clone(),
+            run_id: run_id.clone(),
+            name: spec.name.clone(),
+            timestamp: iso_millis(now_ms() - trigger_ms as i64),
+            batch_id,
+            batch_duration: trigger_ms,
+            num_input_rows: read.num_rows,
+            input_rows_per_second: input_rate,
+            processed_rows_per_second: processed_rate,
+            duration_ms,
+            event_time: Default::default(),
+            state_operators: Vec::new(),
+            sources: vec![SourceProgress {
+                description: src.description(),
+                start_offset: if batch_id == 0 {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!({ "logOffset": batch_id - 1 })
+                },
+                end_offset: offsets_seq.offsets.first().cloned().flatten().unwrap_or_default(),
+                latest_offset: serde_json::Value::Null,
+                num_input_rows: read.num_rows,
+                input_rows_per_second: input_rate,
+                processed_rows_per_second: processed_rate,
+                metrics,
+            }],
+            sink: SinkProgress {
+                description: sink_ref.description(),
+                num_output_rows: if commit.skipped { 0 } else { commit.num_output_rows as i64 },
+            },
+            weir: WeirProgress {
+                trigger: trigger.to_string(),
+                delta_version: commit.delta_version,
+                sink_write_skipped: commit.skipped,
+                replayed,
+                num_files: files.len() as u64,
+                num_bytes: read.num_bytes,
+                num_rows_rescued: read.num_rows_rescued,
+                num_records_corrupt: read.num_records_corrupt,
+                num_files_failed: num_failed,
+                num_files_retried: num_retried,
+                num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
+                errors: read
+                    .errors
+                    .iter()
+                    .map(|(path, error)| FileError {
+                        path: path.clone(),
+                        error: error.clone(),
+                    })
+                    .collect(),
+            },
+        };
+        progress_log.append(&record)?;
+        if let Some(cb) = options.on_progress.as_mut() {
+            cb(&record);
+        }
+        tracing::info!(batch_id, rows = read.num_rows, files = files.len(), ms = trigger_ms, delta_version = ?commit.delta_version, "batch committed");
+
+        summary.batches += 1;
+        summary.replayed_batches += u64::from(replayed);
+        summary.num_input_rows += read.num_rows;
+        summary.num_output_rows += if commit.skipped { 0 } else { commit.num_output_rows };
+        summary.num_files += files.len() as u64;
+        summary.num_bytes += read.num_bytes;
+        summary.num_files_failed += num_failed;
+        summary.num_rows_rescued += read.num_rows_rescued;
+        summary.last_batch_id = Some(batch_id);
+        summary.delta_version = commit.delta_version.or(summary.delta_version);
+        next_batch_id = batch_id + 1;
+
+        match trigger {
+            Trigger::Once => break,
+            Trigger::AvailableNow => {}
+            Trigger::ProcessingTime(interval) => {
+                let elapsed = trigger_start.elapsed();
+                if interval > elapsed && wait(&mut options.stop, interval - elapsed).await {
+                    summary.stopped_by_request = true;
+                    break;
+                }
+            }
+        }
+    }
+    if summary.delta_version.is_none() {
+        summary.delta_version = sink.as_ref().and_then(Sink::delta_version);
+    }
+    summary.elapsed_ms = ms_since(run_start);
+    drop(lock);
+    Ok(summary)
+}
+
+fn stop_requested(stop: &Option<watch::Receiver<bool>>) -> bool {
+    stop.as_ref().is_some_and(|s| *s.borrow())
+}
+
+/// Sleeps for `d` unless a stop is requested first; returns whether a stop was requested.
+async fn wait(stop: &mut Option<watch::Receiver<bool>>, d: Duration) -> bool {
+    match stop {
+        None => {
+            tokio::time::sleep(d).await;
+            false
+        }
+        Some(rx) => {
+            if *rx.borrow() {
+                return true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(d) => *rx.borrow(),
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The stop sender is gone: nobody can ask for a stop any more.
+                        tokio::time::sleep(d).await;
+                        false
+                    } else {
+                        *rx.borrow()
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The schema of a source's batches, for checks before a run.
+pub fn batch_schema_of(read_schema: &SchemaRef) -> SchemaRef {
+    crate::source::files::batch_schema(read_schema)
+}

@@ -1,0 +1,35 @@
+//! weir: a micro-batch streaming engine for incremental Delta Lake pipelines,
+//! with a terminal operations console in front of it.
+//!
+//! The reference system is Apache Spark Structured Streaming with Databricks
+//! Auto Loader and Delta Lake; weir uses their vocabulary (`batch_id`,
+//! offsets, commits, watermark, trigger, `_rescued_data`, ...).
+//!
+//! # Module map
+//!
+//! ```text
+//! cli/         one module per subcommand (run, validate, inspect, demo)
+//! pipeline/    TOML spec types, validation (errors point at file:line:key), spec -> FlowPlan
+//! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
+//! source/      Source trait; files/ (listing, ledger, csv/json/parquet decoders)
+//! schema/      DDL parsing, typed inference, rescued data
+//! ops/         filter/project with DataFusion expressions
+//! sink/        Sink trait; delta (idempotent commits), memory, console
+//! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
+//! ```
+//!
+//! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
+//! structs (offsets, progress). See `docs/architecture.md`.
+#![forbid(unsafe_code)]
+
+pub mod checkpoint;
+pub mod cli;
+pub mod engine;
+pub mod error;
+pub mod ops;
+pub mod pipeline;
+pub mod schema;
+pub mod sink;
+pub mod source;
+
+pub use error::{Error, Result};

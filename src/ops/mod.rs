@@ -1,0 +1,192 @@
+//! Operators on Arrow record batches. Stateless today: the flow's `where`
+//! predicate and `select` list, evaluated by DataFusion.
+//!
+//! SQL dialect: DataFusion's, with identifier normalisation off so that
+//! unquoted names keep their case (`Photo` means the column `Photo`, as a
+//! Spark user expects). `*` expands to the source's data columns, not to the
+//! hidden `_metadata` struct (Spark's file-metadata column: `file_path`,
+//! `file_name`, `file_size`, `file_modification_time`), which must be selected
+//! by name, e.g. `_metadata.file_path AS source_file`.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use crate::error::{Error, Result};
+
+/// Name of the hidden file-metadata struct column a file source adds to each batch.
+pub const METADATA_COLUMN: &str = "_metadata";
+
+/// Checks that `sql` is one SQL expression (or a select item with an alias when
+/// `select_item`), without resolving column names.
+pub fn check_sql_syntax(sql: &str, select_item: bool) -> std::result::Result<(), String> {
+    let dialect = GenericDialect {};
+    let mut parser = Parser::new(&dialect)
+        .try_with_sql(sql)
+        .map_err(|e| e.to_string())?;
+    if select_item {
+        parser.parse_select_item().map_err(|e| e.to_string())?;
+    } else {
+        parser.parse_expr().map_err(|e| e.to_string())?;
+    }
+    match parser.peek_token().token {
+        Token::EOF => Ok(()),
+        other => Err(format!("unexpected `{other}` after the expression")),
+    }
+}
+
+/// A flow's stateless `where` + `select`, planned by DataFusion per batch.
+pub struct Projection {
+    flow: String,
+    sql: Option<String>,
+    ctx: SessionContext,
+}
+
+impl Projection {
+    /// `input` is the schema of source batches (data columns plus `_metadata`).
+    pub fn new(
+        flow: &str,
+        input: &SchemaRef,
+        where_: Option<&str>,
+        select: Option<&[String]>,
+    ) -> Self {
+        let data_columns: Vec<String> = input
+            .fields()
+            .iter()
+            .filter(|f| f.name() != METADATA_COLUMN)
+            .map(|f| quote_ident(f.name()))
+            .collect();
+        let sql = if where_.is_none() && select.is_none() {
+            None
+        } else {
+            let items = match select {
+                None => data_columns.join(", "),
+                Some(items) => items
+                    .iter()
+                    .map(|item| {
+                        if item.trim() == "*" {
+                            data_columns.join(", ")
+                        } else {
+                            item.clone()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            let mut sql = format!("SELECT {items} FROM batch");
+            if let Some(w) = where_ {
+                sql.push_str(&format!(" WHERE {w}"));
+            }
+            Some(sql)
+        };
+        let mut config = SessionConfig::new().with_target_partitions(1);
+        config
+            .options_mut()
+            .sql_parser
+            .enable_ident_normalization = false;
+        Projection {
+            flow: flow.to_string(),
+            sql,
+            ctx: SessionContext::new_with_config(config),
+        }
+    }
+
+    /// Whether the projection changes batches at all.
+    pub fn is_identity(&self) -> bool {
+        self.sql.is_none()
+    }
+
+    /// Applies `where` and `select` to one micro-batch. Without either, drops `_metadata`.
+    pub async fn apply(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+        let Some(sql) = &self.sql else {
+            return batches
+                .into_iter()
+                .map(|b| drop_metadata(&b))
+                .collect::<Result<Vec<_>>>();
+        };
+        let Some(first) = batches.first() else {
+            return Ok(Vec::new());
+        };
+        let schema = first.schema();
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        self.ctx
+            .register_table("batch", Arc::new(table))
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        let result = async {
+            let df = self.ctx.sql(sql).await?;
+            df.collect().await
+        }
+        .await
+        .map_err(|e| self.sql_error(&format!("evaluating `{sql}`"), e));
+        let _ = self.ctx.deregister_table("batch");
+        result
+    }
+
+    /// Plans the query against a schema without data, to report errors before anything runs.
+    pub async fn check(&self, input: &SchemaRef) -> Result<SchemaRef> {
+        let Some(sql) = &self.sql else {
+            let fields: Vec<_> = input
+                .fields()
+                .iter()
+                .filter(|f| f.name() != METADATA_COLUMN)
+                .cloned()
+                .collect();
+            return Ok(Arc::new(arrow::datatypes::Schema::new(fields)));
+        };
+        let table = datafusion::datasource::MemTable::try_new(input.clone(), vec![vec![]])
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        self.ctx
+            .register_table("batch", Arc::new(table))
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        let result = self
+            .ctx
+            .sql(sql)
+            .await
+            .map(|df| Arc::new(df.schema().as_arrow().clone()))
+            .map_err(|e| self.sql_error(&format!("planning `{sql}`"), e));
+        let _ = self.ctx.deregister_table("batch");
+        result
+    }
+
+    fn sql_error(&self, context: &str, e: datafusion::error::DataFusionError) -> Error {
+        Error::Sql {
+            flow: self.flow.clone(),
+            context: context.to_string(),
+            source: Box::new(e),
+        }
+    }
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn drop_metadata(batch: &RecordBatch) -> Result<RecordBatch> {
+    match batch.schema().index_of(METADATA_COLUMN) {
+        Ok(i) => {
+            let mut b = batch.clone();
+            b.remove_column(i);
+            Ok(b)
+        }
+        Err(_) => Ok(batch.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax() {
+        assert!(check_sql_syntax("dep_delay > 15", false).is_ok());
+        assert!(check_sql_syntax("_metadata.file_path AS source_file", true).is_ok());
+        assert!(check_sql_syntax("dep_delay >", false).is_err());
+        assert!(check_sql_syntax("a b c", false).is_err());
+    }
+}

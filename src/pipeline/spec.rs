@@ -1,0 +1,111 @@
+//! The pipeline file as written (TOML), before paths are resolved.
+//! Documented in `docs/pipeline.md`; keep the two in step.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::units::{ByteSize, HumanDuration};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineFile {
+    /// One `[[flow]]` table per streaming query.
+    #[serde(default)]
+    pub flow: Vec<Spanned<FlowFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowFile {
+    pub name: Spanned<String>,
+    pub source: SourceFile,
+    #[serde(rename = "where")]
+    pub where_: Option<Spanned<String>>,
+    pub select: Option<Vec<Spanned<String>>>,
+    pub sink: SinkFile,
+    pub trigger: Option<Spanned<TriggerFile>>,
+    pub checkpoint: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum TriggerFile {
+    /// `"available_now"`, `"once"`, or a processing-time interval such as `"10 seconds"`.
+    Word(String),
+    /// `{ processing_time = "10 seconds" }`.
+    ProcessingTime { processing_time: HumanDuration },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SourceFile {
+    /// A directory of files (Auto Loader's directory-listing mode).
+    Files(FilesSourceFile),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSourceFile {
+    pub path: String,
+    pub format: FormatFile,
+    /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.
+    pub schema: Option<Spanned<String>>,
+    #[serde(default = "default_true")]
+    pub infer_column_types: bool,
+    /// How many files schema inference samples (default 50).
+    pub schema_inference_max_files: Option<usize>,
+    pub path_glob_filter: Option<Spanned<String>>,
+    pub max_files_per_trigger: Option<Spanned<u64>>,
+    pub max_bytes_per_trigger: Option<ByteSize>,
+    pub min_file_age: Option<HumanDuration>,
+    #[serde(default)]
+    pub allow_overwrites: bool,
+    pub csv: Option<CsvFile>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FormatFile {
+    Json,
+    Csv,
+    Parquet,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvFile {
+    pub header: Option<bool>,
+    pub delimiter: Option<Spanned<String>>,
+    pub quote: Option<Spanned<String>>,
+    pub escape: Option<Spanned<String>>,
+    pub null_value: Option<String>,
+    pub comment: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SinkFile {
+    /// Append each batch to a Delta table in one commit.
+    Delta {
+        path: String,
+        #[serde(default)]
+        partition_by: Vec<String>,
+        #[serde(default)]
+        merge_schema: bool,
+    },
+    /// Keep rows in memory (tests, `weir run --headless` debugging).
+    Memory { name: Option<String> },
+    /// Print each batch to stderr.
+    Console {
+        #[serde(default = "default_console_rows")]
+        num_rows: usize,
+    },
+}
+
+fn default_console_rows() -> usize {
+    20
+}

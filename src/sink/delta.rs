@@ -1,0 +1,220 @@
+//! The Delta Lake sink: one commit per micro-batch, idempotent by application
+//! transaction (Delta's `txn` action, `txnAppId` / `txnVersion`), as Spark's
+//! Delta sink does. Every read and write goes through `deltalake`.
+//!
+//! Types are normalised before a write so that what DataFusion produces fits
+//! Delta's type system: timestamps with a zone become `Timestamp(µs, "UTC")`
+//! (Delta `timestamp`), without a zone `Timestamp(µs)` (Delta `timestamp_ntz`),
+//! `Utf8View`/`LargeUtf8` become `Utf8`, dictionaries are unpacked.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::Transaction;
+use deltalake::operations::write::SchemaMode;
+use deltalake::protocol::SaveMode;
+
+use super::SinkCommit;
+use crate::error::{Error, Result};
+
+pub struct DeltaSink {
+    path: PathBuf,
+    partition_by: Vec<String>,
+    merge_schema: bool,
+    app_id: String,
+    table: DeltaTable,
+}
+
+impl DeltaSink {
+    pub async fn open(path: &Path, partition_by: Vec<String>, merge_schema: bool, app_id: &str) -> Result<Self> {
+        let table = open_table(path).await?;
+        Ok(DeltaSink {
+            path: path.to_path_buf(),
+            partition_by,
+            merge_schema,
+            app_id: app_id.to_string(),
+            table,
+        })
+    }
+
+    pub fn description(&self) -> String {
+        format!("DeltaSink[{}]", self.path.display())
+    }
+
+    pub fn version(&self) -> Option<i64> {
+        self.table.version().map(|v| v as i64)
+    }
+
+    fn err(&self, source: deltalake::DeltaTableError) -> Error {
+        delta_error(&self.path, source)
+    }
+
+    /// Appends the batch in one commit with txn (app id, batch id), unless the table
+    /// already records this batch for this app id.
+    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>) -> Result<SinkCommit> {
+        if self.table.version().is_some() {
+            self.table.update_incremental(None).await.map_err(|e| self.err(e))?;
+        } else {
+            // The table may have been created by a previous attempt of this batch.
+            self.table = open_table(&self.path).await?;
+        }
+        if self.table.version().is_some() {
+            let log_store = self.table.log_store();
+            let snapshot = self.table.snapshot().map_err(|e| self.err(e))?;
+            let committed = snapshot
+                .transaction_version(log_store.as_ref(), &self.app_id)
+                .await
+                .map_err(|e| self.err(e))?;
+            if committed.is_some_and(|v| v >= batch_id as i64) {
+                tracing::info!(batch_id, app_id = %self.app_id, "batch already in the Delta log (replay after a crash); skipping the write");
+                return Ok(SinkCommit {
+                    num_output_rows: 0,
+                    delta_version: self.version(),
+                    skipped: true,
+                });
+            }
+        }
+        let batches = batches
+            .iter()
+            .map(normalize_batch)
+            .collect::<Result<Vec<_>>>()?;
+        let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if num_rows == 0 {
+            return Ok(SinkCommit {
+                num_output_rows: 0,
+                delta_version: self.version(),
+                skipped: false,
+            });
+        }
+        let commit = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
+        let mut builder = self
+            .table
+            .clone()
+            .write(batches)
+            .with_save_mode(SaveMode::Append)
+            .with_commit_properties(commit);
+        if !self.partition_by.is_empty() {
+            builder = builder.with_partition_columns(self.partition_by.clone());
+        }
+        if self.merge_schema {
+            builder = builder.with_schema_mode(SchemaMode::Merge);
+        }
+        let table = builder.await.map_err(|e| match e {
+            deltalake::DeltaTableError::SchemaMismatch { msg } => Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: format!(
+                    "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
+                ),
+            },
+            other => self.err(other),
+        })?;
+        self.table = table;
+        Ok(SinkCommit {
+            num_output_rows: num_rows as u64,
+            delta_version: self.version(),
+            skipped: false,
+        })
+    }
+}
+
+/// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
+pub async fn open_table(path: &Path) -> Result<DeltaTable> {
+    std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+    let url = table_url(path)?;
+    DeltaTable::try_from_url(url)
+        .await
+        .map_err(|e| delta_error(path, e))
+}
+
+/// Opens an existing Delta table, or `None` when the path holds none.
+pub async fn open_existing(path: &Path) -> Result<Option<DeltaTable>> {
+    if !path.join("_delta_log").is_dir() {
+        return Ok(None);
+    }
+    let url = table_url(path)?;
+    match deltalake::open_table(url).await {
+        Ok(t) => Ok(Some(t)),
+        Err(deltalake::DeltaTableError::NotATable(_)) => Ok(None),
+        Err(e) => Err(delta_error(path, e)),
+    }
+}
+
+pub fn table_url(path: &Path) -> Result<url::Url> {
+    let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+    url::Url::from_directory_path(&abs).map_err(|_| Error::Io {
+        path: abs.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an absolute path"),
+    })
+}
+
+fn delta_error(path: &Path, source: deltalake::DeltaTableError) -> Error {
+    Error::Delta {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Maps a type to the one Delta stores for it.
+pub fn delta_type(dt: &DataType) -> DataType {
+    match dt {
+        DataType::Timestamp(_, Some(_)) => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+        DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+        DataType::Date64 => DataType::Date32,
+        DataType::Dictionary(_, value) => delta_type(value),
+        DataType::UInt8 => DataType::Int16,
+        DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 | DataType::UInt64 => DataType::Int64,
+        DataType::Float16 => DataType::Float32,
+        DataType::Null => DataType::Utf8,
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| Arc::new(Field::new(f.name(), delta_type(f.data_type()), true)))
+                .collect(),
+        ),
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => {
+            DataType::List(Arc::new(Field::new(f.name(), delta_type(f.data_type()), true)))
+        }
+        other => other.clone(),
+    }
+}
+
+/// Casts a batch's columns to Delta-storable types; a no-op when they already are.
+pub fn normalize_batch(batch: &RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if schema
+        .fields()
+        .iter()
+        .all(|f| &delta_type(f.data_type()) == f.data_type())
+    {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        let target = delta_type(field.data_type());
+        if &target == field.data_type() {
+            columns.push(column.clone());
+        } else {
+            columns.push(cast(column, &target).map_err(|source| Error::Arrow {
+                context: format!("casting column {} to {target} for Delta", field.name()),
+                source,
+            })?);
+        }
+        fields.push(Field::new(field.name(), target, true));
+    }
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
+    RecordBatch::try_new(schema, columns).map_err(|source| Error::Arrow {
+        context: "normalising a batch for Delta".into(),
+        source,
+    })
+}

@@ -1,0 +1,77 @@
+//! Sinks: where a flow's batches go.
+//!
+//! Every sink is idempotent per batch id, which is what turns the engine's
+//! at-least-once replay into exactly-once output:
+//!
+//! - [`delta`]: one Delta commit per batch carrying an application transaction
+//!   (app id = the query id, version = the batch id). A replayed batch whose
+//!   version the table already records for that app id is skipped.
+//! - [`memory`]: keeps batches in the process (tests); skips batch ids it already holds.
+//! - [`console`]: prints batches to stderr (debugging); no guarantee.
+
+pub mod console;
+pub mod delta;
+pub mod memory;
+
+use arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+use crate::pipeline::SinkSpec;
+
+/// What a sink did with one batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkCommit {
+    pub num_output_rows: u64,
+    /// Delta table version written (or found, when skipped).
+    pub delta_version: Option<i64>,
+    /// The batch had been committed before (a replay after a crash); nothing written.
+    pub skipped: bool,
+}
+
+pub enum Sink {
+    Delta(delta::DeltaSink),
+    Memory(memory::MemorySink),
+    Console(console::ConsoleSink),
+}
+
+impl Sink {
+    /// Opens the sink of a flow; `app_id` is the query id from the checkpoint.
+    pub async fn open(spec: &SinkSpec, app_id: &str) -> Result<Self> {
+        Ok(match spec {
+            SinkSpec::Delta {
+                path,
+                partition_by,
+                merge_schema,
+            } => Sink::Delta(
+                delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id).await?,
+            ),
+            SinkSpec::Memory { name } => Sink::Memory(memory::MemorySink::named(name)),
+            SinkSpec::Console { num_rows } => Sink::Console(console::ConsoleSink::new(*num_rows)),
+        })
+    }
+
+    /// Writes batch `batch_id`, at most once.
+    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>) -> Result<SinkCommit> {
+        match self {
+            Sink::Delta(s) => s.add_batch(batch_id, batches).await,
+            Sink::Memory(s) => s.add_batch(batch_id, batches),
+            Sink::Console(s) => s.add_batch(batch_id, batches),
+        }
+    }
+
+    pub fn description(&self) -> String {
+        match self {
+            Sink::Delta(s) => s.description(),
+            Sink::Memory(s) => format!("MemorySink[{}]", s.name()),
+            Sink::Console(_) => "ConsoleSink".into(),
+        }
+    }
+
+    /// The latest Delta version, when the sink is a Delta table that exists.
+    pub fn delta_version(&self) -> Option<i64> {
+        match self {
+            Sink::Delta(s) => s.version(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The file source: Auto Loader's directory-listing mode.
+//!
+//! Each trigger lists the source directory recursively and plans the files the
+//! ledger has not seen, oldest modification time first, bounded by
+//! `max_files_per_trigger` and `max_bytes_per_trigger` (a soft bound: a batch
+//! always takes at least one file). Skipped while listing:
+//!
+//! - names starting with `_` or `.` (files and directories: temp files, `_SUCCESS`, ...);
+//! - names not matching `path_glob_filter` (matched against the path relative to the source);
+//! - files modified within `min_file_age` (they may still be being written);
+//! - 0-byte files, which are not recorded either, so a placeholder created
+//!   before its content is picked up once it has content;
+//! - files the ledger knows with the same size and modification time;
+//! - files the ledger knows with another size or modification time (rewritten in
+//!   place): logged and counted once as `numFilesModifiedAfterIngestion`, and
+//!   ingested again only with `allow_overwrites = true` (key = path + size + mtime).
+
+pub mod ledger;
+pub mod options;
+pub mod read;
+pub mod schema_store;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use arrow::array::{ArrayRef, Int64Array, StringArray, StructArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use futures::StreamExt;
+
+use crate::error::{Error, Result};
+use crate::ops::METADATA_COLUMN;
+use crate::pipeline::FilesSource;
+use ledger::{FileOutcome, Ledger, ListedFile};
+pub use options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
+use read::{FileMeta, FileReadError, ReadSpec};
+
+/// The fields of the hidden `_metadata` column (Spark's file-source metadata column).
+pub fn metadata_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("file_path", DataType::Utf8, false),
+        Field::new("file_name", DataType::Utf8, false),
+        Field::new("file_size", DataType::Int64, false),
+        Field::new(
+            "file_modification_time",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+    ])
+}
+
+/// The schema of the batches a file source emits: data columns, `_rescued_data`, `_metadata`.
+pub fn batch_schema(read_schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Arc<Field>> = read_schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(
+        METADATA_COLUMN,
+        DataType::Struct(metadata_fields()),
+        false,
+    )));
+    Arc::new(Schema::new(fields))
+}
+
+/// The outcome of one listing.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Files to ingest, oldest first.
+    pub candidates: Vec<ListedFile>,
+    /// Known files found rewritten in place during this listing (first sighting only).
+    pub newly_modified: Vec<ListedFile>,
+}
+
+/// Files chosen for one batch and what stays behind.
+#[derive(Debug, Default, Clone)]
+pub struct Selection {
+    pub files: Vec<ListedFile>,
+    pub backlog_files: u64,
+    pub backlog_bytes: u64,
+}
+
+/// What reading a batch's files produced.
+#[derive(Debug, Default)]
+pub struct BatchRead {
+    pub batches: Vec<RecordBatch>,
+    pub num_rows: u64,
+    pub num_bytes: u64,
+    pub num_rows_rescued: u64,
+    pub num_records_corrupt: u64,
+    pub outcomes: Vec<(String, FileOutcome)>,
+    /// Per failed file: path and error (also in `outcomes`).
+    pub errors: Vec<(String, String)>,
+}
+
+pub struct FileSource {
+    pub options: FilesSource,
+    pub ledger: Ledger,
+    read_spec: Arc<ReadSpec>,
+    batch_schema: SchemaRef,
+    /// `available_now`: the files present at start, not yet planned.
+    snapshot: Option<VecDeque<ListedFile>>,
+}
+
+impl FileSource {
+    pub fn new(options: FilesSource, ledger: Ledger, data_schema: SchemaRef) -> Self {
+        let read_spec = ReadSpec {
+            format: options.format,
+            csv: options.csv.clone(),
+            schema: data_schema,
+            rescued_data: true,
+        };
+        let batch_schema = batch_schema(&read::output_schema(&read_spec));
+        FileSource {
+            options,
+            ledger,
+            read_spec: Arc::new(read_spec),
+            batch_schema,
+            snapshot: None,
+        }
+    }
+
+    pub fn description(&self) -> String {
+        format!("FileStreamSource[{}]", file_url(&self.options.path))
+    }
+
+    /// Data columns + `_rescued_data` + `_metadata`.
+    pub fn batch_schema(&self) -> &SchemaRef {
+        &self.batch_schema
+    }
+
+    /// Lists the directory and returns the files to ingest (see the module doc for the rules).
+    pub fn list(&mut self, now_ms: i64) -> Result<Listing> {
+        let root = self.options.path.clone();
+        let mut found = Vec::new();
+        list_dir(&root, &root, &self.options, now_ms, &mut found)?;
+        let mut listing = Listing::default();
+        for file in found {
+            match self.ledger.lookup(&file.path)? {
+                None => listing.candidates.push(file),
+                Some(known)
+                    if known.size == file.size
+                        && known.modification_time_ms == file.modification_time_ms => {}
+                Some(_) if self.options.allow_overwrites => {
+                    tracing::warn!(path = %file.path, "file modified after ingestion; ingesting it again (allow_overwrites = true)");
+                    listing.candidates.push(file);
+                }
+                Some(_) => {
+                    tracing::warn!(path = %file.path, "file modified after ingestion; not ingested again (set allow_overwrites = true to re-ingest rewritten files)");
+                    self.ledger.record_modified(&file, now_ms)?;
+                    listing.newly_modified.push(file);
+                }
+            }
+        }
+        listing.candidates.sort_by(|a, b| {
+            a.modification_time_ms
+                .cmp(&b.modification_time_ms)
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        Ok(listing)
+    }
+
+    /// Takes a snapshot of the files present now; later [`FileSource::next_from_snapshot`]
+    /// calls plan only from it (`available_now`).
+    pub fn take_snapshot(&mut self, listing: Listing) {
+        self.snapshot = Some(listing.candidates.into());
+    }
+
+    pub fn has_snapshot(&self) -> bool {
+        self.snapshot.is_some()
+    }
+
+    /// Next bounded selection from the `available_now` snapshot.
+    pub fn next_from_snapshot(&mut self, bounded: bool) -> Selection {
+        let Some(queue) = self.snapshot.as_mut() else {
+            return Selection::default();
+        };
+        let all: Vec<ListedFile> = queue.iter().cloned().collect();
+        let selection = select(&all, &self.options, bounded);
+        for _ in 0..selection.files.len() {
+            queue.pop_front();
+        }
+        selection
+    }
+
+    /// Reads the files of a batch in parallel, in planning order.
+    pub async fn read(&self, files: &[ListedFile]) -> Result<BatchRead> {
+        let parallelism = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        let spec = self.read_spec.clone();
+        let tasks = futures::stream::iter(files.iter().cloned().map(|file| {
+            let spec = spec.clone();
+            tokio::task::spawn_blocking(move || {
+                let meta = FileMeta {
+                    path: PathBuf::from(&file.path),
+                    size: file.size,
+                    modification_time_ms: file.modification_time_ms,
+                };
+                let decoded = read::decode_file(&meta, &spec);
+                (file, decoded)
+            })
+        }))
+        .buffered(parallelism);
+        let results: Vec<_> = tasks.collect().await;
+        let mut out = BatchRead::default();
+        for joined in results {
+            let (file, decoded) = joined.map_err(|e| Error::Source {
+                path: self.options.path.clone(),
+                message: format!("a reader task failed: {e}"),
+            })?;
+            match decoded {
+                Ok(decoded) => {
+                    out.num_bytes += file.size;
+                    out.num_rows += decoded.num_rows as u64;
+                    out.num_rows_rescued += decoded.num_rows_rescued as u64;
+                    out.num_records_corrupt += decoded.num_records_corrupt as u64;
+                    for batch in decoded.batches {
+                        out.batches.push(with_metadata(&batch, &file, &self.batch_schema)?);
+                    }
+                    out.outcomes.push((
+                        file.path.clone(),
+                        FileOutcome::Ingested {
+                            num_rows: decoded.num_rows as u64,
+                        },
+                    ));
+                }
+                Err(FileReadError::Io { source, .. }) => {
+                    let error = source.to_string();
+                    tracing::warn!(path = %file.path, %error, "cannot read file; it will be retried by a later batch");
+                    out.errors.push((file.path.clone(), error.clone()));
+                    out.outcomes
+                        .push((file.path.clone(), FileOutcome::Retry { error }));
+                }
+                Err(FileReadError::Corrupt { message, .. }) => {
+                    tracing::error!(path = %file.path, error = %message, "file is unusable; none of its rows are ingested");
+                    out.errors.push((file.path.clone(), message.clone()));
+                    out.outcomes
+                        .push((file.path.clone(), FileOutcome::Failed { error: message }));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Lists the source without consulting the ledger (schema inference before the first batch).
+pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> Result<()> {
+    let now = chrono::Utc::now().timestamp_millis();
+    list_dir(&options.path, &options.path, options, now, out)
+}
+
+/// Chooses the files for one batch: oldest first, bounded by count and (softly) bytes.
+pub fn select(candidates: &[ListedFile], options: &FilesSource, bounded: bool) -> Selection {
+    let mut selection = Selection::default();
+    let mut bytes = 0u64;
+    for (i, file) in candidates.iter().enumerate() {
+        if bounded {
+            let over_files = selection.files.len() as u64 >= options.max_files_per_trigger;
+            let over_bytes = options
+                .max_bytes_per_trigger
+                .is_some_and(|max| !selection.files.is_empty() && bytes + file.size > max);
+            if over_files || over_bytes {
+                let rest = &candidates[i..];
+                selection.backlog_files = rest.len() as u64;
+                selection.backlog_bytes = rest.iter().map(|f| f.size).sum();
+                return selection;
+            }
+        }
+        bytes += file.size;
+        selection.files.push(file.clone());
+    }
+    selection
+}
+
+fn list_dir(
+    root: &Path,
+    dir: &Path,
+    options: &FilesSource,
+    now_ms: i64,
+    out: &mut Vec<ListedFile>,
+) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::SourceIo {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let min_age_ms = i64::try_from(options.min_file_age.as_millis()).unwrap_or(i64::MAX);
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::SourceIo {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('_') || name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            // Vanished between listing and stat: it will be seen (or not) next time.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(Error::SourceIo { path, source }),
+        };
+        if meta.is_dir() {
+            list_dir(root, &path, options, now_ms, out)?;
+            continue;
+        }
+        if !meta.is_file() || meta.len() == 0 {
+            continue;
+        }
+        if let Some(glob) = &options.path_glob_filter {
+            let relative = path.strip_prefix(root).unwrap_or(&path);
+            let file_name_matches = glob.matches(&name);
+            if !glob.matches_path(relative) && !file_name_matches {
+                continue;
+            }
+        }
+        let mtime_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        if min_age_ms > 0 && now_ms.saturating_sub(mtime_ms) < min_age_ms {
+            continue;
+        }
+        out.push(ListedFile {
+            path: path.to_string_lossy().into_owned(),
+            size: meta.len(),
+            modification_time_ms: mtime_ms,
+        });
+    }
+    Ok(())
+}
+
+/// `file:///...` URL of a local path (Spark's `_metadata.file_path` is a URI).
+pub fn file_url(path: &Path) -> String {
+    url::Url::from_file_path(path)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// Appends the `_metadata` struct column (constant per file) to a decoded batch.
+fn with_metadata(batch: &RecordBatch, file: &ListedFile, schema: &SchemaRef) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let path = Path::new(&file.path);
+    let url = file_url(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(url.as_str(), n))),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(name.as_str(), n))),
+        Arc::new(Int64Array::from_value(file.size as i64, n)),
+        Arc::new(
+            TimestampMicrosecondArray::from_value(file.modification_time_ms * 1000, n)
+                .with_timezone("UTC"),
+        ),
+    ];
+    let metadata = StructArray::try_new(metadata_fields(), columns, None).map_err(|source| {
+        Error::Arrow {
+            context: format!("building _metadata for {}", file.path),
+            source,
+        }
+    })?;
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(metadata));
+    RecordBatch::try_new(schema.clone(), columns).map_err(|source| Error::Arrow {
+        context: format!("batch from {}", file.path),
+        source,
+    })
+}
+
+/// How long to wait between listings when a processing-time trigger is idle.
+pub const IDLE_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Modification time of a path in ms (for tests and the demo).
+pub fn modification_time_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,400 @@
+//! Decoding one source file (JSON lines, CSV, Parquet) into Arrow batches of a
+//! given schema, with Auto Loader's `_rescued_data` so that no value is lost.
+//!
+//! [`decode_file`] is a pure function of the file's bytes and a [`ReadSpec`]; the
+//! engine decides which files to read and bounds how many bytes a batch reads.
+//!
+//! # The rules
+//!
+//! **Whole file, then bytes.** A file is read into memory in one go. If its first
+//! two bytes are the gzip magic `1F 8B` it is gunzipped, whatever its name says,
+//! and every gzip member is decoded (concatenated gzip files are one stream). A
+//! truncated or damaged gzip makes the whole file [`FileReadError::Corrupt`]: no
+//! row of it is returned, not even the lines that were decodable before the damage,
+//! so the file can be re-ingested whole once a complete copy lands. A UTF-8 byte-order
+//! mark at the start of the (decompressed) text is dropped. A 0-byte or blank file
+//! has 0 rows and no error.
+//!
+//! **Output.** Every batch has the schema [`output_schema`]: the spec's columns,
+//! all nullable (like Spark, a file source reads every column as nullable, whatever
+//! the declared schema says), followed by `_rescued_data: Utf8` when
+//! [`ReadSpec::rescued_data`] is on. Rows keep the file's order. Batches hold at
+//! most [`BATCH_ROWS`] rows; a file with no rows yields no batch.
+//!
+//! **`_rescued_data`.** A value that does not fit its column, and a field the schema
+//! does not have, is moved to `_rescued_data` instead of being dropped: a JSON object
+//! text with the rescued fields in file order, followed by `"_file_path": "<path>"`.
+//! The column is null for a row where nothing was rescued. A null value is never
+//! rescued (nothing is lost by dropping it). Names are matched exactly: a field
+//! whose name differs from a column only by letter case is rescued under its own
+//! spelling (weir's Delta tables are case-insensitive, so it can never become a
+//! second column). [`DecodedFile::num_rows_rescued`] counts rows with at least one
+//! rescued value (corrupt records are counted apart).
+//!
+//! **Corrupt records.** A JSON line that is not a JSON object (broken syntax, bare
+//! `NaN`/`Infinity` tokens, invalid UTF-8), or a CSV record with invalid UTF-8,
+//! becomes a row whose data columns are all null and whose `_rescued_data` is
+//! `{"_corrupt_record": "<raw text, lossy UTF-8>", "_file_path": "<path>", "_line": N}`
+//! (N counts lines from 1 in the decompressed file; for CSV it is the line where the
+//! record starts). It is counted in [`DecodedFile::num_records_corrupt`]; the other
+//! records of the file are kept.
+//!
+//! **Without `_rescued_data`** ([`ReadSpec::rescued_data`] = false) a value that does
+//! not fit leaves its column null and is still counted in `num_rows_rescued`;
+//! corrupt records are still all-null rows counted in `num_records_corrupt`. The
+//! counts are the only trace, which is why the engine enables the column by default.
+//!
+//! ## JSON lines
+//!
+//! One JSON object per line; `\r\n` line ends are accepted; blank lines are skipped.
+//! Each line is parsed with `serde_json` and every field is checked against its column:
+//!
+//! | column type | accepted JSON values | stored as |
+//! |---|---|---|
+//! | string | any value | strings as is; numbers and booleans as their JSON text (`19` -> `"19"`); objects and arrays as their compact JSON text (Spark does the same) |
+//! | bigint, int, smallint, tinyint | integer literals within the type's range | the integer; `5.5`, `4.0`, `"3"` and out-of-range integers are rescued, never truncated |
+//! | double, float | any number (integers included) | the number; strings (also `"NaN"`) are rescued; a value beyond `float`'s range is rescued |
+//! | boolean | `true`, `false` | the value |
+//! | date | `"YYYY-MM-DD"` | the day |
+//! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = UTC); integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued |
+//! | decimal(p,s) | numbers | rounded half-up to `s` digits like Spark's cast; rescued when more than `p - s` integer digits |
+//! | binary | base64 strings (Spark's JSON encoding of binary) | the decoded bytes |
+//! | array<T> | arrays whose every element fits `T` | otherwise the whole array is rescued |
+//! | map<string,T> | objects whose every value fits `T` | otherwise the whole object is rescued |
+//! | struct<...> | objects | fields matched by exact name, recursively |
+//!
+//! A field inside a struct that the struct does not have is rescued with its nested
+//! path written as nested objects: `{"id":3,"meta":{"src":"app","ver":2}}` read with
+//! `meta struct<src>` keeps `meta.src` and rescues `{"meta":{"ver":2}}`. A dotted key
+//! is never a path (a top-level field literally named `meta.ver` is rescued as
+//! `"meta.ver"`), so the two cannot be confused. JSON numbers are parsed as 64-bit
+//! integers or doubles: a number with more digits than a double holds reaches a
+//! decimal column (and `_rescued_data`) as its nearest double.
+//! The cleaned objects are then turned into columns by arrow-json's `Decoder::serialize`.
+//!
+//! ## CSV
+//!
+//! Parsed with the `csv` crate in flexible mode with the dialect of [`CsvOptions`]:
+//! quoted fields may hold the delimiter, doubled quotes and line breaks (kept as in
+//! the file, `\r\n` included); lines may end in `\n`, `\r\n` or `\r`. With a header,
+//! columns are matched **by name, per file**: a file may order its columns
+//! differently, lack some (they are null) or have more (rescued under their header
+//! name). Without a header, fields are matched by position. A field past the
+//! header's width is rescued as `_c<index>` (0-based field index); a header field
+//! that is empty or repeats an earlier name is rescued as `_c<index>` too. A short
+//! row has its missing fields null. An empty field and a field equal to
+//! `null_value` are null.
+//!
+//! Each column is first built as strings and then converted with Arrow's `cast`
+//! kernel (safe mode). A value that was not null before the cast and is null after
+//! it did not fit, and is rescued as its original string (`"salinity":"35.1"`).
+//! Conversions are therefore Arrow's: integers and floats as Rust parses them,
+//! `true`/`false` (and Arrow's other boolean spellings) for booleans, ISO-8601
+//! text for timestamps (no zone = UTC; a number is not read as epoch seconds in
+//! CSV), decimals rounded half-up. A nested column type (array, struct, map) cannot
+//! be cast from text: all its values are rescued.
+//!
+//! ## Parquet
+//!
+//! Read with the Parquet Arrow reader straight from the file (Parquet compresses
+//! internally, so the gzip sniffing above does not apply). Columns are matched by
+//! exact name; a column whose type differs is converted with the `cast` kernel;
+//! values the cast rejects, and non-null values of columns the schema lacks, are
+//! rescued as their JSON form (as written by arrow-json). Missing columns are null.
+//! A 0-byte Parquet file has 0 rows; a file whose footer cannot be read is
+//! [`FileReadError::Corrupt`].
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+
+use super::options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
+
+mod csv_file;
+mod json_lines;
+mod parquet_file;
+mod rescue;
+
+pub(crate) use csv_file::reader_builder as csv_reader_builder;
+
+/// Most rows in one decoded batch.
+pub const BATCH_ROWS: usize = 8192;
+
+/// How to decode a file.
+#[derive(Debug, Clone)]
+pub struct ReadSpec {
+    pub format: FileFormat,
+    /// CSV dialect (ignored for other formats).
+    pub csv: CsvOptions,
+    /// The data columns (without `_rescued_data`).
+    pub schema: SchemaRef,
+    /// Append the `_rescued_data` column.
+    pub rescued_data: bool,
+}
+
+/// The listing's view of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    pub path: PathBuf,
+    pub size: u64,
+    pub modification_time_ms: i64,
+}
+
+impl FileMeta {
+    /// Reads size and modification time from the file system.
+    pub fn from_path(path: impl Into<PathBuf>) -> Result<Self, FileReadError> {
+        let path = path.into();
+        let metadata = std::fs::metadata(&path).map_err(|source| FileReadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let modification_time_ms = metadata
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
+            .unwrap_or(0);
+        Ok(FileMeta {
+            path,
+            size: metadata.len(),
+            modification_time_ms,
+        })
+    }
+}
+
+/// The rows of one file.
+#[derive(Debug, Clone, Default)]
+pub struct DecodedFile {
+    /// Each with schema [`output_schema`]; at most [`BATCH_ROWS`] rows each; none when the file has no rows.
+    pub batches: Vec<RecordBatch>,
+    /// All rows, corrupt records included.
+    pub num_rows: usize,
+    /// Rows (not corrupt records) with at least one rescued value.
+    pub num_rows_rescued: usize,
+    /// Records that could not be parsed at all.
+    pub num_records_corrupt: usize,
+}
+
+/// Why a file could not be decoded.
+#[derive(thiserror::Error, Debug)]
+pub enum FileReadError {
+    /// The file could not be read (permission denied, vanished, ...). Retrying may help.
+    #[error("cannot read source file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The whole file is unusable (truncated gzip, bad Parquet footer). No row of it is returned.
+    #[error("source file {path} is corrupt: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// The schema has a column type this format's reader cannot produce.
+    #[error("source file {path}: {message}")]
+    Unsupported { path: PathBuf, message: String },
+    /// An Arrow kernel failed where it should not: a bug in weir, not in the data.
+    #[error("internal error decoding {path}: {message}")]
+    Internal { path: PathBuf, message: String },
+}
+
+impl FileReadError {
+    /// The file involved.
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            FileReadError::Io { path, .. }
+            | FileReadError::Corrupt { path, .. }
+            | FileReadError::Unsupported { path, .. }
+            | FileReadError::Internal { path, .. } => path,
+        }
+    }
+
+    /// Whether reading the same file again later can succeed without a change by a person
+    /// (a corrupt file is retried only when a new version of it lands).
+    pub fn retryable(&self) -> bool {
+        matches!(self, FileReadError::Io { .. })
+    }
+
+    pub(crate) fn internal(path: &std::path::Path, error: impl std::fmt::Display) -> Self {
+        FileReadError::Internal {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// The schema of the decoded batches: the spec's data columns made nullable, then
+/// `_rescued_data: Utf8` when enabled. A data column named `_rescued_data` in the
+/// spec is dropped (the column is the reader's, not the file's).
+pub fn output_schema(spec: &ReadSpec) -> SchemaRef {
+    let mut fields: Vec<FieldRef> = data_fields(&spec.schema).iter().cloned().collect();
+    if spec.rescued_data {
+        fields.push(Arc::new(Field::new(RESCUED_DATA_COLUMN, DataType::Utf8, true)));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The spec's data columns, all nullable, without a `_rescued_data` column.
+fn data_fields(schema: &Schema) -> Fields {
+    schema
+        .fields()
+        .iter()
+        .filter(|f| f.name() != RESCUED_DATA_COLUMN)
+        .map(|f| Arc::new(nullable_field(f)))
+        .collect()
+}
+
+fn nullable_field(field: &Field) -> Field {
+    field
+        .clone()
+        .with_data_type(nullable_type(field.data_type()))
+        .with_nullable(true)
+}
+
+/// The same type with every nested field nullable (map keys and entries excepted: Arrow requires them).
+pub(crate) fn nullable_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Struct(fields) => DataType::Struct(
+            fields.iter().map(|f| Arc::new(nullable_field(f))).collect(),
+        ),
+        DataType::List(item) => DataType::List(Arc::new(nullable_field(item))),
+        DataType::LargeList(item) => DataType::LargeList(Arc::new(nullable_field(item))),
+        DataType::Map(entries, sorted) => {
+            let entries_type = match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => DataType::Struct(Fields::from(vec![
+                    kv[0].as_ref().clone(),
+                    nullable_field(&kv[1]),
+                ])),
+                other => other.clone(),
+            };
+            DataType::Map(
+                Arc::new(entries.as_ref().clone().with_data_type(entries_type)),
+                *sorted,
+            )
+        }
+        other => other.clone(),
+    }
+}
+
+/// Decodes one file into batches of [`output_schema`].
+pub fn decode_file(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFile, FileReadError> {
+    let schema = output_schema(spec);
+    match spec.format {
+        FileFormat::Parquet => parquet_file::decode(meta, spec, &schema),
+        FileFormat::Json => {
+            let text = read_contents(&meta.path)?;
+            json_lines::decode(&text, meta, spec, &schema)
+        }
+        FileFormat::Csv => {
+            let text = read_contents(&meta.path)?;
+            csv_file::decode(&text, meta, spec, &schema)
+        }
+    }
+}
+
+/// The bytes of a JSON or CSV file as the decoders see them: gunzipped when the
+/// file starts with the gzip magic, without a leading UTF-8 byte-order mark.
+pub fn read_contents(path: &std::path::Path) -> Result<Vec<u8>, FileReadError> {
+    let raw = std::fs::read(path).map_err(|source| FileReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode_contents(path, raw)
+}
+
+/// [`read_contents`] for bytes already in memory.
+pub fn decode_contents(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, FileReadError> {
+    let mut text = if raw.starts_with(&[0x1F, 0x8B]) {
+        let mut out = Vec::with_capacity(raw.len().saturating_mul(4));
+        flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .read_to_end(&mut out)
+            .map_err(|e| FileReadError::Corrupt {
+                path: path.to_path_buf(),
+                message: format!("gzip stream is damaged or truncated: {e}"),
+            })?;
+        out
+    } else {
+        raw
+    };
+    if text.starts_with(UTF8_BOM) {
+        text.drain(..UTF8_BOM.len());
+    }
+    Ok(text)
+}
+
+const UTF8_BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+
+/// The `_file_path` written into `_rescued_data`.
+fn display_path(meta: &FileMeta) -> String {
+    meta.path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::{Path, PathBuf};
+
+    use arrow::array::{Array, AsArray, RecordBatch};
+    use arrow::datatypes::SchemaRef;
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+
+    use super::{FileMeta, ReadSpec};
+    use crate::source::files::{CsvOptions, FileFormat};
+
+    pub fn case_file(relative: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cases")
+            .join(relative)
+    }
+
+    pub fn meta(path: &Path) -> FileMeta {
+        FileMeta::from_path(path).unwrap()
+    }
+
+    pub fn spec(format: FileFormat, schema: SchemaRef) -> ReadSpec {
+        ReadSpec {
+            format,
+            csv: CsvOptions::default(),
+            schema,
+            rescued_data: true,
+        }
+    }
+
+    /// Every row as display strings ("null" for nulls), `_rescued_data` excluded.
+    pub fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+        let options = FormatOptions::default().with_null("null");
+        let mut out = Vec::new();
+        for batch in batches {
+            let n = batch
+                .schema()
+                .fields()
+                .iter()
+                .filter(|f| f.name() != "_rescued_data")
+                .count();
+            let formatters: Vec<_> = batch.columns()[..n]
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+                .collect();
+            for row in 0..batch.num_rows() {
+                out.push(formatters.iter().map(|f| f.value(row).to_string()).collect());
+            }
+        }
+        out
+    }
+
+    /// `_rescued_data` of every row, parsed.
+    pub fn rescued(batches: &[RecordBatch]) -> Vec<Option<serde_json::Value>> {
+        let mut out = Vec::new();
+        for batch in batches {
+            let column = batch.column_by_name("_rescued_data").unwrap().as_string::<i32>();
+            for row in 0..batch.num_rows() {
+                out.push(
+                    column
+                        .is_valid(row)
+                        .then(|| serde_json::from_str(column.value(row)).unwrap()),
+                );
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,732 @@
+//! JSON lines decoding: each line is parsed with `serde_json`, every value is
+//! checked against its column (a misfit moves to `_rescued_data`), and the cleaned
+//! objects are turned into columns by arrow-json's `Decoder::serialize`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::array::timezone::Tz;
+use arrow::compute::kernels::cast_utils::string_to_datetime;
+use arrow::compute::parse_string_to_decimal_native;
+use arrow::datatypes::{DataType, Decimal128Type, DecimalType, Fields, Schema, SchemaRef, TimeUnit};
+use arrow::json::ReaderBuilder;
+use arrow::json::reader::Decoder;
+use chrono::{DateTime, NaiveDate, TimeZone};
+use serde_json::{Map, Value};
+
+use super::rescue::Rescues;
+use super::{BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, data_fields, display_path};
+
+pub(super) fn decode(
+    data: &[u8],
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+) -> Result<DecodedFile, FileReadError> {
+    let fields = data_fields(&spec.schema);
+    let shape = StructShape::new(&fields).map_err(|message| FileReadError::Unsupported {
+        path: meta.path.clone(),
+        message,
+    })?;
+    let decoder = ReaderBuilder::new(Arc::new(Schema::new(fields.clone())))
+        .with_batch_size(BATCH_ROWS)
+        .build_decoder()
+        .map_err(|e| FileReadError::Unsupported {
+            path: meta.path.clone(),
+            message: e.to_string(),
+        })?;
+    let mut state = State {
+        decoder,
+        rows: Vec::with_capacity(BATCH_ROWS.min(data.len() / 16 + 1)),
+        rescues: Rescues::default(),
+        out: DecodedFile::default(),
+        file_path: display_path(meta),
+        meta,
+        spec,
+        schema,
+    };
+
+    for (index, line) in data.split(|b| *b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let row = state.rows.len();
+        match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(object)) => {
+                let (cleaned, rescued) = shape.fit_object(object);
+                for (order, (key, value)) in rescued.into_iter().enumerate() {
+                    state.rescues.field(row, order, key, value);
+                }
+                state.rows.push(Value::Object(cleaned));
+            }
+            _ => {
+                let raw = String::from_utf8_lossy(line).into_owned();
+                state.rescues.corrupt(row, raw, index + 1);
+                state.rows.push(Value::Object(Map::new()));
+            }
+        }
+        if state.rows.len() == BATCH_ROWS {
+            state.flush()?;
+        }
+    }
+    state.flush()?;
+    Ok(state.out)
+}
+
+struct State<'a> {
+    decoder: Decoder,
+    rows: Vec<Value>,
+    rescues: Rescues,
+    out: DecodedFile,
+    file_path: String,
+    meta: &'a FileMeta,
+    spec: &'a ReadSpec,
+    schema: &'a SchemaRef,
+}
+
+impl State<'_> {
+    fn flush(&mut self) -> Result<(), FileReadError> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let internal = |e: arrow::error::ArrowError| FileReadError::internal(&self.meta.path, e);
+        let num_rows = self.rows.len();
+        self.decoder.serialize(&self.rows).map_err(internal)?;
+        self.rows.clear();
+        let data = self.decoder.flush().map_err(internal)?;
+        let mut columns = match data {
+            Some(batch) => batch.columns().to_vec(),
+            None => Vec::new(),
+        };
+        let rescue = std::mem::take(&mut self.rescues).finish(
+            num_rows,
+            &self.file_path,
+            self.spec.rescued_data,
+        );
+        if let Some(column) = rescue.column {
+            columns.push(column);
+        }
+        let batch = RecordBatch::try_new(Arc::clone(self.schema), columns).map_err(internal)?;
+        self.out.num_rows += num_rows;
+        self.out.num_rows_rescued += rescue.rows_rescued;
+        self.out.num_records_corrupt += rescue.records_corrupt;
+        self.out.batches.push(batch);
+        Ok(())
+    }
+}
+
+/// What a column accepts, compiled once per file from its Arrow type.
+enum Shape {
+    Utf8,
+    Int { min: i64, max: i64 },
+    Float32,
+    Float64,
+    Boolean,
+    Date32,
+    Timestamp { tz: Option<Tz>, per_second: i64 },
+    Decimal { precision: u8, scale: i8 },
+    Binary,
+    List(Box<Shape>),
+    Map(Box<Shape>),
+    Struct(StructShape),
+}
+
+struct StructShape {
+    names: Vec<String>,
+    shapes: Vec<Shape>,
+    index: HashMap<String, usize>,
+}
+
+/// The result of checking one value against its column.
+enum Fit {
+    /// The value fits (possibly converted to what arrow-json expects).
+    Keep(Value),
+    /// The value does not fit; here it is, unchanged.
+    Rescue(Value),
+    /// An object that fits except for some nested fields (rescued as nested objects).
+    Partial(Value, Map<String, Value>),
+}
+
+impl StructShape {
+    fn new(fields: &Fields) -> Result<Self, String> {
+        let mut shape = StructShape {
+            names: Vec::with_capacity(fields.len()),
+            shapes: Vec::with_capacity(fields.len()),
+            index: HashMap::with_capacity(fields.len()),
+        };
+        for field in fields {
+            let column = Shape::new(field.data_type())
+                .map_err(|t| format!("column `{}`: JSON cannot be decoded into {t}", field.name()))?;
+            shape.index.entry(field.name().clone()).or_insert(shape.names.len());
+            shape.names.push(field.name().clone());
+            shape.shapes.push(column);
+        }
+        Ok(shape)
+    }
+
+    /// Splits an object into the part that fits (keys in the schema, converted) and
+    /// the rescued part (unknown keys, misfits, and nested rescues), in key order.
+    fn fit_object(&self, object: Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
+        let mut cleaned = Map::with_capacity(object.len());
+        let mut rescued = Map::new();
+        for (key, value) in object {
+            if value.is_null() {
+                continue;
+            }
+            let Some(&i) = self.index.get(&key) else {
+                rescued.insert(key, value);
+                continue;
+            };
+            match self.shapes[i].fit(value) {
+                Fit::Keep(v) => {
+                    cleaned.insert(key, v);
+                }
+                Fit::Rescue(v) => {
+                    rescued.insert(key, v);
+                }
+                Fit::Partial(v, nested) => {
+                    cleaned.insert(key.clone(), v);
+                    rescued.insert(key, Value::Object(nested));
+                }
+            }
+        }
+        (cleaned, rescued)
+    }
+}
+
+impl Shape {
+    /// `Err` carries the unsupported type's name.
+    fn new(data_type: &DataType) -> Result<Self, String> {
+        Ok(match data_type {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Shape::Utf8,
+            DataType::Int8 => Shape::Int {
+                min: i8::MIN.into(),
+                max: i8::MAX.into(),
+            },
+            DataType::Int16 => Shape::Int {
+                min: i16::MIN.into(),
+                max: i16::MAX.into(),
+            },
+            DataType::Int32 => Shape::Int {
+                min: i32::MIN.into(),
+                max: i32::MAX.into(),
+            },
+            DataType::Int64 => Shape::Int {
+                min: i64::MIN,
+                max: i64::MAX,
+            },
+            DataType::Float32 => Shape::Float32,
+            DataType::Float64 => Shape::Float64,
+            DataType::Boolean => Shape::Boolean,
+            DataType::Date32 => Shape::Date32,
+            DataType::Timestamp(unit, tz) => Shape::Timestamp {
+                tz: match tz {
+                    Some(tz) => Some(tz.parse::<Tz>().map_err(|e| format!("{data_type} ({e})"))?),
+                    None => None,
+                },
+                per_second: match unit {
+                    TimeUnit::Second => 1,
+                    TimeUnit::Millisecond => 1_000,
+                    TimeUnit::Microsecond => 1_000_000,
+                    TimeUnit::Nanosecond => 1_000_000_000,
+                },
+            },
+            DataType::Decimal128(precision, scale) if *scale >= 0 => Shape::Decimal {
+                precision: *precision,
+                scale: *scale,
+            },
+            DataType::Binary | DataType::LargeBinary => Shape::Binary,
+            DataType::List(item) | DataType::LargeList(item) => {
+                Shape::List(Box::new(Shape::new(item.data_type())?))
+            }
+            DataType::Map(entries, _) => match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 && kv[0].data_type() == &DataType::Utf8 => {
+                    Shape::Map(Box::new(Shape::new(kv[1].data_type())?))
+                }
+                _ => return Err(data_type.to_string()),
+            },
+            DataType::Struct(fields) => Shape::Struct(StructShape::new(fields)?),
+            other => return Err(other.to_string()),
+        })
+    }
+
+    /// Checks a non-null value against the column.
+    fn fit(&self, value: Value) -> Fit {
+        if value.is_null() {
+            return Fit::Keep(value);
+        }
+        match self {
+            Shape::Utf8 => Fit::Keep(match value {
+                Value::String(_) => value,
+                Value::Bool(b) => Value::String(if b { "true" } else { "false" }.into()),
+                other => Value::String(other.to_string()),
+            }),
+            Shape::Int { min, max } => match value.as_i64() {
+                Some(v) if (*min..=*max).contains(&v) => Fit::Keep(value),
+                _ => Fit::Rescue(value),
+            },
+            Shape::Float64 => keep_if(value.is_number(), value),
+            Shape::Float32 => {
+                let fits = value
+                    .as_f64()
+                    .is_some_and(|v| v.is_finite() && (v as f32).is_finite());
+                keep_if(fits, value)
+            }
+            Shape::Boolean => keep_if(value.is_boolean(), value),
+            Shape::Date32 => match value.as_str().and_then(parse_date) {
+                Some(days) => Fit::Keep(Value::from(days)),
+                None => Fit::Rescue(value),
+            },
+            Shape::Timestamp { tz, per_second } => {
+                let ticks = match &value {
+                    Value::String(s) => parse_timestamp(s, tz.as_ref(), *per_second),
+                    Value::Number(n) => n.as_i64().and_then(|s| s.checked_mul(*per_second)),
+                    _ => None,
+                };
+                match ticks {
+                    Some(t) => Fit::Keep(Value::from(t)),
+                    None => Fit::Rescue(value),
+                }
+            }
+            Shape::Decimal { precision, scale } => {
+                let text = match &value {
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                };
+                match text.and_then(|t| parse_decimal(&t, *precision, *scale)) {
+                    Some(canonical) => Fit::Keep(Value::String(canonical)),
+                    None => Fit::Rescue(value),
+                }
+            }
+            Shape::Binary => match value.as_str().and_then(base64_to_hex) {
+                Some(hex) => Fit::Keep(Value::String(hex)),
+                None => Fit::Rescue(value),
+            },
+            Shape::List(item) => {
+                let Value::Array(items) = value else {
+                    return Fit::Rescue(value);
+                };
+                let original = items.clone();
+                let mut cleaned = Vec::with_capacity(items.len());
+                for v in items {
+                    match item.fit(v) {
+                        Fit::Keep(v) => cleaned.push(v),
+                        Fit::Rescue(_) | Fit::Partial(..) => {
+                            return Fit::Rescue(Value::Array(original));
+                        }
+                    }
+                }
+                Fit::Keep(Value::Array(cleaned))
+            }
+            Shape::Map(values) => {
+                let Value::Object(entries) = value else {
+                    return Fit::Rescue(value);
+                };
+                let original = entries.clone();
+                let mut cleaned = Map::with_capacity(entries.len());
+                for (k, v) in entries {
+                    match values.fit(v) {
+                        Fit::Keep(v) => {
+                            cleaned.insert(k, v);
+                        }
+                        Fit::Rescue(_) | Fit::Partial(..) => {
+                            return Fit::Rescue(Value::Object(original));
+                        }
+                    }
+                }
+                Fit::Keep(Value::Object(cleaned))
+            }
+            Shape::Struct(shape) => {
+                let Value::Object(object) = value else {
+                    return Fit::Rescue(value);
+                };
+                let (cleaned, rescued) = shape.fit_object(object);
+                if rescued.is_empty() {
+                    Fit::Keep(Value::Object(cleaned))
+                } else {
+                    Fit::Partial(Value::Object(cleaned), rescued)
+                }
+            }
+        }
+    }
+}
+
+fn keep_if(fits: bool, value: Value) -> Fit {
+    if fits {
+        Fit::Keep(value)
+    } else {
+        Fit::Rescue(value)
+    }
+}
+
+/// `YYYY-MM-DD` as days since the epoch.
+fn parse_date(s: &str) -> Option<i32> {
+    let date = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)?;
+    i32::try_from(date.signed_duration_since(epoch).num_days()).ok()
+}
+
+/// An ISO-8601 string as ticks since the epoch: a string without a zone is in
+/// `tz` (UTC for `TIMESTAMP`), and `TIMESTAMP_NTZ` keeps the wall-clock time.
+pub(crate) fn parse_timestamp(s: &str, tz: Option<&Tz>, per_second: i64) -> Option<i64> {
+    match tz {
+        Some(tz) => ticks(string_to_datetime(tz, s).ok()?, per_second),
+        None => ticks(string_to_datetime(&chrono::Utc, s).ok()?, per_second),
+    }
+}
+
+fn ticks<T: TimeZone>(datetime: DateTime<T>, per_second: i64) -> Option<i64> {
+    match per_second {
+        1 => Some(datetime.timestamp()),
+        1_000 => Some(datetime.timestamp_millis()),
+        1_000_000 => Some(datetime.timestamp_micros()),
+        _ => datetime.timestamp_nanos_opt(),
+    }
+}
+
+/// A number as a decimal(p, s) the way Arrow's string cast reads it (rounded
+/// half-up to the scale), written back with exactly `scale` digits so arrow-json
+/// stores it unchanged; `None` when it does not fit the precision.
+fn parse_decimal(text: &str, precision: u8, scale: i8) -> Option<String> {
+    let scale_digits = usize::try_from(scale).ok()?;
+    let native = parse_string_to_decimal_native::<Decimal128Type>(text, scale_digits).ok()?;
+    Decimal128Type::is_valid_decimal_precision(native, precision).then_some(())?;
+    let digits = native.unsigned_abs().to_string();
+    let sign = if native < 0 { "-" } else { "" };
+    if scale_digits == 0 {
+        return Some(format!("{sign}{digits}"));
+    }
+    let padded = format!("{digits:0>width$}", width = scale_digits + 1);
+    let (int_part, frac_part) = padded.split_at(padded.len() - scale_digits);
+    Some(format!("{sign}{int_part}.{frac_part}"))
+}
+
+/// Standard base64 (padding optional) to the hex text arrow-json reads binary from.
+fn base64_to_hex(s: &str) -> Option<String> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(s.len() / 4 * 6);
+    let mut buffer: u32 = 0;
+    let mut bits = 0;
+    for &c in s.trim_end_matches('=').as_bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        buffer = (buffer << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            let byte = ((buffer >> bits) & 0xFF) as usize;
+            hex.push(char::from(HEX[byte >> 4]));
+            hex.push(char::from(HEX[byte & 0xF]));
+        }
+    }
+    // Leftover bits must be padding zeros, and a lone 6-bit group is not a byte.
+    (bits < 6 && buffer & ((1 << bits) - 1) == 0).then_some(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Float64Type, Int64Type};
+    use serde_json::json;
+
+    use super::super::test_support::{case_file, meta, rescued, rows, spec};
+    use super::super::{FileReadError, decode_file, output_schema};
+    use super::{base64_to_hex, parse_decimal};
+    use crate::schema::parse_ddl;
+    use crate::source::files::FileFormat;
+
+    fn json_spec(ddl: &str) -> super::super::ReadSpec {
+        spec(FileFormat::Json, Arc::new(parse_ddl(ddl).unwrap()))
+    }
+
+    #[test]
+    fn b01_step2_with_step1_schema_rescues_misfits_and_keeps_numbers_as_text() {
+        let spec = json_spec("order_id BIGINT, user_id STRING, qty BIGINT");
+        let path = case_file("B01/step2/orders_2.json");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [["3", "u-17", "null"], ["4", "u-18", "4"], ["5", "19", "null"]]
+        );
+        let file = path.to_string_lossy();
+        assert_eq!(
+            rescued(&decoded.batches),
+            [
+                Some(json!({"qty": "3", "_file_path": file})),
+                None,
+                Some(json!({"qty": 5.5, "_file_path": file})),
+            ]
+        );
+        assert_eq!(decoded.num_rows, 3);
+        assert_eq!(decoded.num_rows_rescued, 2);
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(decoded.batches[0].schema(), output_schema(&spec));
+    }
+
+    #[test]
+    fn b01_all_strings_schema_rescues_nothing() {
+        let spec = json_spec("order_id STRING, user_id STRING, qty STRING");
+        let decoded = decode_file(&meta(&case_file("B01/step2/orders_2.json")), &spec).unwrap();
+        let qty: Vec<String> = rows(&decoded.batches).into_iter().map(|r| r[2].clone()).collect();
+        assert_eq!(qty, ["3", "4", "5.5"]);
+        assert_eq!(decoded.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn b02_case_variant_keys_are_rescued() {
+        let spec = json_spec("id BIGINT, Photo STRING");
+        let mut all = Vec::new();
+        let mut rescues = Vec::new();
+        for file in ["B02/step1/a.json", "B02/step2/b.json", "B02/step3/c.json"] {
+            let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
+            all.extend(rows(&decoded.batches));
+            rescues.extend(rescued(&decoded.batches).into_iter().map(|r| {
+                r.map(|mut v| {
+                    v.as_object_mut().unwrap().remove("_file_path");
+                    v
+                })
+            }));
+        }
+        assert_eq!(all, [["1", "p1.png"], ["2", "null"], ["3", "p3.png"]]);
+        assert_eq!(
+            rescues,
+            [None, Some(json!({"photo": "p2.png"})), Some(json!({"photo": "p3-thumb.png"}))]
+        );
+
+        let spec = json_spec("Code STRING, Qty BIGINT");
+        let decoded =
+            decode_file(&meta(&case_file("B02/variant_single_object/d.json")), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["K1", "5"]]);
+        assert_eq!(rescued(&decoded.batches)[0].as_ref().unwrap()["qty"], json!(7));
+    }
+
+    #[test]
+    fn b03_dotted_names_are_literal() {
+        let spec = json_spec(
+            "`geo.lat` STRING, geo STRUCT<lat: STRING>, `order id` BIGINT, \
+             `unit price(EUR)` DOUBLE, `k=v` STRING",
+        );
+        let decoded = decode_file(&meta(&case_file("B03/step1/names.json")), &spec).unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [["dotted", "{lat: nested}", "7", "1.5", "eq"]]
+        );
+        assert_eq!(decoded.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn b04_nested_rescue_keeps_the_path_and_scalar_for_struct_is_rescued() {
+        let spec = json_spec("id BIGINT, meta STRUCT<src: STRING>");
+        let step1 = decode_file(&meta(&case_file("B04/step1/n1.json")), &spec).unwrap();
+        assert_eq!(rows(&step1.batches), [["1", "null"], ["2", "{src: web}"]]);
+        assert_eq!(step1.num_rows_rescued, 0);
+
+        let step2 = decode_file(&meta(&case_file("B04/step2/n2.json")), &spec).unwrap();
+        assert_eq!(rows(&step2.batches), [["3", "{src: app}"]]);
+        let r = rescued(&step2.batches)[0].clone().unwrap();
+        assert_eq!(r["meta"], json!({"ver": 2}));
+
+        let step3 = decode_file(&meta(&case_file("B04/step3/n3.json")), &spec).unwrap();
+        assert_eq!(rows(&step3.batches), [["4", "null"]]);
+        assert_eq!(rescued(&step3.batches)[0].as_ref().unwrap()["meta"], json!("legacy-string"));
+
+        // With the evolved schema the new field is a column.
+        let evolved = json_spec("id BIGINT, meta STRUCT<src: STRING, ver: BIGINT>");
+        let step2 = decode_file(&meta(&case_file("B04/step2/n2.json")), &evolved).unwrap();
+        assert_eq!(rows(&step2.batches), [["3", "{src: app, ver: 2}"]]);
+        assert_eq!(step2.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn b07_default_mode_doubles() {
+        let spec = json_spec("sku STRING, price DOUBLE, rate DOUBLE");
+        let decoded = decode_file(&meta(&case_file("B07/step2/p2.json")), &spec).unwrap();
+        let batch = &decoded.batches[0];
+        let price = batch.column(1).as_primitive::<Float64Type>();
+        assert_eq!(price.value(0), 0.1);
+        assert_eq!(price.value(1), 1.2345678901234568e39);
+        let rate = batch.column(2).as_primitive::<Float64Type>();
+        assert_eq!(rate.values().to_vec(), [2.0, 1.0]);
+        assert_eq!(decoded.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn b07_prefer_decimal_overflow_is_rescued() {
+        let spec = json_spec("sku STRING, price DECIMAL(21,1), rate DECIMAL(21,1)");
+        let decoded = decode_file(&meta(&case_file("B07/step2/p2.json")), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["C", "0.1", "2.0"], ["D", "null", "1.0"]]);
+        let r = rescued(&decoded.batches);
+        assert!(r[0].is_none());
+        assert!(r[1].as_ref().unwrap()["price"].is_number());
+    }
+
+    #[test]
+    fn b09_json_bom_first_line_is_not_corrupt() {
+        let spec = json_spec("id BIGINT, name STRING");
+        let decoded = decode_file(&meta(&case_file("B09/variant_json/bom.json")), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["4", "Di"], ["5", "Ed"]]);
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(decoded.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn b11_malformed_lines_are_corrupt_records_and_the_rest_is_kept() {
+        let spec = json_spec("sensor STRING, val DOUBLE");
+        let path = case_file("B11/step1/bad.json");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [
+                ["s1", "2.0"],
+                ["s2", "2.5"],
+                ["null", "null"],
+                ["s4", "3.0"],
+                ["null", "null"],
+                ["s5", "3.5"],
+                ["null", "null"],
+            ]
+        );
+        assert_eq!(decoded.num_records_corrupt, 3);
+        assert_eq!(decoded.num_rows_rescued, 0);
+        let file = path.to_string_lossy();
+        let r = rescued(&decoded.batches);
+        assert_eq!(
+            r[2],
+            Some(json!({"_corrupt_record": "{\"sensor\":\"s3\",\"val\":NaN}", "_file_path": file, "_line": 3}))
+        );
+        assert_eq!(
+            r[4],
+            Some(json!({"_corrupt_record": "garbage line, not json", "_file_path": file, "_line": 5}))
+        );
+        assert_eq!(
+            r[6],
+            Some(json!({"_corrupt_record": "{\"sensor\":\"s6\",\"val\":4.0", "_file_path": file, "_line": 7}))
+        );
+    }
+
+    #[test]
+    fn b15_gzip_members_sniffing_and_truncation() {
+        let spec = json_spec("id BIGINT");
+        let ids = |file: &str| -> Vec<i64> {
+            let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
+            decoded
+                .batches
+                .iter()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect()
+        };
+        assert_eq!(ids("B15/step1/a.json.gz"), [1, 2]);
+        assert_eq!(ids("B15/step2/b.json.gz"), [3, 4]);
+        assert_eq!(ids("B15/step3/c.json"), [5]);
+        let path = case_file("B15/step4/d.json.gz");
+        let err = decode_file(&meta(&path), &spec).unwrap_err();
+        assert!(matches!(&err, FileReadError::Corrupt { path: p, .. } if p == &path), "{err}");
+        assert!(!err.retryable());
+        assert!(err.to_string().contains("d.json.gz"), "{err}");
+    }
+
+    #[test]
+    fn b16_empty_and_blank_files_have_no_rows() {
+        let spec = json_spec("id BIGINT, name STRING");
+        for file in ["B16/step1/empty.json", "B16/step1/blank.json", "B16/step2/late.json"] {
+            let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
+            assert_eq!(decoded.num_rows, 0, "{file}");
+            assert!(decoded.batches.is_empty(), "{file}");
+        }
+        let decoded = decode_file(&meta(&case_file("B16/step1/real.json")), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["1", "x"]]);
+    }
+
+    #[test]
+    fn missing_file_is_a_retryable_io_error() {
+        let spec = json_spec("id BIGINT");
+        let missing = super::super::FileMeta {
+            path: case_file("B16/step1/does-not-exist.json"),
+            size: 0,
+            modification_time_ms: 0,
+        };
+        let err = decode_file(&missing, &spec).unwrap_err();
+        assert!(matches!(err, FileReadError::Io { .. }) && err.retryable(), "{err}");
+    }
+
+    #[test]
+    fn typed_values_timestamps_dates_lists_maps_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"ts":"2024-01-02T03:04:05Z","d":"2024-01-02","tags":["a",1],"m":{"k":1},"b":"aGk=","n":true,"big":9223372036854775808}"#,
+                "\n",
+                r#"{"ts":1704164645,"d":"02/01/2024","tags":["a",{"x":1}],"m":{"k":"x"},"b":"!!","n":"yes","ntz":"2024-01-02 03:04:05+01:00"}"#,
+                "\r\n",
+                r#"{"ts":"2024-01-02 03:04:05","tags":"solo","m":[1],"ts2":1.5,"ntz":"2024-01-02T03:04:05"}"#,
+                "\n",
+                r#"[1,2]"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let spec = json_spec(
+            "ts TIMESTAMP, d DATE, tags ARRAY<STRING>, m MAP<STRING, BIGINT>, b BINARY, n BOOLEAN, \
+             big BIGINT, ntz TIMESTAMP_NTZ",
+        );
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        let r = rows(&decoded.batches);
+        assert_eq!(r[0][0], "2024-01-02T03:04:05Z");
+        assert_eq!(r[1][0], "2024-01-02T03:04:05Z"); // epoch seconds
+        assert_eq!(r[2][0], "2024-01-02T03:04:05Z"); // no zone = UTC
+        assert_eq!(r[0][1], "2024-01-02");
+        assert_eq!(r[0][2], "[a, 1]"); // a number in a string array is its text
+        assert_eq!(r[1][2], "[a, {\"x\":1}]");
+        assert_eq!(r[0][3], "{k: 1}");
+        assert_eq!(r[0][4], "6869");
+        assert_eq!(r[0][5], "true");
+        assert_eq!(r[1][7], "2024-01-02T02:04:05");
+        assert_eq!(r[2][7], "2024-01-02T03:04:05");
+        assert_eq!(r[3], ["null"; 8]);
+        let rescued = rescued(&decoded.batches);
+        let row0 = rescued[0].as_ref().unwrap();
+        assert_eq!(row0["big"], json!(9223372036854775808u64));
+        let row1 = rescued[1].as_ref().unwrap();
+        assert_eq!(row1["d"], json!("02/01/2024"));
+        assert_eq!(row1["m"], json!({"k": "x"}));
+        assert_eq!(row1["b"], json!("!!"));
+        assert_eq!(row1["n"], json!("yes"));
+        let row2 = rescued[2].as_ref().unwrap();
+        assert_eq!(row2["tags"], json!("solo"));
+        assert_eq!(row2["m"], json!([1]));
+        assert_eq!(row2["ts2"], json!(1.5));
+        assert_eq!(rescued[3].as_ref().unwrap()["_corrupt_record"], json!("[1,2]"));
+        assert_eq!(decoded.num_rows_rescued, 3);
+        assert_eq!(decoded.num_records_corrupt, 1);
+        let b = decoded.batches[0].column(4).as_binary::<i32>();
+        assert_eq!(b.value(0), b"hi");
+        assert!(b.is_null(1));
+    }
+
+    #[test]
+    fn decimal_and_base64_helpers() {
+        assert_eq!(parse_decimal("3", 21, 1).as_deref(), Some("3.0"));
+        assert_eq!(parse_decimal("0.1", 21, 1).as_deref(), Some("0.1"));
+        assert_eq!(parse_decimal("-0.05", 5, 1).as_deref(), Some("-0.1"));
+        assert_eq!(parse_decimal("12.345", 5, 2).as_deref(), Some("12.35"));
+        assert_eq!(parse_decimal("1234.5", 4, 1), None);
+        assert_eq!(parse_decimal("1e5", 10, 0), None);
+        assert_eq!(parse_decimal("42", 2, 0).as_deref(), Some("42"));
+        assert_eq!(base64_to_hex("aGk="), Some("6869".into()));
+        assert_eq!(base64_to_hex("aGk"), Some("6869".into()));
+        assert_eq!(base64_to_hex(""), Some(String::new()));
+        assert_eq!(base64_to_hex("a"), None);
+    }
+}

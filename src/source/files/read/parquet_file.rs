@@ -1,0 +1,242 @@
+//! Parquet decoding: the Parquet Arrow reader, then columns matched by name and
+//! converted with the `cast` kernel; rejected values and unknown columns are rescued.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};
+use arrow::buffer::BooleanBuffer;
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options, take};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+
+use super::rescue::Rescues;
+use super::{BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, data_fields, display_path};
+
+pub(super) fn decode(
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+) -> Result<DecodedFile, FileReadError> {
+    let io = |source| FileReadError::Io {
+        path: meta.path.clone(),
+        source,
+    };
+    let corrupt = |e: parquet::errors::ParquetError| FileReadError::Corrupt {
+        path: meta.path.clone(),
+        message: format!("Parquet: {e}"),
+    };
+    let file = File::open(&meta.path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Ok(DecodedFile::default());
+    }
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(corrupt)?
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(corrupt)?;
+    let fields = data_fields(&spec.schema);
+    let file_path = display_path(meta);
+    let mut out = DecodedFile::default();
+    for batch in reader {
+        let batch = batch.map_err(|e| FileReadError::Corrupt {
+            path: meta.path.clone(),
+            message: format!("Parquet: {e}"),
+        })?;
+        let rows = batch.num_rows();
+        let file_schema = batch.schema();
+        let mut rescues = Rescues::default();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for field in &fields {
+            let Some((index, _)) = file_schema.column_with_name(field.name()) else {
+                columns.push(new_null_array(field.data_type(), rows));
+                continue;
+            };
+            columns.push(convert(
+                batch.column(index),
+                field.data_type(),
+                field.name(),
+                index,
+                &mut rescues,
+            ));
+        }
+        for (index, file_field) in file_schema.fields().iter().enumerate() {
+            if fields.find(file_field.name()).is_none() {
+                let column = batch.column(index);
+                let valid: Vec<usize> = (0..rows).filter(|r| column.is_valid(*r)).collect();
+                rescue_rows(column, file_field.name(), index, &valid, &mut rescues);
+            }
+        }
+        let rescue = rescues.finish(rows, &file_path, spec.rescued_data);
+        if let Some(column) = rescue.column {
+            columns.push(column);
+        }
+        let batch = RecordBatch::try_new(Arc::clone(schema), columns)
+            .map_err(|e| FileReadError::internal(&meta.path, e))?;
+        out.num_rows += rows;
+        out.num_rows_rescued += rescue.rows_rescued;
+        out.num_records_corrupt += rescue.records_corrupt;
+        if rows > 0 {
+            out.batches.push(batch);
+        }
+    }
+    Ok(out)
+}
+
+/// Casts a file column to the schema's type; values the cast turns into null are rescued.
+fn convert(
+    column: &ArrayRef,
+    target: &DataType,
+    name: &str,
+    index: usize,
+    rescues: &mut Rescues,
+) -> ArrayRef {
+    if column.data_type() == target {
+        return Arc::clone(column);
+    }
+    let options = CastOptions {
+        safe: true,
+        ..CastOptions::default()
+    };
+    let cast = if can_cast_types(column.data_type(), target) {
+        cast_with_options(column, target, &options).ok()
+    } else {
+        None
+    };
+    let Some(cast) = cast else {
+        let valid: Vec<usize> = (0..column.len()).filter(|r| column.is_valid(*r)).collect();
+        rescue_rows(column, name, index, &valid, rescues);
+        return new_null_array(target, column.len());
+    };
+    if cast.logical_null_count() == column.logical_null_count() {
+        return cast;
+    }
+    let before = column
+        .logical_nulls()
+        .map(|n| n.inner().clone())
+        .unwrap_or_else(|| BooleanBuffer::new_set(column.len()));
+    if let Some(after) = cast.logical_nulls() {
+        let failed: Vec<usize> = (&before & &!after.inner()).set_indices().collect();
+        rescue_rows(column, name, index, &failed, rescues);
+    }
+    cast
+}
+
+/// Rescues `rows` of `column` under `name`, each as the JSON arrow-json writes for it.
+fn rescue_rows(column: &ArrayRef, name: &str, index: usize, rows: &[usize], rescues: &mut Rescues) {
+    if rows.is_empty() {
+        return;
+    }
+    let values = json_values(column, rows).unwrap_or_else(|| display_values(column, rows));
+    for (&row, value) in rows.iter().zip(values) {
+        rescues.field(row, index, name, value);
+    }
+}
+
+fn json_values(column: &ArrayRef, rows: &[usize]) -> Option<Vec<Value>> {
+    let indices = UInt32Array::from_iter_values(rows.iter().map(|r| u32::try_from(*r).unwrap_or(u32::MAX)));
+    let taken = take(column.as_ref(), &indices, None).ok()?;
+    let schema = Arc::new(Schema::new(vec![Field::new("v", taken.data_type().clone(), true)]));
+    let batch = RecordBatch::try_new(schema, vec![taken]).ok()?;
+    let mut writer = arrow::json::LineDelimitedWriter::new(Vec::new());
+    writer.write(&batch).ok()?;
+    writer.finish().ok()?;
+    let text = writer.into_inner();
+    let values: Vec<Value> = text
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|mut v| v.get_mut("v").map(Value::take))
+                .unwrap_or(Value::Null)
+        })
+        .collect();
+    (values.len() == rows.len()).then_some(values)
+}
+
+fn display_values(column: &ArrayRef, rows: &[usize]) -> Vec<Value> {
+    let options = FormatOptions::default();
+    match ArrayFormatter::try_new(column.as_ref(), &options) {
+        Ok(formatter) => rows
+            .iter()
+            .map(|r| Value::String(formatter.value(*r).to_string()))
+            .collect(),
+        Err(_) => rows.iter().map(|_| Value::Null).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use serde_json::json;
+
+    use super::super::test_support::{meta, rescued, rows, spec};
+    use super::super::{FileReadError, decode_file};
+    use crate::schema::parse_ddl;
+    use crate::source::files::FileFormat;
+
+    #[test]
+    fn columns_by_name_cast_rescue_and_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.parquet");
+        let file_schema = Arc::new(Schema::new(vec![
+            Field::new("extra", DataType::Int64, true),
+            Field::new("amount", DataType::Utf8, true),
+            Field::new("id", DataType::Int32, false),
+            Field::new("ratio", DataType::Float64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            file_schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![Some(7), None])),
+                Arc::new(StringArray::from(vec!["1.5", "x"])),
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(Float64Array::from(vec![0.5, 0.25])),
+            ],
+        )
+        .unwrap();
+        let mut writer = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), file_schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let spec = spec(
+            FileFormat::Parquet,
+            Arc::new(parse_ddl("id BIGINT, amount DOUBLE, ratio DOUBLE, missing STRING").unwrap()),
+        );
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["1", "1.5", "0.5", "null"], ["2", "null", "0.25", "null"]]);
+        let file = path.to_string_lossy();
+        assert_eq!(
+            rescued(&decoded.batches),
+            [
+                Some(json!({"extra": 7, "_file_path": file})),
+                Some(json!({"amount": "x", "_file_path": file})),
+            ]
+        );
+        assert_eq!(decoded.num_rows_rescued, 2);
+        assert!(decoded.batches[0].schema().field(0).is_nullable());
+    }
+
+    #[test]
+    fn zero_byte_parquet_is_empty_and_bad_footer_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec(FileFormat::Parquet, Arc::new(parse_ddl("id BIGINT").unwrap()));
+        let empty = dir.path().join("zero.parquet");
+        std::fs::write(&empty, b"").unwrap();
+        let decoded = decode_file(&meta(&empty), &spec).unwrap();
+        assert_eq!(decoded.num_rows, 0);
+        assert!(decoded.batches.is_empty());
+
+        let bad = dir.path().join("bad.parquet");
+        std::fs::write(&bad, b"PAR1 this is not really parquet").unwrap();
+        let err = decode_file(&meta(&bad), &spec).unwrap_err();
+        assert!(matches!(err, FileReadError::Corrupt { .. }), "{err}");
+    }
+}

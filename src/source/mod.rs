@@ -1,0 +1,3 @@
+//! Sources: where a flow's rows come from.
+
+pub mod files;

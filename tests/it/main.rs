@@ -1,0 +1,9 @@
+//! Integration tests, one binary (compile time): modules by topic.
+
+mod support;
+
+mod bad_input;
+mod cli;
+mod crash;
+mod ingest;
+mod pipeline_files;

@@ -1,0 +1,111 @@
+//! Helpers shared by the integration tests: the real binary, a second reader of
+//! Delta tables (the parquet files the Delta log lists, read with the parquet
+//! crate), and DataFusion SQL over batches as the oracle.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use arrow::record_batch::RecordBatch;
+use datafusion::prelude::SessionContext;
+
+/// The `weir` binary built for this test run.
+pub fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.env("WEIR_LOG", "warn");
+    c.env_remove("WEIR_FAILPOINT");
+    c
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// Reads every active data file of a Delta table directly with the parquet crate.
+pub async fn delta_rows(table: &Path) -> Vec<RecordBatch> {
+    let url = url::Url::from_directory_path(std::path::absolute(table).unwrap()).unwrap();
+    let t = deltalake::open_table(url).await.expect("open delta table");
+    let uris: Vec<String> = t.get_file_uris().expect("file uris").collect();
+    let mut out = Vec::new();
+    for uri in uris {
+        let path = url::Url::parse(&uri).unwrap().to_file_path().unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for b in reader {
+            out.push(b.unwrap());
+        }
+    }
+    out
+}
+
+/// The latest version of a Delta table, or None.
+pub async fn delta_version(table: &Path) -> Option<i64> {
+    let url = url::Url::from_directory_path(std::path::absolute(table).unwrap()).unwrap();
+    deltalake::open_table(url).await.ok().and_then(|t| t.version()).map(|v| v as i64)
+}
+
+/// Runs SQL over batches registered as table `t`.
+pub async fn sql(batches: &[RecordBatch], query: &str) -> Vec<RecordBatch> {
+    let ctx = SessionContext::new();
+    let schema = batches.first().expect("at least one batch").schema();
+    let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.to_vec()]).unwrap();
+    ctx.register_table("t", Arc::new(table)).unwrap();
+    ctx.sql(query).await.unwrap().collect().await.unwrap()
+}
+
+/// The single i64 value of a one-row, one-column result.
+pub fn scalar(batches: &[RecordBatch]) -> i64 {
+    let b = batches.iter().find(|b| b.num_rows() > 0).expect("a row");
+    let col = arrow::compute::cast(b.column(0), &arrow::datatypes::DataType::Int64).unwrap();
+    col.as_primitive::<Int64Type>().value(0)
+}
+
+pub fn num_rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+/// Column values as strings (nulls as "null"), in row order.
+pub fn column_strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = b.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+        let s = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8).unwrap();
+        let s = s.as_string::<i32>();
+        for i in 0..s.len() {
+            out.push(if s.is_null(i) { "null".to_string() } else { s.value(i).to_string() });
+        }
+    }
+    out
+}
+
+/// Writes a pipeline file into `dir` and returns its path.
+pub fn write_pipeline(dir: &Path, toml: &str) -> PathBuf {
+    let p = dir.join("pipeline.toml");
+    std::fs::write(&p, toml).unwrap();
+    p
+}
+
+/// Writes a file elsewhere and renames it into `dir` (atomic arrival).
+pub fn land(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let staging = dir.parent().unwrap().join("_staging_test");
+    std::fs::create_dir_all(&staging).unwrap();
+    let tmp = staging.join(name);
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// The flights pipeline used by the tests: demo schema, memory or delta sink.
+pub fn flights_pipeline(max_files: u32) -> String {
+    weir::cli::demo::FLIGHTS_PIPELINE.replace(
+        "max_files_per_trigger = 100",
+        &format!("max_files_per_trigger = {max_files}"),
+    )
+}
