@@ -88,6 +88,16 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A stateful operator (watermark, window, aggregation, deduplication) is declared in a way
+    /// that cannot run; the message says what to change.
+    #[error("flow {flow}: {message}")]
+    Plan { flow: String, message: String },
+
+    /// A restart's plan changed a stateful operator, so the state saved in the checkpoint
+    /// cannot be reused; the message says what changed and what the options are.
+    #[error("checkpoint {path}: {message}")]
+    StateIncompatible { path: PathBuf, message: String },
+
     /// A ledger (SQLite) operation failed.
     #[error("file ledger {path}: {source}")]
     Ledger {
@@ -104,7 +114,7 @@ impl Error {
             Error::Pipeline(_) | Error::Sql { .. } | Error::SinkSchemaMismatch { .. } => {
                 Domain::User
             }
-            Error::Source { .. } => Domain::User,
+            Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => Domain::User,
             Error::CheckpointLocked { .. }
             | Error::SourceIo { .. }
             | Error::Delta { .. }
@@ -137,6 +147,8 @@ impl Error {
             Error::Arrow { .. } => "internal",
             Error::Io { .. } => "io_error",
             Error::Ledger { .. } => "ledger_error",
+            Error::Plan { .. } => "invalid_plan",
+            Error::StateIncompatible { .. } => "checkpoint_incompatible",
         }
     }
 

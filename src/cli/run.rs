@@ -24,6 +24,8 @@ pub struct RunArgs {
     /// Override every flow's trigger: `available-now`, `once`, or an interval like `10s`.
     #[arg(long, value_parser = parse_trigger)]
     pub trigger: Option<Trigger>,
+    #[command(flatten)]
+    pub console: crate::console::ConsoleArgs,
 }
 
 fn parse_trigger(s: &str) -> Result<Trigger, String> {
@@ -50,8 +52,9 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    if !args.headless {
-        tracing::warn!("the console is not available in this build; running headless");
+    let console = !args.headless && crate::console::terminal_available();
+    if !args.headless && !console {
+        tracing::warn!("the console needs a terminal on stdin and stdout; running headless");
     }
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -60,7 +63,22 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let results = rt.block_on(run_flows(&flows, args.trigger, true));
+    let results = if console {
+        let title = args.pipeline.display().to_string();
+        match rt.block_on(crate::console::run_flows(&title, &flows, args.trigger, &args.console)) {
+            Ok(outcome) if outcome.aborted => {
+                eprintln!("weir: aborted from the console; the next run re-runs any unfinished batch");
+                std::process::exit(i32::from(EXIT_ABORTED));
+            }
+            Ok(outcome) => outcome.results,
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        rt.block_on(run_flows(&flows, args.trigger, true))
+    };
     let mut failed = false;
     for (name, result) in results {
         match result {
@@ -135,6 +153,7 @@ pub async fn run_flows(
         } else {
             None
         },
+        ..Default::default()
     };
     let draining = flows
         .iter()

@@ -13,6 +13,7 @@
 //! `committed` is repaired on the next start by re-running the batch; the sink's
 //! idempotence (Delta application transactions) makes the re-run write at most once.
 
+pub mod control;
 pub mod failpoint;
 pub mod progress;
 
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord};
 use crate::error::{Error, Result};
@@ -30,6 +31,8 @@ use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
 use crate::sink::Sink;
 use crate::source::files::ledger::{FileOutcome, Ledger};
 use crate::source::files::{FileSource, IDLE_POLL_INTERVAL, Selection, select};
+pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
+use control::{Control, Wake};
 use progress::{FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis};
 
 /// Options of one run of a flow, beyond its spec.
@@ -41,6 +44,10 @@ pub struct RunOptions {
     pub stop: Option<watch::Receiver<bool>>,
     /// Called with each progress record, after it is appended to `_weir/progress.jsonl`.
     pub on_progress: Option<Box<dyn FnMut(&StreamingQueryProgress) + Send>>,
+    /// Operator commands for this flow (pause, resume, trigger now, stop).
+    pub commands: Option<mpsc::Receiver<ControlCommand>>,
+    /// Where status changes, progress and errors are published (bounded, never blocks).
+    pub events: Option<EventSink>,
 }
 
 /// What a run did.
@@ -74,6 +81,57 @@ fn ms_since(t: Instant) -> u64 {
 
 /// Runs a flow until its trigger says it is done or a stop is requested.
 pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSummary> {
+    let events = options.events.take();
+    let emit_status = |status: FlowStatus| {
+        if let Some(e) = &events {
+            e.send(FlowEvent::Status {
+                flow: spec.name.clone(),
+                status,
+                at_ms: now_ms(),
+            });
+        }
+    };
+    emit_status(FlowStatus::Starting);
+    let result = run_flow_inner(spec, options, events.as_ref()).await;
+    match &result {
+        Ok(_) => emit_status(FlowStatus::Stopped),
+        Err(e) => {
+            if let Some(ev) = &events {
+                ev.send(FlowEvent::Error {
+                    flow: spec.name.clone(),
+                    kind: e.kind().to_string(),
+                    domain: e.domain(),
+                    retryable: e.retryable(),
+                    message: e.to_string(),
+                    at_ms: now_ms(),
+                });
+            }
+            emit_status(FlowStatus::Failed);
+        }
+    }
+    result
+}
+
+async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option<&EventSink>) -> Result<FlowSummary> {
+    let status = |status: FlowStatus| {
+        if let Some(e) = events {
+            e.send(FlowEvent::Status {
+                flow: spec.name.clone(),
+                status,
+                at_ms: now_ms(),
+            });
+        }
+    };
+    let command_event = |command: ControlCommand| {
+        if let Some(e) = events {
+            e.send(FlowEvent::Command {
+                flow: spec.name.clone(),
+                command,
+                at_ms: now_ms(),
+            });
+        }
+    };
+    let mut control = Control::new(options.stop.take(), options.commands.take());
     let run_start = Instant::now();
     let trigger = options.trigger.unwrap_or(spec.trigger);
     let SourceSpec::Files(files_spec) = &spec.source;
@@ -147,10 +205,23 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
     let mut ledger_slot = Some(ledger);
     let mut modified_total = 0u64;
 
+    let mut idle = false;
     loop {
-        if stop_requested(&options.stop) {
+        for c in control.drain() {
+            command_event(c);
+        }
+        if control.stop_requested() {
             summary.stopped_by_request = true;
             break;
+        }
+        if control.paused {
+            status(FlowStatus::Paused);
+            if control.wait(Duration::MAX, command_event).await == Wake::Stop {
+                summary.stopped_by_request = true;
+                break;
+            }
+            // Resumed, or trigger-now while paused: one batch runs, then the flow pauses again.
+            idle = false;
         }
         let trigger_start = Instant::now();
         let t_latest = Instant::now();
@@ -175,7 +246,11 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if wait(&mut options.stop, interval.max(IDLE_POLL_INTERVAL)).await {
+                            if !idle {
+                                status(FlowStatus::Idle);
+                                idle = true;
+                            }
+                            if control.wait(interval.max(IDLE_POLL_INTERVAL), command_event).await == Wake::Stop {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -222,7 +297,11 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if wait(&mut options.stop, interval.max(IDLE_POLL_INTERVAL)).await {
+                            if !idle {
+                                status(FlowStatus::Idle);
+                                idle = true;
+                            }
+                            if control.wait(interval.max(IDLE_POLL_INTERVAL), command_event).await == Wake::Stop {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -251,9 +330,13 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                 (next_batch_id, files, false, selection, seq, latest_offset_ms, ms_since(t_wal))
             };
 
+        if idle || summary.batches == 0 {
+            status(FlowStatus::Running);
+            idle = false;
+        }
         // getBatch: read the files.
         let t_get = Instant::now();
-        let read = src.read(&files).await?;
+        let read = src.reader().read(&files).await?;
         let get_batch_ms = ms_since(t_get);
 
         // addBatch: transform and write.
@@ -365,6 +448,12 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
         if let Some(cb) = options.on_progress.as_mut() {
             cb(&record);
         }
+        if let Some(e) = events {
+            e.send(FlowEvent::Progress {
+                flow: spec.name.clone(),
+                progress: Box::new(record.clone()),
+            });
+        }
         tracing::info!(batch_id, rows = read.num_rows, files = files.len(), ms = trigger_ms, delta_version = ?commit.delta_version, "batch committed");
 
         summary.batches += 1;
@@ -384,9 +473,13 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
             Trigger::AvailableNow => {}
             Trigger::ProcessingTime(interval) => {
                 let elapsed = trigger_start.elapsed();
-                if interval > elapsed && wait(&mut options.stop, interval - elapsed).await {
-                    summary.stopped_by_request = true;
-                    break;
+                if interval > elapsed {
+                    status(FlowStatus::Idle);
+                    idle = true;
+                    if control.wait(interval - elapsed, command_event).await == Wake::Stop {
+                        summary.stopped_by_request = true;
+                        break;
+                    }
                 }
             }
         }
@@ -397,37 +490,6 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
-}
-
-fn stop_requested(stop: &Option<watch::Receiver<bool>>) -> bool {
-    stop.as_ref().is_some_and(|s| *s.borrow())
-}
-
-/// Sleeps for `d` unless a stop is requested first; returns whether a stop was requested.
-async fn wait(stop: &mut Option<watch::Receiver<bool>>, d: Duration) -> bool {
-    match stop {
-        None => {
-            tokio::time::sleep(d).await;
-            false
-        }
-        Some(rx) => {
-            if *rx.borrow() {
-                return true;
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(d) => *rx.borrow(),
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        // The stop sender is gone: nobody can ask for a stop any more.
-                        tokio::time::sleep(d).await;
-                        false
-                    } else {
-                        *rx.borrow()
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The schema of a source's batches, for checks before a run.

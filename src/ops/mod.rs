@@ -8,6 +8,15 @@
 //! `file_name`, `file_size`, `file_modification_time`), which must be selected
 //! by name, e.g. `_metadata.file_path AS source_file`.
 
+pub mod aggregate;
+pub mod dedup;
+pub mod stateful;
+pub mod watermark;
+pub mod window;
+
+pub use stateful::{OutputMode, StateOperatorMetrics, StatefulOperator, StatefulSpec, build, validate};
+pub use watermark::{Split, WatermarkSpec, split_late};
+
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;

@@ -349,8 +349,14 @@ fn resolve_flow(
     flow: spec::FlowFile,
 ) -> Result<FlowSpec, PipelineError> {
     let name = flow.name.into_inner();
-    let source = match flow.source {
-        spec::SourceFile::Files(files) => SourceSpec::Files(resolve_files(cx, base, files)?),
+    let source = match flow.source.kind.get_ref().as_str() {
+        "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),
+        other => {
+            return Err(cx.error(
+                flow.source.kind.span(),
+                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files)"),
+            ));
+        }
     };
     let trigger = match flow.trigger {
         None => Trigger::ProcessingTime(Duration::ZERO),

@@ -36,16 +36,15 @@ pub enum TriggerFile {
     ProcessingTime { processing_time: HumanDuration },
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SourceFile {
-    /// A directory of files (Auto Loader's directory-listing mode).
-    Files(FilesSourceFile),
-}
+/// A source table. Only `type = "files"` exists today; the type is checked after parsing
+/// (a serde-tagged enum would lose the value spans that error messages need).
+pub type SourceFile = FilesSourceFile;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilesSourceFile {
+    #[serde(rename = "type")]
+    pub kind: Spanned<String>,
     pub path: String,
     pub format: FormatFile,
     /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.

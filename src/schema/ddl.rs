@@ -84,7 +84,9 @@ pub fn parse_ddl(ddl: &str) -> Result<Schema, SchemaError> {
         return Err(SchemaError::Ddl {
             position: 0,
             column: None,
-            message: format!("the schema is empty; expected `name TYPE, ...` with types {ALLOWED_TYPES}"),
+            message: format!(
+                "the schema is empty; expected `name TYPE, ...` with types {ALLOWED_TYPES}"
+            ),
         });
     }
     Ok(Schema::new(fields))
@@ -153,9 +155,7 @@ fn write_type(out: &mut String, data_type: &DataType) {
         DataType::Decimal128(p, s) => {
             let _ = write!(out, "DECIMAL({p},{s})");
         }
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
-            out.push_str("BINARY")
-        }
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => out.push_str("BINARY"),
         DataType::List(item) | DataType::LargeList(item) => {
             out.push_str("ARRAY<");
             write_type(out, item.data_type());
@@ -451,10 +451,8 @@ impl Parser {
                         ));
                     }
                     None => {
-                        return Err(self.error_at(
-                            self.len,
-                            "expected a quoted comment after COMMENT".into(),
-                        ));
+                        return Err(self
+                            .error_at(self.len, "expected a quoted comment after COMMENT".into()));
                     }
                 }
             } else {
@@ -604,7 +602,11 @@ mod tests {
              tags ARRAY<STRING>, meta STRUCT<src: STRING, ver: BIGINT>",
         )
         .unwrap();
-        let types: Vec<_> = schema.fields().iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<_> = schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         assert_eq!(
             types,
             vec![
@@ -636,7 +638,11 @@ mod tests {
              h decimal, i map<string, array<int>>, j binary, k varchar(10), l NUMERIC(5)",
         )
         .unwrap();
-        let types: Vec<_> = schema.fields().iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<_> = schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         assert_eq!(types[0], DataType::Int64);
         assert_eq!(types[1], DataType::Int32);
         assert_eq!(types[2], DataType::Int16);
@@ -655,7 +661,8 @@ mod tests {
 
     #[test]
     fn nested_closing_brackets_and_struct_wrapper() {
-        let schema = parse_ddl("struct<a: array<array<int>>, b: struct<c: map<string,long>>>").unwrap();
+        let schema =
+            parse_ddl("struct<a: array<array<int>>, b: struct<c: map<string,long>>>").unwrap();
         assert_eq!(schema.fields().len(), 2);
         assert_eq!(
             schema.field(0).data_type(),
@@ -673,7 +680,10 @@ mod tests {
             parse_ddl("`geo.lat` STRING, `order id` BIGINT, `unit price(EUR)` DOUBLE, `k=v` STRING, `a``b` INT")
                 .unwrap();
         let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, ["geo.lat", "order id", "unit price(EUR)", "k=v", "a`b"]);
+        assert_eq!(
+            names,
+            ["geo.lat", "order id", "unit price(EUR)", "k=v", "a`b"]
+        );
         assert_eq!(parse_ddl(&to_ddl(&schema)).unwrap(), schema);
     }
 
@@ -682,7 +692,11 @@ mod tests {
         let schema = parse_ddl("id BIGINT NOT NULL COMMENT 'the key', name STRING").unwrap();
         assert!(schema.field(0).is_nullable());
         assert_eq!(
-            schema.field(0).metadata().get(COMMENT_KEY).map(String::as_str),
+            schema
+                .field(0)
+                .metadata()
+                .get(COMMENT_KEY)
+                .map(String::as_str),
             Some("the key")
         );
         assert_eq!(to_ddl(&schema), "id BIGINT COMMENT 'the key', name STRING");
@@ -707,7 +721,10 @@ mod tests {
         assert!(text.contains("amount") && text.contains("18"), "{text}");
 
         let err = parse_ddl("meta STRUCT<src: STRNG>").unwrap_err();
-        assert!(matches!(&err, SchemaError::Ddl { column: Some(c), .. } if c == "meta.src"), "{err}");
+        assert!(
+            matches!(&err, SchemaError::Ddl { column: Some(c), .. } if c == "meta.src"),
+            "{err}"
+        );
 
         for bad in [
             "",

@@ -293,8 +293,7 @@ fn absorb_json(root: &mut StructTy, text: &[u8], typed: bool) {
 }
 
 fn absorb_csv(root: &mut StructTy, text: &[u8], options: &CsvOptions, typed: bool) {
-    let mut reader =
-        crate::source::files::read::csv_reader_builder(options).from_reader(text);
+    let mut reader = crate::source::files::read::csv_reader_builder(options).from_reader(text);
     let mut record = csv::ByteRecord::new();
     // File field index -> root field index (None: a case variant or a repeated name).
     let mut slots: Vec<Option<usize>> = Vec::new();
@@ -308,10 +307,7 @@ fn absorb_csv(root: &mut StructTy, text: &[u8], options: &CsvOptions, typed: boo
                     } else {
                         name.into_owned()
                     };
-                    let repeated = slots
-                        .iter()
-                        .flatten()
-                        .any(|&i| root.fields[i].0 == name);
+                    let repeated = slots.iter().flatten().any(|&i| root.fields[i].0 == name);
                     slots.push(if repeated { None } else { root.slot(&name) });
                 }
             }
@@ -581,20 +577,32 @@ mod tests {
         );
         // Both files: qty mixes long, string and double -> string; user_id string and long -> string.
         assert_eq!(
-            ddl(&["B01/step1/orders_1.json", "B01/step2/orders_2.json"], FileFormat::Json),
+            ddl(
+                &["B01/step1/orders_1.json", "B01/step2/orders_2.json"],
+                FileFormat::Json
+            ),
             "order_id BIGINT, user_id STRING, qty STRING"
         );
         let untyped = infer(&["B01/step1/orders_1.json"], FileFormat::Json, false).unwrap();
-        assert_eq!(to_ddl(&untyped), "order_id STRING, user_id STRING, qty STRING");
+        assert_eq!(
+            to_ddl(&untyped),
+            "order_id STRING, user_id STRING, qty STRING"
+        );
     }
 
     #[test]
     fn b02_first_spelling_wins() {
         assert_eq!(
-            ddl(&["B02/step1/a.json", "B02/step2/b.json", "B02/step3/c.json"], FileFormat::Json),
+            ddl(
+                &["B02/step1/a.json", "B02/step2/b.json", "B02/step3/c.json"],
+                FileFormat::Json
+            ),
             "id BIGINT, Photo STRING"
         );
-        assert_eq!(ddl(&["B02/step2/b.json", "B02/step1/a.json"], FileFormat::Json), "id BIGINT, photo STRING");
+        assert_eq!(
+            ddl(&["B02/step2/b.json", "B02/step1/a.json"], FileFormat::Json),
+            "id BIGINT, photo STRING"
+        );
         assert_eq!(
             ddl(&["B02/variant_single_object/d.json"], FileFormat::Json),
             "Code STRING, Qty BIGINT"
@@ -621,12 +629,18 @@ mod tests {
             "id BIGINT, meta STRUCT<src: STRING>"
         );
         assert_eq!(
-            ddl(&["B04/step1/n1.json", "B04/step2/n2.json"], FileFormat::Json),
+            ddl(
+                &["B04/step1/n1.json", "B04/step2/n2.json"],
+                FileFormat::Json
+            ),
             "id BIGINT, meta STRUCT<src: STRING, ver: BIGINT>"
         );
         // A struct and a string for the same field: string (every value stays readable).
         assert_eq!(
-            ddl(&["B04/step1/n1.json", "B04/step3/n3.json"], FileFormat::Json),
+            ddl(
+                &["B04/step1/n1.json", "B04/step3/n3.json"],
+                FileFormat::Json
+            ),
             "id BIGINT, meta STRING"
         );
     }
@@ -634,7 +648,10 @@ mod tests {
     #[test]
     fn b06_null_column_is_string() {
         assert_eq!(
-            ddl(&["B06/step1/t1.json", "B06/step2/t2.json"], FileFormat::Json),
+            ddl(
+                &["B06/step1/t1.json", "B06/step2/t2.json"],
+                FileFormat::Json
+            ),
             "id BIGINT, amount BIGINT, coupon STRING"
         );
     }
@@ -651,28 +668,56 @@ mod tests {
     fn csv_cases_b08_b09_b10_b11_b13() {
         assert_eq!(
             ddl(
-                &["B08/step1/h1.csv", "B08/step2/h2.csv", "B08/step3/h3.csv", "B08/step4/h4.csv"],
+                &[
+                    "B08/step1/h1.csv",
+                    "B08/step2/h2.csv",
+                    "B08/step3/h3.csv",
+                    "B08/step4/h4.csv"
+                ],
                 FileFormat::Csv
             ),
             "id BIGINT, temp DOUBLE, depth BIGINT, salinity DOUBLE"
         );
         assert_eq!(
-            ddl(&["B09/step1/bom.csv", "B09/step2/nobom.csv"], FileFormat::Csv),
+            ddl(
+                &["B09/step1/bom.csv", "B09/step2/nobom.csv"],
+                FileFormat::Csv
+            ),
             "id BIGINT, name STRING"
         );
-        assert_eq!(ddl(&["B09/variant_json/bom.json"], FileFormat::Json), "id BIGINT, name STRING");
         assert_eq!(
-            ddl(&["B10/step1/multiline.csv", "B10/step1/multiline_crlf.csv"], FileFormat::Csv),
+            ddl(&["B09/variant_json/bom.json"], FileFormat::Json),
+            "id BIGINT, name STRING"
+        );
+        assert_eq!(
+            ddl(
+                &["B10/step1/multiline.csv", "B10/step1/multiline_crlf.csv"],
+                FileFormat::Csv
+            ),
             "id BIGINT, comment STRING, qty BIGINT"
         );
-        assert_eq!(ddl(&["B11/step1/bad.json"], FileFormat::Json), "sensor STRING, val DOUBLE");
-        assert_eq!(ddl(&["B13/step1/ragged.csv"], FileFormat::Csv), "a BIGINT, b BIGINT, c BIGINT");
+        assert_eq!(
+            ddl(&["B11/step1/bad.json"], FileFormat::Json),
+            "sensor STRING, val DOUBLE"
+        );
+        assert_eq!(
+            ddl(&["B13/step1/ragged.csv"], FileFormat::Csv),
+            "a BIGINT, b BIGINT, c BIGINT"
+        );
     }
 
     #[test]
     fn b15_gzip_samples_and_a_corrupt_one() {
         assert_eq!(
-            ddl(&["B15/step1/a.json.gz", "B15/step2/b.json.gz", "B15/step3/c.json", "B15/step4/d.json.gz"], FileFormat::Json),
+            ddl(
+                &[
+                    "B15/step1/a.json.gz",
+                    "B15/step2/b.json.gz",
+                    "B15/step3/c.json",
+                    "B15/step4/d.json.gz"
+                ],
+                FileFormat::Json
+            ),
             "id BIGINT"
         );
         let err = infer(&["B15/step4/d.json.gz"], FileFormat::Json, true).unwrap_err();
@@ -685,13 +730,31 @@ mod tests {
     #[test]
     fn b16_empty_blank_and_header_only() {
         assert_eq!(
-            ddl(&["B16/step1/empty.json", "B16/step1/blank.json", "B16/step1/real.json"], FileFormat::Json),
+            ddl(
+                &[
+                    "B16/step1/empty.json",
+                    "B16/step1/blank.json",
+                    "B16/step1/real.json"
+                ],
+                FileFormat::Json
+            ),
             "id BIGINT, name STRING"
         );
-        let err = infer(&["B16/step1/empty.json", "B16/step1/blank.json"], FileFormat::Json, true).unwrap_err();
-        assert!(matches!(err, SchemaError::NothingToInfer { files: 2 }), "{err}");
+        let err = infer(
+            &["B16/step1/empty.json", "B16/step1/blank.json"],
+            FileFormat::Json,
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, SchemaError::NothingToInfer { files: 2 }),
+            "{err}"
+        );
         assert!(err.retryable());
-        assert_eq!(ddl(&["B16/variant_csv/header_only.csv"], FileFormat::Csv), "id STRING, name STRING");
+        assert_eq!(
+            ddl(&["B16/variant_csv/header_only.csv"], FileFormat::Csv),
+            "id STRING, name STRING"
+        );
     }
 
     #[test]
@@ -717,13 +780,20 @@ mod tests {
              cancelled BOOLEAN, time_hour TIMESTAMP, note STRING"
         );
         // Without the null value, `NA` is text.
-        let schema = infer_schema(&[meta(&path)], FileFormat::Csv, &CsvOptions::default(), true).unwrap();
+        let schema = infer_schema(
+            &[meta(&path)],
+            FileFormat::Csv,
+            &CsvOptions::default(),
+            true,
+        )
+        .unwrap();
         assert_eq!(schema.field(1).data_type(), &DataType::Utf8);
     }
 
     #[test]
     fn real_flights_sample_reads_back_without_rescue() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/nycflights13/flights.csv.gz");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/nycflights13/flights.csv.gz");
         if !path.exists() {
             return;
         }
@@ -760,20 +830,37 @@ mod tests {
             concat!(
                 r#"{"a":1,"b":true,"c":[1],"d":{},"e":"2024-01-01","f":"2024-01-01T00:00:00Z","g":{"x":1,"X":2}}"#,
                 "\n",
-                r#"{"a":2.5,"b":1,"c":[2.5,null],"d":{},"e":"x","f":"2024-01-01 10:00","g":{"y":"s"},"h":null}"#,
+                r#"{"a":2.5,"b":1,"c":[2.5,null],"d":{},"e":"x","f":"2024-01-01 10:00:00","g":{"y":"s"},"h":null}"#,
                 "\n",
                 "not json\n",
             ),
         )
         .unwrap();
-        let schema = infer_schema(&[meta(&path)], FileFormat::Json, &CsvOptions::default(), true).unwrap();
+        let schema = infer_schema(
+            &[meta(&path)],
+            FileFormat::Json,
+            &CsvOptions::default(),
+            true,
+        )
+        .unwrap();
         assert_eq!(
             to_ddl(&schema),
             "a DOUBLE, b STRING, c ARRAY<DOUBLE>, d STRING, e STRING, f TIMESTAMP, \
              g STRUCT<x: BIGINT, y: STRING>, h STRING"
         );
-        let untyped = infer_schema(&[meta(&path)], FileFormat::Json, &CsvOptions::default(), false).unwrap();
-        assert!(untyped.fields().iter().all(|f| f.data_type() == &DataType::Utf8));
+        let untyped = infer_schema(
+            &[meta(&path)],
+            FileFormat::Json,
+            &CsvOptions::default(),
+            false,
+        )
+        .unwrap();
+        assert!(
+            untyped
+                .fields()
+                .iter()
+                .all(|f| f.data_type() == &DataType::Utf8)
+        );
         assert_eq!(untyped.fields().len(), 8);
     }
 
@@ -785,7 +872,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, batch: RecordBatch| {
             let path = dir.path().join(name);
-            let mut w = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None).unwrap();
+            let mut w =
+                ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), None)
+                    .unwrap();
             w.write(&batch).unwrap();
             w.close().unwrap();
             meta(&path)
@@ -809,7 +898,13 @@ mod tests {
         );
         let empty = dir.path().join("zero.parquet");
         std::fs::write(&empty, b"").unwrap();
-        let schema = infer_schema(&[a, b, meta(&empty)], FileFormat::Parquet, &CsvOptions::default(), true).unwrap();
+        let schema = infer_schema(
+            &[a, b, meta(&empty)],
+            FileFormat::Parquet,
+            &CsvOptions::default(),
+            true,
+        )
+        .unwrap();
         assert_eq!(to_ddl(&schema), "id BIGINT, n BIGINT, extra BIGINT");
         assert!(schema.fields().iter().all(|f| f.is_nullable()));
     }

@@ -148,5 +148,7 @@ fn a_second_process_on_a_live_checkpoint_is_refused() {
         .block_on(weir::checkpoint::inspect::inspect(&s.dir.join("_checkpoints/bronze_flights")))
         .unwrap();
     assert_eq!(inspection.pending_batch_id, None);
-    assert_eq!(inspection.ledger.unwrap().files_committed, 2);
+    let committed = inspection.last_committed_batch_id.map_or(0, |b| b + 1);
+    assert!(committed >= 1, "at least the batch running at SIGTERM finished");
+    assert_eq!(inspection.ledger.unwrap().files_committed, committed, "one file per batch");
 }

@@ -4,6 +4,7 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod console;
 mod crash;
 mod ingest;
 mod pipeline_files;

@@ -32,7 +32,10 @@ pub async fn delta_rows(table: &Path) -> Vec<RecordBatch> {
     let uris: Vec<String> = t.get_file_uris().expect("file uris").collect();
     let mut out = Vec::new();
     for uri in uris {
-        let path = url::Url::parse(&uri).unwrap().to_file_path().unwrap();
+        let path = match url::Url::parse(&uri) {
+            Ok(u) => u.to_file_path().unwrap(),
+            Err(_) => table.join(&uri),
+        };
         let file = std::fs::File::open(&path).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()

@@ -11,6 +11,8 @@
 //! - 0-byte files, which are not recorded either, so a placeholder created
 //!   before its content is picked up once it has content;
 //! - files the ledger knows with the same size and modification time;
+//! - files the ledger recorded as failed (unusable content, e.g. a truncated gzip)
+//!   with the same size and modification time; a changed version is taken again;
 //! - files the ledger knows with another size or modification time (rewritten in
 //!   place): logged and counted once as `numFilesModifiedAfterIngestion`, and
 //!   ingested again only with `allow_overwrites = true` (key = path + size + mtime).
@@ -35,7 +37,7 @@ use crate::ops::METADATA_COLUMN;
 use crate::pipeline::FilesSource;
 use ledger::{FileOutcome, Ledger, ListedFile};
 pub use options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
-use read::{FileMeta, FileReadError, ReadSpec};
+use read::{FileMeta, ReadSpec};
 
 /// The fields of the hidden `_metadata` column (Spark's file-source metadata column).
 pub fn metadata_fields() -> Fields {
@@ -140,6 +142,10 @@ impl FileSource {
                 Some(known)
                     if known.size == file.size
                         && known.modification_time_ms == file.modification_time_ms => {}
+                // A file that failed (e.g. a truncated upload) is taken again once it changes.
+                Some(known) if known.state == ledger::FileState::Failed => {
+                    listing.candidates.push(file)
+                }
                 Some(_) if self.options.allow_overwrites => {
                     tracing::warn!(path = %file.path, "file modified after ingestion; ingesting it again (allow_overwrites = true)");
                     listing.candidates.push(file);
@@ -182,12 +188,30 @@ impl FileSource {
         selection
     }
 
-    /// Reads the files of a batch in parallel, in planning order.
-    pub async fn read(&self, files: &[ListedFile]) -> Result<BatchRead> {
+    /// A reader for this source's files that owns what it needs (sendable across tasks).
+    pub fn reader(&self) -> BatchReader {
+        BatchReader {
+            spec: self.read_spec.clone(),
+            batch_schema: self.batch_schema.clone(),
+            root: self.options.path.clone(),
+        }
+    }
+}
+
+/// Decodes the files of a batch; see [`FileSource::reader`].
+pub struct BatchReader {
+    spec: Arc<ReadSpec>,
+    batch_schema: SchemaRef,
+    root: PathBuf,
+}
+
+impl BatchReader {
+    /// Reads the files of a batch in parallel (one task per core), in planning order.
+    pub async fn read(self, files: &[ListedFile]) -> Result<BatchRead> {
         let parallelism = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
-        let spec = self.read_spec.clone();
+        let spec = self.spec.clone();
         let tasks = futures::stream::iter(files.iter().cloned().map(|file| {
             let spec = spec.clone();
             tokio::task::spawn_blocking(move || {
@@ -205,7 +229,7 @@ impl FileSource {
         let mut out = BatchRead::default();
         for joined in results {
             let (file, decoded) = joined.map_err(|e| Error::Source {
-                path: self.options.path.clone(),
+                path: self.root.clone(),
                 message: format!("a reader task failed: {e}"),
             })?;
             match decoded {
@@ -224,14 +248,15 @@ impl FileSource {
                         },
                     ));
                 }
-                Err(FileReadError::Io { source, .. }) => {
-                    let error = source.to_string();
+                Err(e) if e.retryable() => {
+                    let error = e.to_string();
                     tracing::warn!(path = %file.path, %error, "cannot read file; it will be retried by a later batch");
                     out.errors.push((file.path.clone(), error.clone()));
                     out.outcomes
                         .push((file.path.clone(), FileOutcome::Retry { error }));
                 }
-                Err(FileReadError::Corrupt { message, .. }) => {
+                Err(e) => {
+                    let message = e.to_string();
                     tracing::error!(path = %file.path, error = %message, "file is unusable; none of its rows are ingested");
                     out.errors.push((file.path.clone(), message.clone()));
                     out.outcomes

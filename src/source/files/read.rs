@@ -6,7 +6,7 @@
 //!
 //! # The rules
 //!
-//! **Whole file, then bytes.** A file is read into memory in one go. If its first
+//! **Whole file, then bytes.** A JSON or CSV file is read into memory in one go. If its first
 //! two bytes are the gzip magic `1F 8B` it is gunzipped, whatever its name says,
 //! and every gzip member is decoded (concatenated gzip files are one stream). A
 //! truncated or damaged gzip makes the whole file [`FileReadError::Corrupt`]: no
@@ -57,7 +57,7 @@
 //! | boolean | `true`, `false` | the value |
 //! | date | `"YYYY-MM-DD"` | the day |
 //! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = UTC); integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued |
-//! | decimal(p,s) | numbers | rounded half-up to `s` digits like Spark's cast; rescued when more than `p - s` integer digits |
+//! | decimal(p,s) | numbers (written without an exponent) | rounded half-up to `s` digits like Spark's cast; rescued when more than `p - s` integer digits |
 //! | binary | base64 strings (Spark's JSON encoding of binary) | the decoded bytes |
 //! | array<T> | arrays whose every element fits `T` | otherwise the whole array is rescued |
 //! | map<string,T> | objects whose every value fits `T` | otherwise the whole object is rescued |
@@ -68,8 +68,9 @@
 //! `meta struct<src>` keeps `meta.src` and rescues `{"meta":{"ver":2}}`. A dotted key
 //! is never a path (a top-level field literally named `meta.ver` is rescued as
 //! `"meta.ver"`), so the two cannot be confused. JSON numbers are parsed as 64-bit
-//! integers or doubles: a number with more digits than a double holds reaches a
-//! decimal column (and `_rescued_data`) as its nearest double.
+//! integers or doubles: a number with more significant digits than a double holds
+//! reaches a double or decimal column (and `_rescued_data`) as a double (serde_json's
+//! default parser may be one unit in the last place off for such long literals).
 //! The cleaned objects are then turned into columns by arrow-json's `Decoder::serialize`.
 //!
 //! ## CSV
@@ -88,11 +89,12 @@
 //! Each column is first built as strings and then converted with Arrow's `cast`
 //! kernel (safe mode). A value that was not null before the cast and is null after
 //! it did not fit, and is rescued as its original string (`"salinity":"35.1"`).
-//! Conversions are therefore Arrow's: integers and floats as Rust parses them,
+//! Conversions are therefore Arrow's: numbers as Arrow's parsers read them,
 //! `true`/`false` (and Arrow's other boolean spellings) for booleans, ISO-8601
 //! text for timestamps (no zone = UTC; a number is not read as epoch seconds in
-//! CSV), decimals rounded half-up. A nested column type (array, struct, map) cannot
-//! be cast from text: all its values are rescued.
+//! CSV), decimals rounded half-up. An array column gets a one-element array per
+//! value (Arrow's cast); struct and map columns cannot be cast from text, so all
+//! their values are rescued.
 //!
 //! ## Parquet
 //!
@@ -230,7 +232,11 @@ impl FileReadError {
 pub fn output_schema(spec: &ReadSpec) -> SchemaRef {
     let mut fields: Vec<FieldRef> = data_fields(&spec.schema).iter().cloned().collect();
     if spec.rescued_data {
-        fields.push(Arc::new(Field::new(RESCUED_DATA_COLUMN, DataType::Utf8, true)));
+        fields.push(Arc::new(Field::new(
+            RESCUED_DATA_COLUMN,
+            DataType::Utf8,
+            true,
+        )));
     }
     Arc::new(Schema::new(fields))
 }
@@ -255,9 +261,9 @@ fn nullable_field(field: &Field) -> Field {
 /// The same type with every nested field nullable (map keys and entries excepted: Arrow requires them).
 pub(crate) fn nullable_type(data_type: &DataType) -> DataType {
     match data_type {
-        DataType::Struct(fields) => DataType::Struct(
-            fields.iter().map(|f| Arc::new(nullable_field(f))).collect(),
-        ),
+        DataType::Struct(fields) => {
+            DataType::Struct(fields.iter().map(|f| Arc::new(nullable_field(f))).collect())
+        }
         DataType::List(item) => DataType::List(Arc::new(nullable_field(item))),
         DataType::LargeList(item) => DataType::LargeList(Arc::new(nullable_field(item))),
         DataType::Map(entries, sorted) => {
@@ -325,6 +331,18 @@ pub fn decode_contents(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, 
 
 const UTF8_BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
 
+/// A batch of `rows` rows (also when the schema has no column at all).
+fn assemble(
+    schema: &SchemaRef,
+    columns: Vec<arrow::array::ArrayRef>,
+    rows: usize,
+    path: &std::path::Path,
+) -> Result<RecordBatch, FileReadError> {
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)
+        .map_err(|e| FileReadError::internal(path, e))
+}
+
 /// The `_file_path` written into `_rescued_data`.
 fn display_path(meta: &FileMeta) -> String {
     meta.path.to_string_lossy().into_owned()
@@ -376,7 +394,12 @@ pub(crate) mod test_support {
                 .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
                 .collect();
             for row in 0..batch.num_rows() {
-                out.push(formatters.iter().map(|f| f.value(row).to_string()).collect());
+                out.push(
+                    formatters
+                        .iter()
+                        .map(|f| f.value(row).to_string())
+                        .collect(),
+                );
             }
         }
         out
@@ -386,7 +409,10 @@ pub(crate) mod test_support {
     pub fn rescued(batches: &[RecordBatch]) -> Vec<Option<serde_json::Value>> {
         let mut out = Vec::new();
         for batch in batches {
-            let column = batch.column_by_name("_rescued_data").unwrap().as_string::<i32>();
+            let column = batch
+                .column_by_name("_rescued_data")
+                .unwrap()
+                .as_string::<i32>();
             for row in 0..batch.num_rows() {
                 out.push(
                     column

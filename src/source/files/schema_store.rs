@@ -74,16 +74,29 @@ pub fn resolve(spec: &FilesSource, checkpoint: &Checkpoint) -> Result<Option<Sch
     }
     files.sort_by(|a, b| a.modification_time_ms.cmp(&b.modification_time_ms).then_with(|| a.path.cmp(&b.path)));
     files.truncate(spec.schema_inference_max_files);
-    let paths: Vec<PathBuf> = files.iter().map(|f| PathBuf::from(&f.path)).collect();
-    let schema = crate::schema::infer_schema(&paths, spec.format, &spec.csv, spec.infer_column_types)
-        .map_err(|e| Error::Source {
-            path: spec.path.clone(),
-            message: format!("schema inference failed: {e}"),
-        })?;
+    let metas: Vec<super::read::FileMeta> = files
+        .iter()
+        .map(|f| super::read::FileMeta {
+            path: PathBuf::from(&f.path),
+            size: f.size,
+            modification_time_ms: f.modification_time_ms,
+        })
+        .collect();
+    let schema = match crate::schema::infer_schema(&metas, spec.format, &spec.csv, spec.infer_column_types) {
+        Ok(schema) => schema,
+        // Only empty or blank files so far: wait for data.
+        Err(crate::schema::SchemaError::NothingToInfer { .. }) => return Ok(None),
+        Err(e) => {
+            return Err(Error::Source {
+                path: spec.path.clone(),
+                message: format!("schema inference failed: {e}"),
+            });
+        }
+    };
     let version = SchemaVersion {
         ddl: crate::schema::to_ddl(&schema),
         created_at_ms: chrono::Utc::now().timestamp_millis(),
-        reason: format!("inferred from {} file(s)", paths.len()),
+        reason: format!("inferred from {} file(s)", metas.len()),
         files: files.iter().map(|f| f.path.clone()).collect(),
     };
     let dir = checkpoint.schemas_dir();
@@ -93,6 +106,6 @@ pub fn resolve(spec: &FilesSource, checkpoint: &Checkpoint) -> Result<Option<Sch
         serde_json::to_string(&version).map_err(|e| Error::checkpoint(&dir, e.to_string()))?
     );
     write_atomic(&dir.join("0"), text.as_bytes())?;
-    tracing::info!(schema = %version.ddl, files = paths.len(), "inferred the source schema");
+    tracing::info!(schema = %version.ddl, files = metas.len(), "inferred the source schema");
     Ok(Some(Arc::new(schema)))
 }

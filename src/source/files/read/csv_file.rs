@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanBufferBuilder, RecordBatch, StringArray, new_null_array};
+use arrow::array::{Array, ArrayRef, BooleanBufferBuilder, StringArray, new_null_array};
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
 use arrow::datatypes::{DataType, Fields, SchemaRef};
 use serde_json::Value;
 
 use super::rescue::Rescues;
-use super::{BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, data_fields, display_path};
+use super::{
+    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, data_fields, display_path,
+};
 use crate::source::files::CsvOptions;
 
 /// A batch is cut early when a column's text exceeds this (checked every 1024 rows),
@@ -31,10 +33,12 @@ pub(super) fn decode(
 
     let mut record = csv::ByteRecord::new();
     let read = |reader: &mut csv::Reader<&[u8]>, record: &mut csv::ByteRecord| {
-        reader.read_byte_record(record).map_err(|e| FileReadError::Corrupt {
-            path: meta.path.clone(),
-            message: format!("CSV: {e}"),
-        })
+        reader
+            .read_byte_record(record)
+            .map_err(|e| FileReadError::Corrupt {
+                path: meta.path.clone(),
+                message: format!("CSV: {e}"),
+            })
     };
 
     // Where each column comes from, and what the other fields are rescued as.
@@ -86,13 +90,15 @@ pub(super) fn decode(
             }
             for index in layout.width..record.len() {
                 if let Some(f) = record.get(index).filter(|f| !is_null(f)) {
-                    batch.rescues.field(row, index, format!("_c{index}"), text_value(f));
+                    batch
+                        .rescues
+                        .field(row, index, format!("_c{index}"), text_value(f));
                 }
             }
         }
         batch.rows += 1;
         if batch.rows == BATCH_ROWS
-            || (batch.rows % 1024 == 0 && batch.text_bytes() > BATCH_TEXT_BYTES)
+            || (batch.rows.is_multiple_of(1024) && batch.text_bytes() > BATCH_TEXT_BYTES)
         {
             let done = std::mem::replace(&mut batch, BatchBuilder::new(&layout, fields.len()));
             done.finish(&fields, &layout, schema, spec, &file_path, meta, &mut out)?;
@@ -275,14 +281,19 @@ impl BatchBuilder {
             let text = column
                 .finish()
                 .map_err(|e| FileReadError::internal(&meta.path, e))?;
-            arrays.push(convert(text, field.data_type(), field.name(), *source, &mut rescues));
+            arrays.push(convert(
+                text,
+                field.data_type(),
+                field.name(),
+                *source,
+                &mut rescues,
+            ));
         }
         let rescue = rescues.finish(rows, file_path, spec.rescued_data);
         if let Some(column) = rescue.column {
             arrays.push(column);
         }
-        let batch = RecordBatch::try_new(Arc::clone(schema), arrays)
-            .map_err(|e| FileReadError::internal(&meta.path, e))?;
+        let batch = assemble(schema, arrays, rows, &meta.path)?;
         out.num_rows += rows;
         out.num_rows_rescued += rescue.rows_rescued;
         out.num_records_corrupt += rescue.records_corrupt;
@@ -357,10 +368,18 @@ mod tests {
     fn b08_header_drift_is_matched_by_name() {
         let spec = csv_spec("id BIGINT, temp DOUBLE, depth BIGINT, salinity DOUBLE");
         let mut all = Vec::new();
-        for file in ["B08/step1/h1.csv", "B08/step2/h2.csv", "B08/step3/h3.csv", "B08/step4/h4.csv"] {
+        for file in [
+            "B08/step1/h1.csv",
+            "B08/step2/h2.csv",
+            "B08/step3/h3.csv",
+            "B08/step4/h4.csv",
+        ] {
             let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
             assert_eq!(decoded.num_rows_rescued, 0, "{file}");
-            assert!(rescued(&decoded.batches).iter().all(Option::is_none), "{file}");
+            assert!(
+                rescued(&decoded.batches).iter().all(Option::is_none),
+                "{file}"
+            );
             for batch in &decoded.batches {
                 assert_eq!(batch.schema(), output_schema(&spec));
             }
@@ -387,7 +406,9 @@ mod tests {
         assert_eq!(decoded.num_rows_rescued, 1);
         assert_eq!(
             rescued(&decoded.batches),
-            [Some(json!({"salinity": "35.1", "_file_path": path.to_string_lossy()}))]
+            [Some(
+                json!({"salinity": "35.1", "_file_path": path.to_string_lossy()})
+            )]
         );
     }
 
@@ -416,13 +437,21 @@ mod tests {
             for batch in &decoded.batches {
                 let c = batch.column(1).as_string::<i32>();
                 comments.extend(c.iter().map(|v| v.unwrap().to_string()));
-                let q = batch.column(2).as_primitive::<arrow::datatypes::Int64Type>();
+                let q = batch
+                    .column(2)
+                    .as_primitive::<arrow::datatypes::Int64Type>();
                 qty.extend(q.iter().map(Option::unwrap));
             }
         }
         assert_eq!(
             comments,
-            ["first line\nsecond line", "she said \"hi\"", "plain", "a\r\nb", "x"]
+            [
+                "first line\nsecond line",
+                "she said \"hi\"",
+                "plain",
+                "a\r\nb",
+                "x"
+            ]
         );
         assert_eq!(qty, [5, 6, 7, 8, 9]);
     }
@@ -457,7 +486,8 @@ mod tests {
     #[test]
     fn b16_header_only_csv_has_no_rows() {
         let spec = csv_spec("id BIGINT, name STRING");
-        let decoded = decode_file(&meta(&case_file("B16/variant_csv/header_only.csv")), &spec).unwrap();
+        let decoded =
+            decode_file(&meta(&case_file("B16/variant_csv/header_only.csv")), &spec).unwrap();
         assert_eq!(decoded.num_rows, 0);
         assert!(decoded.batches.is_empty());
     }
@@ -492,10 +522,21 @@ mod tests {
         assert_eq!(ts.value(0), 1_357_034_400_000_000); // 2013-01-01T10:00:00Z
         assert_eq!(ts.value(1), 1_357_038_000_000_000); // no zone = UTC
         assert_eq!(ts.value(2), 1_357_122_600_000_000); // 10:30 UTC
-        assert!(batch.column(3).is_null(1) && batch.column(4).is_null(1) && batch.column(6).is_null(1));
+        assert!(
+            batch.column(3).is_null(1) && batch.column(4).is_null(1) && batch.column(6).is_null(1)
+        );
         assert_eq!(
             rows(&decoded.batches)[1],
-            ["2013", "1", "1", "null", "null", "AA", "null", "2013-01-01T11:00:00Z"]
+            [
+                "2013",
+                "1",
+                "1",
+                "null",
+                "null",
+                "AA",
+                "null",
+                "2013-01-01T11:00:00Z"
+            ]
         );
         // `NA` is null, not a failed conversion; `x` is.
         assert_eq!(decoded.num_rows_rescued, 1);
@@ -531,12 +572,24 @@ mod tests {
         let strings: Vec<String> = decoded
             .batches
             .iter()
-            .flat_map(|b| b.column(1).as_string::<i32>().iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>())
+            .flat_map(|b| {
+                b.column(1)
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect();
-        assert_eq!(strings, (0..total).map(|n| n.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            strings,
+            (0..total).map(|n| n.to_string()).collect::<Vec<_>>()
+        );
         let rescued = rescued(&decoded.batches);
         assert_eq!(decoded.num_rows_rescued, 1);
-        assert_eq!(rescued[BATCH_ROWS + 1].as_ref().unwrap()["n"], json!("oops"));
+        assert_eq!(
+            rescued[BATCH_ROWS + 1].as_ref().unwrap()["n"],
+            json!("oops")
+        );
     }
 
     #[test]
@@ -545,7 +598,10 @@ mod tests {
         let path = dir.path().join("bad.csv");
         std::fs::write(&path, b"id,name\n1,ok\n2,\xff\xfe\n3,fine\n").unwrap();
         let decoded = decode_file(&meta(&path), &csv_spec("id BIGINT, name STRING")).unwrap();
-        assert_eq!(rows(&decoded.batches), [["1", "ok"], ["null", "null"], ["3", "fine"]]);
+        assert_eq!(
+            rows(&decoded.batches),
+            [["1", "ok"], ["null", "null"], ["3", "fine"]]
+        );
         assert_eq!(decoded.num_records_corrupt, 1);
         assert_eq!(decoded.num_rows_rescued, 0);
         let rescued = rescued(&decoded.batches);
@@ -564,6 +620,30 @@ mod tests {
     }
 
     #[test]
+    fn nested_columns_from_text_and_an_empty_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested.csv");
+        std::fs::write(&path, "id,tags,meta\n1,a,x\n").unwrap();
+        let spec = csv_spec("id BIGINT, tags ARRAY<STRING>, meta STRUCT<a: STRING>");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        // Arrow casts text to a one-element array; a struct cannot be cast: rescued.
+        assert_eq!(rows(&decoded.batches), [["1", "[a]", "null"]]);
+        assert_eq!(
+            rescued(&decoded.batches)[0].as_ref().unwrap()["meta"],
+            json!("x")
+        );
+
+        let mut spec = spec.clone();
+        spec.schema = Arc::new(arrow::datatypes::Schema::empty());
+        spec.rescued_data = false;
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(decoded.num_rows, 1);
+        assert_eq!(decoded.batches[0].num_rows(), 1);
+        assert_eq!(decoded.batches[0].num_columns(), 0);
+        assert_eq!(decoded.num_rows_rescued, 1);
+    }
+
+    #[test]
     fn no_header_matches_by_position_and_names_extras() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nohdr.csv");
@@ -576,6 +656,9 @@ mod tests {
         };
         let decoded = decode_file(&meta(&path), &spec).unwrap();
         assert_eq!(rows(&decoded.batches), [["1", "x"], ["2", "y"]]);
-        assert_eq!(rescued(&decoded.batches)[1].as_ref().unwrap()["_c2"], json!("extra"));
+        assert_eq!(
+            rescued(&decoded.batches)[1].as_ref().unwrap()["_c2"],
+            json!("extra")
+        );
     }
 }

@@ -13,7 +13,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
 use super::rescue::Rescues;
-use super::{BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, data_fields, display_path};
+use super::{
+    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, data_fields, display_path,
+};
 
 pub(super) fn decode(
     meta: &FileMeta,
@@ -73,8 +75,7 @@ pub(super) fn decode(
         if let Some(column) = rescue.column {
             columns.push(column);
         }
-        let batch = RecordBatch::try_new(Arc::clone(schema), columns)
-            .map_err(|e| FileReadError::internal(&meta.path, e))?;
+        let batch = assemble(schema, columns, rows, &meta.path)?;
         out.num_rows += rows;
         out.num_rows_rescued += rescue.rows_rescued;
         out.num_records_corrupt += rescue.records_corrupt;
@@ -136,9 +137,14 @@ fn rescue_rows(column: &ArrayRef, name: &str, index: usize, rows: &[usize], resc
 }
 
 fn json_values(column: &ArrayRef, rows: &[usize]) -> Option<Vec<Value>> {
-    let indices = UInt32Array::from_iter_values(rows.iter().map(|r| u32::try_from(*r).unwrap_or(u32::MAX)));
+    let indices =
+        UInt32Array::from_iter_values(rows.iter().map(|r| u32::try_from(*r).unwrap_or(u32::MAX)));
     let taken = take(column.as_ref(), &indices, None).ok()?;
-    let schema = Arc::new(Schema::new(vec![Field::new("v", taken.data_type().clone(), true)]));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "v",
+        taken.data_type().clone(),
+        true,
+    )]));
     let batch = RecordBatch::try_new(schema, vec![taken]).ok()?;
     let mut writer = arrow::json::LineDelimitedWriter::new(Vec::new());
     writer.write(&batch).ok()?;
@@ -202,7 +208,8 @@ mod tests {
             ],
         )
         .unwrap();
-        let mut writer = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), file_schema, None).unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), file_schema, None).unwrap();
         writer.write(&batch).unwrap();
         writer.close().unwrap();
 
@@ -211,7 +218,10 @@ mod tests {
             Arc::new(parse_ddl("id BIGINT, amount DOUBLE, ratio DOUBLE, missing STRING").unwrap()),
         );
         let decoded = decode_file(&meta(&path), &spec).unwrap();
-        assert_eq!(rows(&decoded.batches), [["1", "1.5", "0.5", "null"], ["2", "null", "0.25", "null"]]);
+        assert_eq!(
+            rows(&decoded.batches),
+            [["1", "1.5", "0.5", "null"], ["2", "null", "0.25", "null"]]
+        );
         let file = path.to_string_lossy();
         assert_eq!(
             rescued(&decoded.batches),
@@ -227,7 +237,10 @@ mod tests {
     #[test]
     fn zero_byte_parquet_is_empty_and_bad_footer_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = spec(FileFormat::Parquet, Arc::new(parse_ddl("id BIGINT").unwrap()));
+        let spec = spec(
+            FileFormat::Parquet,
+            Arc::new(parse_ddl("id BIGINT").unwrap()),
+        );
         let empty = dir.path().join("zero.parquet");
         std::fs::write(&empty, b"").unwrap();
         let decoded = decode_file(&meta(&empty), &spec).unwrap();

@@ -1,0 +1,52 @@
+//! The console's vocabulary: every key, `:` command and engine-independent
+//! change of the app state is one [`Action`]; [`super::app::update`] is the
+//! only place that interprets them.
+
+use crate::engine::control::ControlCommand;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    /// Next pane (detail) or between flows and events (overview).
+    NextPane,
+    PrevPane,
+    /// Focus pane n (0-based) of the flow detail.
+    GoPane(u8),
+    Enter,
+    Back,
+    NextFlow,
+    PrevFlow,
+    /// Open the detail of a flow by name (`:flow NAME`).
+    SelectFlow(String),
+    ToggleFreeze,
+    /// Freeze (if live) and move the view back in time.
+    ScrollBack,
+    ScrollForward,
+    /// Narrower time window.
+    ZoomIn,
+    ZoomOut,
+    Help,
+    OpenCommand,
+    OpenFilter,
+    InputChar(char),
+    InputBackspace,
+    InputSubmit,
+    InputCancel,
+    ConfirmYes,
+    ConfirmNo,
+    /// A command to the current flow (overview: selected; detail: shown).
+    Control(ControlCommand),
+    /// A command to a named flow (`:pause NAME`).
+    ControlNamed(String, ControlCommand),
+    /// Ask to stop the current flow (confirmation first).
+    StopFlow,
+    /// Run: stop all flows gracefully, then quit (again: abort). Attach: quit.
+    Quit,
+    /// Repaint the whole screen.
+    Redraw,
+}

@@ -1,0 +1,710 @@
+//! The console's state and [`update`], the one function that changes it.
+//!
+//! Inputs come from two places and take one path: keys become
+//! [`Action`]s (see `keys`), and engine events or file-follower reports
+//! become [`Input`]s. `update` returns [`Effect`]s (commands for the
+//! engine) instead of performing them, so it can be driven headless.
+
+use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
+use crate::engine::progress::StreamingQueryProgress;
+
+use super::action::Action;
+use super::keys;
+use super::model::{CheckpointBatches, EventKind, FlowModel, command_word};
+use super::theme::Theme;
+
+/// `run` controls its flows; `attach` only watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Run,
+    Attach,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Detail,
+}
+
+/// The panes of the flow detail, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Rates,
+    Backlog,
+    Watermark,
+    State,
+    Durations,
+    History,
+    Timeline,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 7] = [
+        Pane::Rates,
+        Pane::Backlog,
+        Pane::Watermark,
+        Pane::State,
+        Pane::Durations,
+        Pane::History,
+        Pane::Timeline,
+    ];
+
+    pub fn index(self) -> usize {
+        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Rates => "Rates (rows/s)",
+            Pane::Backlog => "Backlog",
+            Pane::Watermark => "Watermark",
+            Pane::State => "State",
+            Pane::Durations => "Batch durations",
+            Pane::History => "Checkpoint history",
+            Pane::Timeline => "Timeline",
+        }
+    }
+
+    pub fn short(self) -> &'static str {
+        match self {
+            Pane::Rates => "rates",
+            Pane::Backlog => "backlog",
+            Pane::Watermark => "watermark",
+            Pane::State => "state",
+            Pane::Durations => "durations",
+            Pane::History => "history",
+            Pane::Timeline => "timeline",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptKind {
+    Command,
+    Filter,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help { scroll: usize },
+    Prompt { kind: PromptKind, text: String },
+    Confirm(Confirm),
+}
+
+/// A question asked before an action that cannot be undone from the console.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirm {
+    StopFlow(String),
+}
+
+impl Confirm {
+    pub fn question(&self) -> String {
+        match self {
+            Confirm::StopFlow(f) => format!(
+                "stop flow {f} after its running batch? It cannot be restarted from this console. (y/n)"
+            ),
+        }
+    }
+}
+
+/// A frozen view: taken at `at_ms`, showing `back_ms` before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freeze {
+    pub at_ms: i64,
+    pub back_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub text: String,
+    pub bad: bool,
+    pub at_ms: i64,
+}
+
+/// How long a message stays in the status line.
+pub const MESSAGE_MS: i64 = 8_000;
+/// The time windows `+`/`-` step through.
+pub const WINDOWS_MS: [i64; 6] = [60_000, 300_000, 900_000, 1_800_000, 3_600_000, 6 * 3_600_000];
+pub const DEFAULT_WINDOW_MS: i64 = 300_000;
+
+/// Something an engine or a file follower reports.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Engine(FlowEvent),
+    /// A progress record read from `_weir/progress.jsonl`.
+    Progress {
+        flow: String,
+        progress: Box<StreamingQueryProgress>,
+    },
+    Batches {
+        flow: String,
+        batches: CheckpointBatches,
+    },
+    Schema {
+        flow: String,
+        version: u64,
+        at_ms: i64,
+        text: String,
+    },
+    /// Attach: who holds the checkpoint lock (`None`: no process runs the flow).
+    Holder {
+        flow: String,
+        holder: Option<String>,
+        at_ms: i64,
+    },
+    /// A checkpoint file could not be read.
+    Problem {
+        flow: String,
+        at_ms: i64,
+        text: String,
+    },
+    /// Every flow task of `run` has returned.
+    EngineDone,
+}
+
+/// What `update` asks the outside world to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Command { flow: String, command: ControlCommand },
+    StopAll,
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    pub mode: Mode,
+    /// `pipeline.toml`, or the checkpoints attached to.
+    pub title: String,
+    pub theme: Theme,
+    pub flows: Vec<FlowModel>,
+    pub view: View,
+    /// Index in `flows` of the selected (overview) or shown (detail) flow.
+    pub selected: usize,
+    /// Overview: whether the events list (not the flows table) has the focus.
+    pub overview_events: bool,
+    pub focus: Pane,
+    pub zoom: bool,
+    /// Scroll offset per detail pane, and of the overview's events list.
+    pub scroll: [usize; 7],
+    pub events_scroll: usize,
+    pub overlay: Overlay,
+    pub filter: String,
+    pub freeze: Option<Freeze>,
+    pub window_ms: i64,
+    pub retention_ms: i64,
+    /// The clock, as of the last tick (injected: tests set it).
+    pub now_ms: i64,
+    pub message: Option<Message>,
+    pub quitting: bool,
+    pub engine_done: bool,
+    pub exit: bool,
+    pub abort: bool,
+    /// Engine events dropped because the console lagged.
+    pub events_dropped: u64,
+}
+
+impl App {
+    pub fn new(mode: Mode, title: impl Into<String>, flows: Vec<FlowModel>, theme: Theme, retention_ms: i64, now_ms: i64) -> Self {
+        App {
+            mode,
+            title: title.into(),
+            theme,
+            flows,
+            view: View::Overview,
+            selected: 0,
+            overview_events: false,
+            focus: Pane::Rates,
+            zoom: false,
+            scroll: [0; 7],
+            events_scroll: 0,
+            overlay: Overlay::None,
+            filter: String::new(),
+            freeze: None,
+            window_ms: DEFAULT_WINDOW_MS.min(retention_ms.max(WINDOWS_MS[0])),
+            retention_ms,
+            now_ms,
+            message: None,
+            quitting: false,
+            engine_done: false,
+            exit: false,
+            abort: false,
+            events_dropped: 0,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(mode: Mode, names: &[&str]) -> Self {
+        let flows = names.iter().map(|n| FlowModel::new(*n)).collect();
+        App::new(mode, "test", flows, Theme::default(), 1_800_000, 0)
+    }
+
+    /// The instant the view shows: now, or the frozen instant.
+    pub fn as_of(&self) -> i64 {
+        match self.freeze {
+            Some(f) => f.at_ms - f.back_ms,
+            None => self.now_ms,
+        }
+    }
+
+    pub fn current_flow(&self) -> Option<&FlowModel> {
+        self.flows.get(self.selected)
+    }
+
+    /// The flows the overview lists (the filter applies), as indices.
+    pub fn visible_flows(&self) -> Vec<usize> {
+        let f = self.filter.to_lowercase();
+        (0..self.flows.len())
+            .filter(|i| self.view != View::Overview || f.is_empty() || self.flows[*i].name.to_lowercase().contains(&f))
+            .collect()
+    }
+
+    /// A flow by exact name or unique prefix.
+    pub fn resolve_flow(&self, name: &str) -> Result<String, String> {
+        if let Some(f) = self.flows.iter().find(|f| f.name == name) {
+            return Ok(f.name.clone());
+        }
+        let hits: Vec<&str> = self
+            .flows
+            .iter()
+            .filter(|f| f.name.starts_with(name))
+            .map(|f| f.name.as_str())
+            .collect();
+        match hits.as_slice() {
+            [one] => Ok((*one).to_string()),
+            [] => Err(format!(
+                "no flow named {name}; flows: {}",
+                self.flows.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            many => Err(format!("{name} matches {}", many.join(", "))),
+        }
+    }
+
+    fn flow_index(&self, name: &str) -> Option<usize> {
+        self.flows.iter().position(|f| f.name == name)
+    }
+
+    pub fn say(&mut self, text: impl Into<String>) {
+        self.message = Some(Message {
+            text: text.into(),
+            bad: false,
+            at_ms: self.now_ms,
+        });
+    }
+
+    pub fn complain(&mut self, text: impl Into<String>) {
+        self.message = Some(Message {
+            text: text.into(),
+            bad: true,
+            at_ms: self.now_ms,
+        });
+    }
+
+    /// The clock moved.
+    pub fn tick(&mut self, now_ms: i64) {
+        self.now_ms = now_ms;
+        if self.message.as_ref().is_some_and(|m| now_ms - m.at_ms > MESSAGE_MS) {
+            self.message = None;
+        }
+    }
+
+    /// Whether the event loop should end.
+    pub fn should_exit(&self) -> bool {
+        self.exit
+    }
+
+    /// Applies an engine event or a follower's report.
+    pub fn ingest(&mut self, input: Input) {
+        let retention = self.retention_ms;
+        match input {
+            Input::Engine(event) => {
+                let name = match &event {
+                    FlowEvent::Status { flow, .. }
+                    | FlowEvent::Progress { flow, .. }
+                    | FlowEvent::Error { flow, .. }
+                    | FlowEvent::Command { flow, .. } => flow.clone(),
+                };
+                if let Some(i) = self.flow_index(&name) {
+                    self.flows[i].ingest_event(&event, retention);
+                }
+            }
+            Input::Progress { flow, progress } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].ingest_progress(&progress, retention);
+                }
+            }
+            Input::Batches { flow, batches } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].batches = batches;
+                    self.derive_attach_status(i);
+                }
+            }
+            Input::Schema {
+                flow,
+                version,
+                at_ms,
+                text,
+            } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].push_event(at_ms, EventKind::Schema, format!("schema version {version}: {text}"));
+                }
+            }
+            Input::Holder { flow, holder, at_ms } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    let f = &mut self.flows[i];
+                    let was_alive = f.alive();
+                    match (&holder, was_alive) {
+                        (Some(h), false) => f.push_event(at_ms, EventKind::Start, format!("run by {h}")),
+                        (None, true) => f.push_event(at_ms, EventKind::Stop, "the process released the checkpoint".into()),
+                        _ => {}
+                    }
+                    let status = if holder.is_some() { FlowStatus::Idle } else { FlowStatus::Stopped };
+                    if !f.status_known || f.alive() != holder.is_some() {
+                        f.statuses.push_back((at_ms, status));
+                        f.status = status;
+                        f.status_known = true;
+                    }
+                    self.derive_attach_status(i);
+                }
+            }
+            Input::Problem { flow, at_ms, text } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].push_event(at_ms, EventKind::Error, text);
+                }
+            }
+            Input::EngineDone => {
+                self.engine_done = true;
+                if self.quitting {
+                    self.exit = true;
+                } else {
+                    self.say("all flows have returned; q quits");
+                }
+            }
+        }
+    }
+
+    /// Attach: a held checkpoint with a planned, uncommitted batch is running, else idle.
+    fn derive_attach_status(&mut self, i: usize) {
+        if self.mode != Mode::Attach {
+            return;
+        }
+        let now = self.now_ms;
+        let f = &mut self.flows[i];
+        if !f.alive() {
+            return;
+        }
+        let status = if f.batches.pending().is_some() { FlowStatus::Running } else { FlowStatus::Idle };
+        if f.status != status {
+            f.status = status;
+            f.statuses.push_back((now, status));
+        }
+    }
+
+    fn scroll_by(&mut self, delta: isize) {
+        let slot = match (self.view, self.overview_events) {
+            (View::Overview, true) => &mut self.events_scroll,
+            (View::Overview, false) => {
+                self.move_selection(delta);
+                return;
+            }
+            (View::Detail, _) => &mut self.scroll[self.focus.index()],
+        };
+        *slot = slot.saturating_add_signed(delta);
+    }
+
+    fn move_selection(&mut self, delta: isize) {
+        let visible = self.visible_flows();
+        if visible.is_empty() {
+            return;
+        }
+        let pos = visible.iter().position(|i| *i == self.selected).unwrap_or(0) as isize;
+        let next = (pos + delta).clamp(0, visible.len() as isize - 1) as usize;
+        self.selected = visible[next];
+    }
+
+    fn control(&mut self, flow: String, command: ControlCommand, effects: &mut Vec<Effect>) {
+        if self.mode == Mode::Attach {
+            self.complain("weir attach is read-only: flows are controlled where they run");
+            return;
+        }
+        let Some(i) = self.flow_index(&flow) else {
+            self.complain(format!("no flow named {flow}"));
+            return;
+        };
+        let now = self.now_ms;
+        self.flows[i].push_event(now, EventKind::Operator, format!("{} requested by the operator", command_word(command)));
+        self.say(format!("{flow}: {} requested", command_word(command)));
+        effects.push(Effect::Command { flow, command });
+    }
+}
+
+/// Changes the app for an action; returns what the engine must be told.
+pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    match action {
+        Action::Up => match &mut app.overlay {
+            Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
+            _ => app.scroll_by(-1),
+        },
+        Action::Down => match &mut app.overlay {
+            Overlay::Help { scroll } => *scroll += 1,
+            _ => app.scroll_by(1),
+        },
+        Action::PageUp => app.scroll_by(-10),
+        Action::PageDown => app.scroll_by(10),
+        Action::Top => app.scroll_by(-(isize::MAX / 2)),
+        Action::Bottom => app.scroll_by(isize::MAX / 2),
+        Action::NextPane | Action::PrevPane => match app.view {
+            View::Overview => app.overview_events = !app.overview_events,
+            View::Detail => {
+                let n = Pane::ALL.len();
+                let step = if action == Action::NextPane { 1 } else { n - 1 };
+                app.focus = Pane::ALL[(app.focus.index() + step) % n];
+            }
+        },
+        Action::GoPane(i) => {
+            if let Some(p) = Pane::ALL.get(usize::from(i)) {
+                app.focus = *p;
+            }
+        }
+        Action::Enter => match app.view {
+            View::Overview => {
+                if app.overview_events || app.flows.is_empty() {
+                    return effects;
+                }
+                app.view = View::Detail;
+                app.filter.clear();
+                app.zoom = false;
+                app.scroll = [0; 7];
+            }
+            View::Detail => app.zoom = !app.zoom,
+        },
+        Action::Back => {
+            if !app.filter.is_empty() {
+                app.filter.clear();
+            } else if app.view == View::Detail && app.zoom {
+                app.zoom = false;
+            } else if app.view == View::Detail {
+                app.view = View::Overview;
+            } else if app.freeze.is_some() {
+                app.freeze = None;
+            }
+        }
+        Action::NextFlow | Action::PrevFlow => {
+            let n = app.flows.len();
+            if n > 0 {
+                let step = if action == Action::NextFlow { 1 } else { n - 1 };
+                app.selected = (app.selected + step) % n;
+                app.scroll = [0; 7];
+            }
+        }
+        Action::SelectFlow(name) => {
+            if let Some(i) = app.flow_index(&name) {
+                app.selected = i;
+                app.view = View::Detail;
+                app.filter.clear();
+                app.scroll = [0; 7];
+            }
+        }
+        Action::ToggleFreeze => {
+            app.freeze = match app.freeze {
+                Some(_) => None,
+                None => Some(Freeze {
+                    at_ms: app.now_ms,
+                    back_ms: 0,
+                }),
+            };
+        }
+        Action::ScrollBack | Action::ScrollForward => {
+            let step = (app.window_ms / 5).max(1_000);
+            let now = app.now_ms;
+            let f = app.freeze.get_or_insert(Freeze { at_ms: now, back_ms: 0 });
+            f.back_ms = if action == Action::ScrollBack {
+                (f.back_ms + step).min(app.retention_ms)
+            } else {
+                (f.back_ms - step).max(0)
+            };
+        }
+        Action::ZoomIn | Action::ZoomOut => {
+            let i = WINDOWS_MS.iter().position(|w| *w >= app.window_ms).unwrap_or(WINDOWS_MS.len() - 1);
+            let j = if action == Action::ZoomIn { i.saturating_sub(1) } else { (i + 1).min(WINDOWS_MS.len() - 1) };
+            app.window_ms = WINDOWS_MS[j];
+        }
+        Action::Help => {
+            app.overlay = match app.overlay {
+                Overlay::Help { .. } => Overlay::None,
+                _ => Overlay::Help { scroll: 0 },
+            };
+        }
+        Action::OpenCommand => {
+            app.overlay = Overlay::Prompt {
+                kind: PromptKind::Command,
+                text: String::new(),
+            };
+        }
+        Action::OpenFilter => {
+            app.overlay = Overlay::Prompt {
+                kind: PromptKind::Filter,
+                text: app.filter.clone(),
+            };
+        }
+        Action::InputChar(c) => {
+            if let Overlay::Prompt { kind, text } = &mut app.overlay {
+                text.push(c);
+                if *kind == PromptKind::Filter {
+                    app.filter = text.clone();
+                    app.scroll = [0; 7];
+                    app.events_scroll = 0;
+                }
+            }
+        }
+        Action::InputBackspace => {
+            if let Overlay::Prompt { kind, text } = &mut app.overlay {
+                text.pop();
+                if *kind == PromptKind::Filter {
+                    app.filter = text.clone();
+                }
+            }
+        }
+        Action::InputCancel => {
+            if let Overlay::Prompt { kind, .. } = &app.overlay {
+                if *kind == PromptKind::Filter {
+                    app.filter.clear();
+                }
+            }
+            app.overlay = Overlay::None;
+        }
+        Action::InputSubmit => {
+            let overlay = std::mem::replace(&mut app.overlay, Overlay::None);
+            if let Overlay::Prompt { kind, text } = overlay {
+                match kind {
+                    PromptKind::Filter => app.filter = text,
+                    PromptKind::Command => match keys::parse_command(app, &text) {
+                        Ok(action) => return update(app, action),
+                        Err(e) => app.complain(e),
+                    },
+                }
+            }
+        }
+        Action::ConfirmYes => {
+            let overlay = std::mem::replace(&mut app.overlay, Overlay::None);
+            if let Overlay::Confirm(Confirm::StopFlow(flow)) = overlay {
+                app.control(flow, ControlCommand::Stop, &mut effects);
+            }
+        }
+        Action::ConfirmNo => app.overlay = Overlay::None,
+        Action::Control(command) => match app.current_flow().map(|f| f.name.clone()) {
+            Some(flow) => app.control(flow, command, &mut effects),
+            None => app.complain("no flow selected"),
+        },
+        Action::ControlNamed(flow, ControlCommand::Stop) => {
+            if app.mode == Mode::Attach {
+                app.complain("weir attach is read-only: flows are controlled where they run");
+            } else {
+                app.overlay = Overlay::Confirm(Confirm::StopFlow(flow));
+            }
+        }
+        Action::ControlNamed(flow, command) => app.control(flow, command, &mut effects),
+        Action::StopFlow => match app.current_flow().map(|f| f.name.clone()) {
+            Some(flow) => return update(app, Action::ControlNamed(flow, ControlCommand::Stop)),
+            None => app.complain("no flow selected"),
+        },
+        Action::Quit => match app.mode {
+            Mode::Attach => app.exit = true,
+            Mode::Run if app.engine_done => app.exit = true,
+            Mode::Run if app.quitting => {
+                app.abort = true;
+                app.exit = true;
+            }
+            Mode::Run => {
+                app.quitting = true;
+                let now = app.now_ms;
+                for f in app.flows.iter_mut().filter(|f| f.alive()) {
+                    f.push_event(now, EventKind::Operator, "stop all and quit requested by the operator".into());
+                }
+                app.say("stopping every flow after its running batch; q again aborts now");
+                effects.push(Effect::StopAll);
+            }
+        },
+        Action::Redraw => {}
+    }
+    effects
+}
+
+/// How many events are kept in the overview list (all flows merged).
+pub const OVERVIEW_EVENTS: usize = 500;
+
+/// Merges the flows' timelines (newest first), up to `limit`.
+pub fn merged_events(app: &App, until_ms: i64, limit: usize) -> Vec<&super::model::TimelineEvent> {
+    let mut all: Vec<&super::model::TimelineEvent> = app
+        .flows
+        .iter()
+        .flat_map(|f| f.timeline.iter().rev().filter(move |e| e.t_ms <= until_ms).take(limit))
+        .collect();
+    all.sort_by(|a, b| b.t_ms.cmp(&a.t_ms));
+    all.truncate(limit);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quit_in_run_stops_then_aborts() {
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        app.flows[0].set_status(FlowStatus::Running, 0);
+        assert_eq!(update(&mut app, Action::Quit), vec![Effect::StopAll]);
+        assert!(!app.exit);
+        app.ingest(Input::EngineDone);
+        assert!(app.exit && !app.abort);
+
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        update(&mut app, Action::Quit);
+        update(&mut app, Action::Quit);
+        assert!(app.exit && app.abort);
+    }
+
+    #[test]
+    fn attach_refuses_control() {
+        let mut app = App::for_tests(Mode::Attach, &["a"]);
+        app.flows[0].set_status(FlowStatus::Running, 0);
+        assert!(update(&mut app, Action::Control(ControlCommand::Pause)).is_empty());
+        assert!(app.message.as_ref().unwrap().bad);
+        update(&mut app, Action::Quit);
+        assert!(app.exit);
+    }
+
+    #[test]
+    fn stop_asks_first() {
+        let mut app = App::for_tests(Mode::Run, &["a", "b"]);
+        app.flows[1].set_status(FlowStatus::Idle, 0);
+        update(&mut app, Action::OpenCommand);
+        for c in "stop b".chars() {
+            update(&mut app, Action::InputChar(c));
+        }
+        assert!(update(&mut app, Action::InputSubmit).is_empty());
+        assert_eq!(app.overlay, Overlay::Confirm(Confirm::StopFlow("b".into())));
+        assert_eq!(
+            update(&mut app, Action::ConfirmYes),
+            vec![Effect::Command {
+                flow: "b".into(),
+                command: ControlCommand::Stop
+            }]
+        );
+    }
+
+    #[test]
+    fn freeze_and_scroll_back() {
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        app.now_ms = 1_000_000;
+        update(&mut app, Action::ScrollBack);
+        assert_eq!(app.as_of(), 1_000_000 - DEFAULT_WINDOW_MS / 5);
+        app.tick(2_000_000);
+        assert_eq!(app.as_of(), 1_000_000 - DEFAULT_WINDOW_MS / 5, "frozen views do not move");
+        update(&mut app, Action::ScrollForward);
+        update(&mut app, Action::ScrollForward);
+        assert_eq!(app.as_of(), 1_000_000);
+        update(&mut app, Action::ToggleFreeze);
+        assert_eq!(app.as_of(), 2_000_000);
+    }
+}

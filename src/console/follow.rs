@@ -1,0 +1,283 @@
+//! File followers: what the console learns from a flow's checkpoint,
+//! read-only. `weir attach` follows everything here; `weir run` follows only
+//! the planned/committed batches and schema versions (its progress and
+//! status come from the engine).
+//!
+//! - `_weir/progress.jsonl` is tailed from the last offset read; a line is
+//!   parsed only once its newline is there (a torn last line waits), and a
+//!   file that shrank or was replaced (the engine compacts it) is re-read from
+//!   the start (the model drops records it already has).
+//! - `offsets/` and `commits/` give the last planned and committed batch.
+//! - `_schemas/` gives schema versions.
+//! - `_weir/lock` names the process running the flow. It is read as a plain
+//!   file, never locked: a lock holder on this host whose pid is gone counts
+//!   as no holder.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint::lock::LockHolder;
+use crate::engine::progress::StreamingQueryProgress;
+use crate::source::files::schema_store;
+
+use super::app::Input;
+use super::model::{CheckpointBatches, parse_progress_line};
+
+/// What to follow.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowOptions {
+    pub progress: bool,
+    pub lock: bool,
+    pub interval: Duration,
+}
+
+/// Follows `_weir/progress.jsonl` from where it was last read.
+#[derive(Debug)]
+pub struct ProgressTail {
+    path: PathBuf,
+    offset: u64,
+    inode: u64,
+    partial: Vec<u8>,
+    /// Complete lines that were not a progress record.
+    pub skipped: u64,
+}
+
+impl ProgressTail {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        ProgressTail {
+            path: path.into(),
+            offset: 0,
+            inode: 0,
+            partial: Vec::new(),
+            skipped: 0,
+        }
+    }
+
+    /// The records appended since the last call (all of them after a rewrite).
+    pub fn poll(&mut self) -> std::io::Result<Vec<StreamingQueryProgress>> {
+        let mut file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        if meta.ino() != self.inode || meta.len() < self.offset {
+            self.inode = meta.ino();
+            self.offset = 0;
+            self.partial.clear();
+        }
+        if meta.len() == self.offset {
+            return Ok(Vec::new());
+        }
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut buf = Vec::new();
+        file.take(meta.len() - self.offset).read_to_end(&mut buf)?;
+        self.offset += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while let Some(n) = self.partial[start..].iter().position(|b| *b == b'\n') {
+            let line = String::from_utf8_lossy(&self.partial[start..start + n]);
+            if !line.trim().is_empty() {
+                match parse_progress_line(&line) {
+                    Some(p) => out.push(p),
+                    None => self.skipped += 1,
+                }
+            }
+            start += n + 1;
+        }
+        self.partial.drain(..start);
+        Ok(out)
+    }
+}
+
+/// Reads the last planned and committed batch (and when the pending one was planned).
+pub fn read_batches(cp: &Checkpoint) -> crate::Result<CheckpointBatches> {
+    let last_planned = Checkpoint::batch_ids(&cp.offsets_dir())?.last().copied();
+    let last_committed = Checkpoint::batch_ids(&cp.commits_dir())?.last().copied();
+    let mut b = CheckpointBatches {
+        last_planned,
+        last_committed,
+        pending_since_ms: None,
+    };
+    if let Some(p) = b.pending() {
+        b.pending_since_ms = cp.read_offsets(p).ok().map(|o| o.metadata.batch_timestamp_ms);
+    }
+    Ok(b)
+}
+
+/// Who holds the checkpoint, without taking its lock.
+pub fn read_holder(cp: &Checkpoint) -> Option<LockHolder> {
+    let text = std::fs::read_to_string(cp.weir_dir().join("lock")).ok()?;
+    let holder: LockHolder = serde_json::from_str(text.trim()).ok()?;
+    let here = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
+    if here.as_deref() == Some(holder.host.as_str()) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(holder.pid).ok()?);
+        // Signal 0 only checks that the process exists. EPERM: it exists, owned by someone else.
+        match nix::sys::signal::kill(pid, None) {
+            Ok(()) | Err(nix::errno::Errno::EPERM) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(holder)
+}
+
+/// The flow name recorded in a checkpoint (`_weir/plan.json`), else the directory's name.
+pub fn flow_name(checkpoint: &Path) -> String {
+    Checkpoint::at(checkpoint)
+        .read_plan()
+        .ok()
+        .flatten()
+        .map(|p| p.flow)
+        .unwrap_or_else(|| {
+            checkpoint
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| checkpoint.display().to_string())
+        })
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Follows one checkpoint until the console stops listening.
+pub async fn follow(flow: String, checkpoint: PathBuf, options: FollowOptions, tx: mpsc::Sender<Input>) {
+    let cp = Checkpoint::at(&checkpoint);
+    let mut tail = ProgressTail::new(cp.progress_path());
+    let mut batches: Option<CheckpointBatches> = None;
+    let mut schemas_seen: Option<u64> = None;
+    let mut holder: Option<Option<String>> = None;
+    let mut reported_problem = false;
+    let mut interval = tokio::time::interval(options.interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let mut inputs = Vec::new();
+        if options.lock {
+            let h = read_holder(&cp).map(|h| format!("pid {} on {} (since {})", h.pid, h.host, h.started_at));
+            if holder.as_ref() != Some(&h) {
+                holder = Some(h.clone());
+                inputs.push(Input::Holder {
+                    flow: flow.clone(),
+                    holder: h,
+                    at_ms: now_ms(),
+                });
+            }
+        }
+        if options.progress {
+            match tail.poll() {
+                Ok(records) => inputs.extend(records.into_iter().map(|p| Input::Progress {
+                    flow: flow.clone(),
+                    progress: Box::new(p),
+                })),
+                Err(e) if !reported_problem => {
+                    reported_problem = true;
+                    inputs.push(Input::Problem {
+                        flow: flow.clone(),
+                        at_ms: now_ms(),
+                        text: format!("cannot read {}: {e}", cp.progress_path().display()),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+        match read_batches(&cp) {
+            Ok(b) if batches.as_ref() != Some(&b) => {
+                batches = Some(b.clone());
+                inputs.push(Input::Batches {
+                    flow: flow.clone(),
+                    batches: b,
+                });
+            }
+            Ok(_) => {}
+            Err(e) if !reported_problem => {
+                reported_problem = true;
+                inputs.push(Input::Problem {
+                    flow: flow.clone(),
+                    at_ms: now_ms(),
+                    text: e.to_string(),
+                });
+            }
+            Err(_) => {}
+        }
+        let newest_schema = Checkpoint::batch_ids(&cp.schemas_dir()).ok().and_then(|ids| ids.last().copied());
+        if newest_schema.is_some() && newest_schema != schemas_seen {
+            if let Ok(history) = schema_store::history(&cp) {
+                for (version, entry) in history {
+                    if schemas_seen.is_none_or(|seen| version > seen) {
+                        inputs.push(Input::Schema {
+                            flow: flow.clone(),
+                            version,
+                            at_ms: entry.created_at_ms,
+                            text: entry.reason.clone(),
+                        });
+                    }
+                }
+                schemas_seen = newest_schema;
+            }
+        }
+        for input in inputs {
+            if tx.send(input).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn line(batch: u64) -> String {
+        let p = StreamingQueryProgress {
+            batch_id: batch,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            ..Default::default()
+        };
+        serde_json::to_string(&p).unwrap()
+    }
+
+    #[test]
+    fn tail_waits_for_torn_lines_and_rereads_rewrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("progress.jsonl");
+        let mut tail = ProgressTail::new(&path);
+        assert!(tail.poll().unwrap().is_empty(), "a missing file is empty");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let (l0, l1) = (line(0), line(1));
+        write!(f, "{l0}\n{}", &l1[..10]).unwrap();
+        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [0]);
+        write!(f, "{}\nnot json\n", &l1[10..]).unwrap();
+        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [1]);
+        assert_eq!(tail.skipped, 1);
+        // Compaction: a new file replaces the old one.
+        let tmp = dir.path().join("tmp");
+        std::fs::write(&tmp, format!("{}\n", line(1))).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
+    fn holder_of_a_dead_process_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Checkpoint::at(dir.path());
+        std::fs::create_dir_all(cp.weir_dir()).unwrap();
+        assert!(read_holder(&cp).is_none());
+        let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+        let me = format!("{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}", std::process::id());
+        std::fs::write(cp.weir_dir().join("lock"), me).unwrap();
+        assert_eq!(read_holder(&cp).unwrap().pid, std::process::id());
+        let dead = format!("{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}", i32::MAX - 7);
+        std::fs::write(cp.weir_dir().join("lock"), dead).unwrap();
+        assert!(read_holder(&cp).is_none());
+    }
+}

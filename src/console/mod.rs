@@ -1,0 +1,234 @@
+//! The operations console: live panes over running flows, usable over SSH.
+//!
+//! `weir run` (without `--headless`) runs its flows inside the console and
+//! can pause, resume, trigger and stop them; `weir attach CHECKPOINT...`
+//! shows the same panes, read-only, from the checkpoint files of flows run
+//! by another process. One code path draws both:
+//!
+//! ```text
+//!  keys ──► keys::action_for ──► Action ──► app::update ──► Effect ──► launch::EngineLink ──► engine
+//!                                              ▲                        (bounded command channels)
+//!  engine events (bounded, try_send) ──► Input ┤
+//!  follow:: progress.jsonl, offsets/, commits/,┘
+//!           _schemas/, _weir/lock (read-only)
+//!
+//!  App ──► Snapshot::of (immutable, windowed, formatted) ──► draw::draw (pure) ──► frame
+//! ```
+//!
+//! | module | does |
+//! |---|---|
+//! | `action`, `keys` | the vocabulary and the one binding table (keys, hint bar, help, `:` commands) |
+//! | `app` | the state, `update`, engine/follower inputs |
+//! | `model` | per-flow bounded time series, status history, timeline |
+//! | `forecast` | the backlog's catch-up forecast |
+//! | `snapshot`, `draw`, `theme`, `units` | what a frame shows and how |
+//! | `launch`, `follow` | where inputs come from (`run`, `attach`) |
+//! | `session`, `event_loop`, `terminal` | driving it: headless or on a terminal |
+//!
+//! Keys, panes and units are documented in `docs/console.md`.
+
+pub mod action;
+pub mod app;
+pub mod draw;
+pub mod event_loop;
+pub mod follow;
+pub mod forecast;
+pub mod keys;
+pub mod launch;
+pub mod model;
+pub mod session;
+pub mod snapshot;
+pub mod terminal;
+pub mod theme;
+pub mod units;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::engine::progress::read_progress;
+use crate::pipeline::{FlowSpec, HumanDuration, Trigger};
+use app::{App, Mode};
+use event_loop::{Feeds, FlowResults};
+use follow::FollowOptions;
+use model::FlowModel;
+use session::Session;
+use terminal::TerminalSession;
+use theme::Theme;
+
+/// Console options shared by `run`, `demo` and `attach`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleArgs {
+    /// Console: draw borders and charts with ASCII only (automatic when the locale is not UTF-8).
+    #[arg(long)]
+    pub ascii: bool,
+    /// Console: metric history kept per flow, e.g. `30m`, `2h`.
+    #[arg(long, default_value = "30m", value_parser = parse_retention)]
+    pub retention: Duration,
+}
+
+impl Default for ConsoleArgs {
+    fn default() -> Self {
+        ConsoleArgs {
+            ascii: false,
+            retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 60);
+
+fn parse_retention(s: &str) -> Result<Duration, String> {
+    let d = HumanDuration::parse(s)?.0;
+    if d < Duration::from_secs(60) {
+        return Err(format!("retention {s:?} is too short; at least 1 minute"));
+    }
+    Ok(d)
+}
+
+/// How a console run ended.
+pub struct RunOutcome {
+    /// Each flow's result, as `weir::cli::run::run_flows` returns them.
+    pub results: FlowResults,
+    /// Quit twice (or a second signal): the flows were not waited for.
+    pub aborted: bool,
+}
+
+/// Whether the console can run here (stdin and stdout are terminals).
+pub fn terminal_available() -> bool {
+    terminal::available()
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn retention_ms(args: &ConsoleArgs) -> i64 {
+    i64::try_from(args.retention.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Loads what a checkpoint already holds (earlier runs) into a flow's model.
+fn seed_history(model: &mut FlowModel, checkpoint: &Path, retention_ms: i64) {
+    let path = crate::checkpoint::Checkpoint::at(checkpoint).progress_path();
+    if let Ok(records) = read_progress(&path) {
+        for p in &records {
+            model.ingest_progress(p, retention_ms);
+        }
+    }
+}
+
+/// Runs flows inside the console until they are done and the operator quits.
+pub async fn run_flows(title: &str, flows: &[FlowSpec], trigger: Option<Trigger>, args: &ConsoleArgs) -> io::Result<RunOutcome> {
+    let retention = retention_ms(args);
+    let models = flows
+        .iter()
+        .map(|f| {
+            let mut m = FlowModel::new(&f.name);
+            seed_history(&mut m, &f.checkpoint, retention);
+            m.checkpoint = Some(f.checkpoint.clone());
+            m.trigger = Some(trigger.unwrap_or(f.trigger).to_string());
+            m
+        })
+        .collect();
+    let app = App::new(Mode::Run, title, models, Theme::detect(args.ascii), retention, now_ms());
+    let mut screen = TerminalSession::enter()?;
+    let launched = launch::launch(flows.to_vec(), trigger);
+    let (tx, inputs) = mpsc::channel(256);
+    let followers: Vec<_> = flows
+        .iter()
+        .map(|f| {
+            let options = FollowOptions {
+                progress: false,
+                lock: false,
+                interval: Duration::from_millis(500),
+            };
+            tokio::spawn(follow::follow(f.name.clone(), f.checkpoint.clone(), options, tx.clone()))
+        })
+        .collect();
+    drop(tx);
+    let mut session = Session::new(app, Some(launched.link));
+    let feeds = Feeds {
+        engine: Some(launched.events),
+        inputs,
+        done: Some(launched.done),
+    };
+    let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
+    for f in followers {
+        f.abort();
+    }
+    let log = screen.log_path.take();
+    drop(screen);
+    report_log(log.as_deref());
+    let end = end?;
+    Ok(RunOutcome {
+        results: end.results,
+        aborted: end.aborted,
+    })
+}
+
+/// Shows flows run by other processes, from their checkpoints, until the operator quits.
+pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<()> {
+    let retention = retention_ms(args);
+    let mut names: Vec<String> = Vec::new();
+    let mut models = Vec::new();
+    for cp in checkpoints {
+        let mut name = follow::flow_name(cp);
+        if names.contains(&name) {
+            name = format!("{name}#{}", names.len() + 1);
+        }
+        names.push(name.clone());
+        let mut m = FlowModel::new(&name);
+        m.checkpoint = Some(cp.clone());
+        models.push(m);
+    }
+    let title = checkpoints
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let app = App::new(Mode::Attach, title, models, Theme::detect(args.ascii), retention, now_ms());
+    let mut screen = TerminalSession::enter()?;
+    let (tx, inputs) = mpsc::channel(1024);
+    let followers: Vec<_> = checkpoints
+        .iter()
+        .zip(&names)
+        .map(|(cp, name)| {
+            let options = FollowOptions {
+                progress: true,
+                lock: true,
+                interval: Duration::from_millis(500),
+            };
+            tokio::spawn(follow::follow(name.clone(), cp.clone(), options, tx.clone()))
+        })
+        .collect();
+    drop(tx);
+    let mut session = Session::new(app, None);
+    let feeds = Feeds {
+        engine: None,
+        inputs,
+        done: None,
+    };
+    let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
+    for f in followers {
+        f.abort();
+    }
+    let log = screen.log_path.take();
+    drop(screen);
+    report_log(log.as_deref());
+    end.map(|_| ())
+}
+
+/// Says where stderr went while the console was up, or removes the empty log.
+fn report_log(path: Option<&Path>) {
+    let Some(path) = path else {
+        return;
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > 0 => eprintln!("weir: logs written while the console was open: {}", path.display()),
+        _ => {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! What the console remembers about each flow: a bounded time series of
+//! per-batch samples, the status history, the checkpoint's planned/committed
+//! batches and a timeline of events.
+//!
+//! Everything is bounded: samples by a retention period counted back from the
+//! flow's newest sample (so history of a stopped flow stays visible) and by a
+//! hard count; the timeline and status history by count.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
+use crate::engine::progress::StreamingQueryProgress;
+use crate::error::Domain;
+
+use super::units;
+
+/// Hard cap on samples kept per flow, whatever the retention.
+pub const MAX_SAMPLES: usize = 20_000;
+/// Timeline events kept per flow.
+pub const MAX_EVENTS: usize = 2_000;
+const MAX_STATUSES: usize = 2_000;
+
+/// Durations of a batch's phases (ms), in the order the batch runs them.
+pub const PHASES: [&str; 5] = ["latestOffset", "getBatch", "addBatch", "walCommit", "commitOffsets"];
+
+/// One batch, as the charts and tables need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// When the batch ended (trigger start + batch duration), epoch ms.
+    pub t_ms: i64,
+    pub batch_id: u64,
+    pub input_rps: f64,
+    pub processed_rps: f64,
+    pub input_rows: u64,
+    /// -1 when unknown (Spark's convention).
+    pub output_rows: i64,
+    pub files: u64,
+    pub bytes: u64,
+    pub backlog_files: Option<u64>,
+    pub backlog_bytes: Option<u64>,
+    pub max_event_ms: Option<i64>,
+    pub watermark_ms: Option<i64>,
+    pub state_rows: Option<u64>,
+    pub state_memory: Option<u64>,
+    pub dropped_by_watermark: Option<u64>,
+    pub duration_ms: u64,
+    pub phases: [u64; 5],
+    pub delta_version: Option<i64>,
+    pub start_offset: Option<String>,
+    pub end_offset: Option<String>,
+    pub replayed: bool,
+    pub files_failed: u64,
+}
+
+impl Sample {
+    /// Reads a progress record; `None` when its timestamp is not ISO-8601.
+    pub fn from_progress(p: &StreamingQueryProgress) -> Option<Sample> {
+        let start = units::parse_iso_ms(&p.timestamp)?;
+        let metric = |name: &str| -> Option<u64> {
+            let vals: Vec<u64> = p
+                .sources
+                .iter()
+                .filter_map(|s| s.metrics.get(name).and_then(|v| v.trim().parse::<u64>().ok()))
+                .collect();
+            (!vals.is_empty()).then(|| vals.iter().sum())
+        };
+        let ops = &p.state_operators;
+        let state = |f: fn(&crate::engine::progress::StateOperatorProgress) -> u64| {
+            (!ops.is_empty()).then(|| ops.iter().map(f).sum())
+        };
+        let mut phases = [0u64; 5];
+        for (i, name) in PHASES.iter().enumerate() {
+            phases[i] = p.duration_ms.get(*name).copied().unwrap_or(0);
+        }
+        let source = p.sources.first();
+        Some(Sample {
+            t_ms: start + p.batch_duration as i64,
+            batch_id: p.batch_id,
+            input_rps: p.input_rows_per_second,
+            processed_rps: p.processed_rows_per_second,
+            input_rows: p.num_input_rows,
+            output_rows: p.sink.num_output_rows,
+            files: p.weir.num_files,
+            bytes: p.weir.num_bytes,
+            backlog_files: metric("numFilesOutstanding"),
+            backlog_bytes: metric("numBytesOutstanding"),
+            max_event_ms: p.event_time.get("max").and_then(|v| units::parse_iso_ms(v)),
+            watermark_ms: p.event_time.get("watermark").and_then(|v| units::parse_iso_ms(v)),
+            state_rows: state(|o| o.num_rows_total),
+            state_memory: state(|o| o.memory_used_bytes),
+            dropped_by_watermark: state(|o| o.num_rows_dropped_by_watermark),
+            duration_ms: p.batch_duration,
+            phases,
+            delta_version: p.weir.delta_version,
+            start_offset: source.and_then(|s| offset_text(&s.start_offset)),
+            end_offset: source.and_then(|s| offset_text(&s.end_offset)),
+            replayed: p.weir.replayed,
+            files_failed: p.weir.num_files_failed,
+        })
+    }
+}
+
+/// `{"logOffset": 4}` -> `4`; other offsets as compact JSON.
+fn offset_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::Object(m) if m.len() == 1 => m.values().next().map(|x| x.to_string()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// What kind of thing happened, for colour and filtering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Start,
+    Stop,
+    Status,
+    Error,
+    Schema,
+    Operator,
+    Batch,
+}
+
+impl EventKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            EventKind::Start => "start",
+            EventKind::Stop => "stop",
+            EventKind::Status => "status",
+            EventKind::Error => "error",
+            EventKind::Schema => "schema",
+            EventKind::Operator => "operator",
+            EventKind::Batch => "batch",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineEvent {
+    pub t_ms: i64,
+    pub flow: String,
+    pub kind: EventKind,
+    pub text: String,
+}
+
+/// The checkpoint's view of the batches: from `offsets/` and `commits/`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckpointBatches {
+    pub last_planned: Option<u64>,
+    pub last_committed: Option<u64>,
+    /// `batchTimestampMs` of the planned, uncommitted batch.
+    pub pending_since_ms: Option<i64>,
+}
+
+impl CheckpointBatches {
+    pub fn pending(&self) -> Option<u64> {
+        self.last_planned.filter(|p| Some(*p) != self.last_committed)
+    }
+}
+
+/// The last error a flow reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastError {
+    pub t_ms: i64,
+    pub text: String,
+}
+
+/// One flow's state in the console.
+#[derive(Debug, Clone)]
+pub struct FlowModel {
+    pub name: String,
+    pub checkpoint: Option<PathBuf>,
+    pub trigger: Option<String>,
+    pub status: FlowStatus,
+    /// Whether any status is known (attach: before the lock was read, it is not).
+    pub status_known: bool,
+    pub statuses: VecDeque<(i64, FlowStatus)>,
+    pub samples: VecDeque<Sample>,
+    pub timeline: VecDeque<TimelineEvent>,
+    pub batches: CheckpointBatches,
+    pub last_progress: Option<Box<StreamingQueryProgress>>,
+    pub last_error: Option<LastError>,
+    last_run_id: Option<String>,
+}
+
+impl FlowModel {
+    pub fn new(name: impl Into<String>) -> Self {
+        FlowModel {
+            name: name.into(),
+            checkpoint: None,
+            trigger: None,
+            status: FlowStatus::Starting,
+            status_known: false,
+            statuses: VecDeque::new(),
+            samples: VecDeque::new(),
+            timeline: VecDeque::new(),
+            batches: CheckpointBatches::default(),
+            last_progress: None,
+            last_error: None,
+            last_run_id: None,
+        }
+    }
+
+    /// Whether the flow may still run batches.
+    pub fn alive(&self) -> bool {
+        self.status_known && status_alive(self.status)
+    }
+
+    /// The status at `t_ms` (the current one when `t_ms` is after the last change).
+    pub fn status_at(&self, t_ms: i64) -> Option<FlowStatus> {
+        if !self.status_known {
+            return None;
+        }
+        match self.statuses.iter().rposition(|(t, _)| *t <= t_ms) {
+            Some(i) => Some(self.statuses[i].1),
+            None => self.statuses.front().map(|(_, s)| *s).or(Some(self.status)),
+        }
+    }
+
+    /// Index just past the last sample at or before `t_ms`.
+    pub fn samples_until(&self, t_ms: i64) -> usize {
+        self.samples.partition_point(|s| s.t_ms <= t_ms)
+    }
+
+    pub fn set_status(&mut self, status: FlowStatus, at_ms: i64) {
+        if self.status_known && self.status == status {
+            return;
+        }
+        let previous = self.status_known.then_some(self.status);
+        self.status = status;
+        self.status_known = true;
+        self.statuses.push_back((at_ms, status));
+        while self.statuses.len() > MAX_STATUSES {
+            self.statuses.pop_front();
+        }
+        let (kind, text) = match (previous, status) {
+            (_, FlowStatus::Starting) => (EventKind::Start, "starting".to_string()),
+            (Some(FlowStatus::Starting) | None, FlowStatus::Running | FlowStatus::Idle) => {
+                (EventKind::Start, format!("started ({})", status.label()))
+            }
+            (_, FlowStatus::Stopped) => (EventKind::Stop, "stopped".to_string()),
+            (_, FlowStatus::Failed) => (EventKind::Error, "failed".to_string()),
+            (_, FlowStatus::Stopping) => (EventKind::Stop, "stopping".to_string()),
+            (_, FlowStatus::Paused) => (EventKind::Status, "paused".to_string()),
+            (Some(FlowStatus::Paused), s) => (EventKind::Status, format!("resumed ({})", s.label())),
+            // running <-> idle every batch: too frequent for the timeline.
+            _ => return,
+        };
+        self.push_event(at_ms, kind, text);
+    }
+
+    pub fn push_event(&mut self, t_ms: i64, kind: EventKind, text: String) {
+        let event = TimelineEvent {
+            t_ms,
+            flow: self.name.clone(),
+            kind,
+            text,
+        };
+        // Keep the timeline in time order (follower re-reads can arrive late).
+        let at = self.timeline.partition_point(|e| e.t_ms <= t_ms);
+        if at > 0 && self.timeline[at - 1] == event {
+            return;
+        }
+        self.timeline.insert(at, event);
+        while self.timeline.len() > MAX_EVENTS {
+            self.timeline.pop_front();
+        }
+    }
+
+    /// Adds a progress record; returns false when it was already known.
+    pub fn ingest_progress(&mut self, p: &StreamingQueryProgress, retention_ms: i64) -> bool {
+        let Some(sample) = Sample::from_progress(p) else {
+            return false;
+        };
+        let at = self.samples.partition_point(|s| s.t_ms < sample.t_ms);
+        if self
+            .samples
+            .iter()
+            .skip(at)
+            .take_while(|s| s.t_ms == sample.t_ms)
+            .any(|s| s.batch_id == sample.batch_id)
+        {
+            return false;
+        }
+        let t = sample.t_ms;
+        if self.last_run_id.as_deref() != Some(p.run_id.as_str()) && !p.run_id.is_empty() {
+            if self.last_run_id.is_some() || self.samples.is_empty() {
+                let short: String = p.run_id.chars().take(8).collect();
+                let trigger = if p.weir.trigger.is_empty() { String::new() } else { format!(" (trigger {})", p.weir.trigger) };
+                self.push_event(t - p.batch_duration as i64, EventKind::Start, format!("run {short}{trigger}"));
+            }
+            self.last_run_id = Some(p.run_id.clone());
+        }
+        if sample.replayed {
+            self.push_event(
+                t,
+                EventKind::Batch,
+                format!("batch {} re-run after a restart{}", sample.batch_id, if p.weir.sink_write_skipped { " (already in the sink: write skipped)" } else { "" }),
+            );
+        }
+        if sample.files_failed > 0 || !p.weir.errors.is_empty() {
+            let first = p
+                .weir
+                .errors
+                .first()
+                .map(|e| format!(": {}: {}", e.path, e.error))
+                .unwrap_or_default();
+            let text = format!("batch {}: {} file(s) failed{first}", sample.batch_id, sample.files_failed.max(p.weir.errors.len() as u64));
+            self.push_event(t, EventKind::Error, text.clone());
+            self.last_error = Some(LastError { t_ms: t, text });
+        }
+        if !p.weir.trigger.is_empty() {
+            self.trigger = Some(p.weir.trigger.clone());
+        }
+        let newest = at == self.samples.len();
+        self.samples.insert(at, sample);
+        if newest {
+            self.last_progress = Some(Box::new(p.clone()));
+        }
+        self.trim(retention_ms);
+        true
+    }
+
+    /// Drops samples older than `retention_ms` before the newest one, and beyond [`MAX_SAMPLES`].
+    pub fn trim(&mut self, retention_ms: i64) {
+        if let Some(newest) = self.samples.back().map(|s| s.t_ms) {
+            while self.samples.front().is_some_and(|s| s.t_ms < newest - retention_ms) {
+                self.samples.pop_front();
+            }
+        }
+        while self.samples.len() > MAX_SAMPLES {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Applies an engine event (progress, status, error, command).
+    pub fn ingest_event(&mut self, event: &FlowEvent, retention_ms: i64) {
+        match event {
+            FlowEvent::Status { status, at_ms, .. } => self.set_status(*status, *at_ms),
+            FlowEvent::Progress { progress, .. } => {
+                self.ingest_progress(progress, retention_ms);
+            }
+            FlowEvent::Error {
+                kind,
+                domain,
+                retryable,
+                message,
+                at_ms,
+                ..
+            } => {
+                let domain = match domain {
+                    Domain::User => "user",
+                    Domain::External => "external",
+                    Domain::Internal => "internal",
+                };
+                let retry = if *retryable { "retryable" } else { "not retryable" };
+                let text = format!("{kind} [{domain}, {retry}]: {message}");
+                self.push_event(*at_ms, EventKind::Error, text.clone());
+                self.last_error = Some(LastError { t_ms: *at_ms, text });
+            }
+            FlowEvent::Command { command, at_ms, .. } => {
+                self.push_event(*at_ms, EventKind::Operator, format!("{} applied by the engine", command_word(*command)));
+                // The engine applies a command while it waits, before it reports the new status
+                // (a pause that arrives during a wait is reported only by this event).
+                match command {
+                    ControlCommand::Pause if self.alive() => self.set_status(FlowStatus::Paused, *at_ms),
+                    ControlCommand::Resume if self.status == FlowStatus::Paused => self.set_status(FlowStatus::Idle, *at_ms),
+                    ControlCommand::Stop if self.alive() => self.set_status(FlowStatus::Stopping, *at_ms),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+pub fn status_alive(s: FlowStatus) -> bool {
+    !matches!(s, FlowStatus::Stopped | FlowStatus::Failed)
+}
+
+/// The operator's word for a command (`:pause`, the timeline).
+pub fn command_word(c: ControlCommand) -> &'static str {
+    match c {
+        ControlCommand::Pause => "pause",
+        ControlCommand::Resume => "resume",
+        ControlCommand::TriggerNow => "trigger now",
+        ControlCommand::Stop => "stop",
+    }
+}
+
+/// Parses one line of `progress.jsonl`: a weir record, or a record in Spark's
+/// shape whose weir-only or optional fields are missing (defaults fill them).
+pub fn parse_progress_line(line: &str) -> Option<StreamingQueryProgress> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    if let Ok(p) = serde_json::from_str::<StreamingQueryProgress>(line) {
+        return Some(p);
+    }
+    let mut value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let template = serde_json::to_value(StreamingQueryProgress::default()).ok()?;
+    let op_template =
+        serde_json::to_value(crate::engine::progress::StateOperatorProgress::default()).ok()?;
+    let source_template = serde_json::to_value(crate::engine::progress::SourceProgress::default()).ok()?;
+    fill_defaults(&mut value, &template);
+    for (key, t) in [("stateOperators", &op_template), ("sources", &source_template)] {
+        if let Some(items) = value.get_mut(key).and_then(|v| v.as_array_mut()) {
+            for item in items {
+                fill_defaults(item, t);
+            }
+        }
+    }
+    serde_json::from_value(value).ok()
+}
+
+fn fill_defaults(value: &mut serde_json::Value, template: &serde_json::Value) {
+    if let (Some(obj), Some(t)) = (value.as_object_mut(), template.as_object()) {
+        for (k, tv) in t {
+            match obj.get_mut(k) {
+                None => {
+                    obj.insert(k.clone(), tv.clone());
+                }
+                Some(v) if v.is_null() && !tv.is_null() && tv.is_object() => {
+                    *v = tv.clone();
+                }
+                Some(v) => fill_defaults(v, tv),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn record(batch: u64, ts: &str, rows: u64, backlog: u64) -> StreamingQueryProgress {
+        let mut p = StreamingQueryProgress {
+            id: "q".into(),
+            run_id: "r1".into(),
+            name: "f".into(),
+            timestamp: ts.into(),
+            batch_id: batch,
+            batch_duration: 1000,
+            num_input_rows: rows,
+            input_rows_per_second: rows as f64,
+            processed_rows_per_second: rows as f64,
+            ..Default::default()
+        };
+        let mut source = crate::engine::progress::SourceProgress::default();
+        source.metrics.insert("numFilesOutstanding".into(), backlog.to_string());
+        source.metrics.insert("numBytesOutstanding".into(), (backlog * 1000).to_string());
+        p.sources.push(source);
+        p.weir.num_files = 2;
+        p
+    }
+
+    #[test]
+    fn samples_are_deduplicated_ordered_and_bounded() {
+        let mut f = FlowModel::new("f");
+        assert!(f.ingest_progress(&record(1, "2026-01-01T00:00:10.000Z", 5, 3), 60_000));
+        assert!(f.ingest_progress(&record(0, "2026-01-01T00:00:00.000Z", 5, 4), 60_000));
+        assert!(!f.ingest_progress(&record(1, "2026-01-01T00:00:10.000Z", 5, 3), 60_000));
+        assert_eq!(f.samples.iter().map(|s| s.batch_id).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(f.samples[1].backlog_files, Some(3));
+        assert_eq!(f.samples[1].backlog_bytes, Some(3000));
+        assert_eq!(f.last_progress.as_ref().unwrap().batch_id, 1);
+        assert!(f.ingest_progress(&record(2, "2026-01-01T00:05:00.000Z", 5, 0), 60_000));
+        assert_eq!(f.samples.len(), 1, "retention counts back from the newest sample");
+    }
+
+    #[test]
+    fn reads_a_real_spark_record() {
+        let text = include_str!("../../tests/fixtures/spark/progress-example.json");
+        let one_line: String = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap();
+        let p = parse_progress_line(&one_line).expect("spark record");
+        let s = Sample::from_progress(&p).unwrap();
+        assert_eq!(s.batch_id, 5);
+        assert_eq!(s.state_rows, Some(9));
+        assert_eq!(s.dropped_by_watermark, Some(5));
+        assert_eq!(s.phases, [178, 41, 1743, 128, 137]);
+        assert!(s.watermark_ms.is_some() && s.max_event_ms.is_some());
+        assert_eq!(s.end_offset.as_deref(), Some("5"));
+        assert_eq!(parse_progress_line("{\"batchId\": 1, \"timest"), None);
+    }
+
+    #[test]
+    fn status_history_and_timeline() {
+        let mut f = FlowModel::new("f");
+        assert_eq!(f.status_at(0), None);
+        f.set_status(FlowStatus::Starting, 10);
+        f.set_status(FlowStatus::Running, 20);
+        f.set_status(FlowStatus::Idle, 30);
+        f.set_status(FlowStatus::Paused, 40);
+        f.set_status(FlowStatus::Idle, 50);
+        assert_eq!(f.status_at(35), Some(FlowStatus::Idle));
+        assert_eq!(f.status_at(45), Some(FlowStatus::Paused));
+        let texts: Vec<_> = f.timeline.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(texts, ["starting", "started (running)", "paused", "resumed (idle)"]);
+    }
+}

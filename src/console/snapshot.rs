@@ -1,0 +1,686 @@
+//! The immutable picture [`super::draw::draw`] paints: built from the
+//! [`App`] once per frame, windowed to the time the view shows, with every
+//! number already formatted. Drawing never looks at the app.
+
+use crate::engine::control::FlowStatus;
+
+use super::app::{App, Mode, Overlay, Pane, PromptKind, View, merged_events, OVERVIEW_EVENTS};
+use super::forecast::forecast;
+use super::keys;
+use super::model::{EventKind, FlowModel, Sample, TimelineEvent};
+use super::theme::{Role, Theme};
+use super::units;
+
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub theme: Theme,
+    pub header_left: String,
+    pub header_right: String,
+    pub header_role: Role,
+    pub status_line: String,
+    pub status_role: Role,
+    pub hints: Vec<keys::Hint>,
+    pub overlay: OverlaySnap,
+    pub body: Body,
+}
+
+#[derive(Debug, Clone)]
+pub enum OverlaySnap {
+    None,
+    Help {
+        keys: Vec<(String, String)>,
+        commands: Vec<(String, String)>,
+        scroll: usize,
+    },
+    Prompt {
+        prefix: char,
+        text: String,
+    },
+    Confirm {
+        question: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum Body {
+    Overview(OverviewSnap),
+    Detail(Box<DetailSnap>),
+}
+
+#[derive(Debug, Clone)]
+pub struct OverviewSnap {
+    pub rows: Vec<FlowRow>,
+    pub selected: Option<usize>,
+    pub events_focused: bool,
+    pub events: Vec<EventRow>,
+    pub events_scroll: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct FlowRow {
+    pub name: String,
+    pub status: String,
+    pub status_role: Role,
+    pub batch: String,
+    pub input_rate: String,
+    pub processed_rate: String,
+    pub backlog: String,
+    pub watermark_delay: String,
+    pub state_rows: String,
+    pub last_duration: String,
+    pub last_error: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub time: String,
+    pub flow: String,
+    pub kind: &'static str,
+    pub role: Role,
+    pub text: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DetailSnap {
+    pub flow: String,
+    pub focus: Pane,
+    pub zoom: bool,
+    pub rates: ChartSnap,
+    pub backlog: BacklogSnap,
+    pub watermark: WatermarkSnap,
+    pub state: StateSnap,
+    pub durations: Vec<DurationRow>,
+    pub history: Vec<HistoryRow>,
+    pub timeline: Vec<EventRow>,
+    pub scroll: [usize; 7],
+}
+
+#[derive(Debug, Clone)]
+pub struct ChartSnap {
+    pub x_bounds: [f64; 2],
+    pub x_labels: Vec<String>,
+    pub y_bounds: [f64; 2],
+    pub y_labels: Vec<String>,
+    pub series: Vec<SeriesSnap>,
+    /// Why there is nothing to plot.
+    pub empty: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SeriesSnap {
+    pub name: String,
+    /// Runs of points without a gap; x in seconds relative to the window's end.
+    pub segments: Vec<Vec<(f64, f64)>>,
+    pub index: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct BacklogSnap {
+    pub forecast: String,
+    pub forecast_role: Role,
+    pub now: String,
+    pub files: ChartSnap,
+    pub bytes: ChartSnap,
+}
+
+#[derive(Debug, Clone)]
+pub struct WatermarkSnap {
+    /// `(label, value)` lines; empty when the flow has no event time.
+    pub lines: Vec<(String, String)>,
+    pub chart: ChartSnap,
+    pub empty: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StateSnap {
+    pub operators: Vec<OperatorRow>,
+    pub note: Option<String>,
+    pub empty: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OperatorRow {
+    pub name: String,
+    pub rows: String,
+    pub updated: String,
+    pub removed: String,
+    pub dropped: String,
+    pub memory: String,
+    pub disk: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DurationRow {
+    pub batch_id: u64,
+    pub phases: [u64; 5],
+    pub total: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct HistoryRow {
+    pub batch: String,
+    pub offsets: String,
+    pub files: String,
+    pub input_rows: String,
+    pub output_rows: String,
+    pub duration: String,
+    pub delta_version: String,
+    pub state: String,
+    pub role: Role,
+}
+
+/// How many recent batches the durations and history panes keep.
+const TABLE_ROWS: usize = 500;
+
+impl Snapshot {
+    pub fn of(app: &App) -> Snapshot {
+        let as_of = app.as_of();
+        let (header_right, header_role) = if app.quitting && !app.engine_done {
+            ("STOPPING (q again: abort)".to_string(), Role::Warn)
+        } else if app.freeze.is_some() {
+            (
+                format!(
+                    "FROZEN {} ({}){}window {}",
+                    units::clock(as_of),
+                    units::offset_label(-(app.now_ms - as_of) as f64 / 1000.0),
+                    app.theme.sep(),
+                    units::span_ms(app.window_ms)
+                ),
+                Role::Warn,
+            )
+        } else {
+            (
+                format!("LIVE {}{}window {}", units::clock(as_of), app.theme.sep(), units::span_ms(app.window_ms)),
+                Role::Good,
+            )
+        };
+        let command = match app.mode {
+            Mode::Run => "weir run",
+            Mode::Attach => "weir attach (read-only)",
+        };
+        let mut header_left = format!("{command}{}{}", app.theme.sep(), app.title);
+        let body = match app.view {
+            View::Overview => Body::Overview(overview(app, as_of)),
+            View::Detail => match app.current_flow() {
+                Some(f) => {
+                    header_left.push_str(&format!(" {} {}", if app.theme.ascii { ">" } else { "›" }, f.name));
+                    Body::Detail(Box::new(detail(app, f, as_of)))
+                }
+                None => Body::Overview(overview(app, as_of)),
+            },
+        };
+        let (status_line, status_role) = status_line(app);
+        let overlay = match &app.overlay {
+            Overlay::None => OverlaySnap::None,
+            Overlay::Help { scroll } => {
+                let (keys, commands) = keys::help(app);
+                OverlaySnap::Help {
+                    keys,
+                    commands,
+                    scroll: *scroll,
+                }
+            }
+            Overlay::Prompt { kind, text } => OverlaySnap::Prompt {
+                prefix: if *kind == PromptKind::Command { ':' } else { '/' },
+                text: text.clone(),
+            },
+            Overlay::Confirm(c) => OverlaySnap::Confirm { question: c.question() },
+        };
+        Snapshot {
+            theme: app.theme,
+            header_left,
+            header_right,
+            header_role,
+            status_line,
+            status_role,
+            hints: keys::hints(app),
+            overlay,
+            body,
+        }
+    }
+}
+
+fn status_line(app: &App) -> (String, Role) {
+    if let Some(m) = &app.message {
+        return (m.text.clone(), if m.bad { Role::Bad } else { Role::Plain });
+    }
+    if !app.filter.is_empty() {
+        return (format!("filter: {}   (Esc clears)", app.filter), Role::Warn);
+    }
+    if app.events_dropped > 0 {
+        return (
+            format!("{} engine event(s) dropped while the console lagged (the progress files have them)", app.events_dropped),
+            Role::Warn,
+        );
+    }
+    let as_of = app.as_of();
+    let mut counts: Vec<(FlowStatus, usize)> = Vec::new();
+    for f in &app.flows {
+        if let Some(s) = f.status_at(as_of) {
+            match counts.iter_mut().find(|(k, _)| *k == s) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((s, 1)),
+            }
+        }
+    }
+    let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {}", s.label())).collect();
+    let n = app.flows.len();
+    let mut text = format!("{n} flow{}", if n == 1 { "" } else { "s" });
+    if !parts.is_empty() {
+        text.push_str(": ");
+        text.push_str(&parts.join(", "));
+    }
+    if app.mode == Mode::Attach {
+        text.push_str(&format!("{}following the checkpoint files", app.theme.sep()));
+    }
+    (text, Role::Dim)
+}
+
+pub fn status_role(s: Option<FlowStatus>) -> Role {
+    match s {
+        Some(FlowStatus::Running) => Role::Good,
+        Some(FlowStatus::Idle) => Role::Plain,
+        Some(FlowStatus::Paused | FlowStatus::Starting | FlowStatus::Stopping) => Role::Warn,
+        Some(FlowStatus::Failed) => Role::Bad,
+        Some(FlowStatus::Stopped) | None => Role::Dim,
+    }
+}
+
+fn event_role(kind: EventKind) -> Role {
+    match kind {
+        EventKind::Error => Role::Bad,
+        EventKind::Operator => Role::Warn,
+        EventKind::Start | EventKind::Schema => Role::Good,
+        _ => Role::Plain,
+    }
+}
+
+fn event_row(e: &TimelineEvent) -> EventRow {
+    EventRow {
+        time: units::clock(e.t_ms),
+        flow: e.flow.clone(),
+        kind: e.kind.label(),
+        role: event_role(e.kind),
+        text: e.text.clone(),
+    }
+}
+
+fn matches_filter(filter: &str, texts: &[&str]) -> bool {
+    filter.is_empty() || {
+        let f = filter.to_lowercase();
+        texts.iter().any(|t| t.to_lowercase().contains(&f))
+    }
+}
+
+fn last_sample(f: &FlowModel, as_of: i64) -> Option<&Sample> {
+    let n = f.samples_until(as_of);
+    n.checked_sub(1).and_then(|i| f.samples.get(i))
+}
+
+fn overview(app: &App, as_of: i64) -> OverviewSnap {
+    let visible = app.visible_flows();
+    let rows: Vec<FlowRow> = visible.iter().map(|i| flow_row(&app.flows[*i], as_of)).collect();
+    let selected = visible.iter().position(|i| *i == app.selected);
+    let events = merged_events(app, as_of, OVERVIEW_EVENTS)
+        .into_iter()
+        .filter(|e| matches_filter(&app.filter, &[&e.flow, &e.text, e.kind.label()]))
+        .map(event_row)
+        .collect();
+    OverviewSnap {
+        rows,
+        selected,
+        events_focused: app.overview_events,
+        events,
+        events_scroll: app.events_scroll,
+    }
+}
+
+fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
+    let status = f.status_at(as_of);
+    let s = last_sample(f, as_of);
+    let dash = || "-".to_string();
+    let backlog = match s.and_then(|s| s.backlog_files) {
+        Some(files) => match s.and_then(|s| s.backlog_bytes) {
+            Some(b) => format!("{} / {}", units::count(files), units::bytes(b)),
+            None => units::count(files),
+        },
+        None => dash(),
+    };
+    FlowRow {
+        name: f.name.clone(),
+        status: status.map_or("unknown", FlowStatus::label).to_string(),
+        status_role: status_role(status),
+        batch: s.map_or_else(dash, |s| s.batch_id.to_string()),
+        input_rate: s.map_or_else(dash, |s| units::rate(s.input_rps)),
+        processed_rate: s.map_or_else(dash, |s| units::rate(s.processed_rps)),
+        backlog,
+        watermark_delay: s
+            .and_then(|s| s.watermark_ms)
+            .map_or_else(dash, |w| units::duration_ms(as_of - w)),
+        state_rows: s.and_then(|s| s.state_rows).map_or_else(dash, units::count),
+        last_duration: s.map_or_else(dash, |s| units::duration_ms(s.duration_ms as i64)),
+        last_error: f
+            .last_error
+            .as_ref()
+            .filter(|e| e.t_ms <= as_of)
+            .map_or_else(String::new, |e| e.text.clone()),
+    }
+}
+
+/// The end of a flow's chart window: the view's instant, or the last batch of a flow that no longer runs.
+fn window_end(f: &FlowModel, as_of: i64) -> i64 {
+    let alive = f.status_at(as_of).is_some_and(super::model::status_alive);
+    match last_sample(f, as_of) {
+        Some(s) if !alive => s.t_ms.min(as_of),
+        _ => as_of,
+    }
+}
+
+fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
+    let end = window_end(f, as_of);
+    let start = end - app.window_ms;
+    let upto = f.samples_until(as_of);
+    let first = f.samples.partition_point(|s| s.t_ms < start);
+    // One point before the window so lines enter it from the left edge.
+    let from = first.saturating_sub(1);
+    let window: Vec<&Sample> = f.samples.range(from..upto.max(from)).collect();
+    let all_until: Vec<&Sample> = f.samples.range(..upto).collect();
+    let x_labels = vec![
+        units::offset_label(-app.window_ms as f64 / 1000.0),
+        units::offset_label(-app.window_ms as f64 / 2000.0),
+        if end == app.now_ms { "now".to_string() } else { units::clock(end) },
+    ];
+    let chart = |series: Vec<(&str, Box<dyn Fn(&Sample) -> Option<f64>>)>, empty: &str, label: fn(f64) -> String| -> ChartSnap {
+        build_chart(&window, start, end, &x_labels, series, empty, label)
+    };
+    let rates = chart(
+        vec![
+            ("input", Box::new(|s: &Sample| Some(s.input_rps))),
+            ("processing", Box::new(|s: &Sample| Some(s.processed_rps))),
+        ],
+        "no batches in this window",
+        units::compact,
+    );
+    let status = f.status_at(as_of);
+    let recent: Vec<&Sample> = all_until.iter().rev().take(64).rev().copied().collect();
+    let fc = forecast(&recent, status);
+    let forecast_role = match fc {
+        super::forecast::Forecast::CaughtUp => Role::Good,
+        super::forecast::Forecast::Drains { .. } => Role::Warn,
+        super::forecast::Forecast::Unknown => Role::Dim,
+        _ => Role::Bad,
+    };
+    let last = all_until.last().copied();
+    let now_text = match last {
+        Some(s) => format!(
+            "outstanding after batch {}: {} file(s), {}",
+            s.batch_id,
+            s.backlog_files.map_or("?".into(), |v| v.to_string()),
+            s.backlog_bytes.map_or("? bytes".into(), units::bytes)
+        ),
+        None => "no batch yet".into(),
+    };
+    let backlog = BacklogSnap {
+        forecast: fc.text(),
+        forecast_role,
+        now: now_text,
+        files: chart(
+            vec![("files", Box::new(|s: &Sample| s.backlog_files.map(|v| v as f64)))],
+            "no backlog metric in this window",
+            units::compact,
+        ),
+        bytes: chart(
+            vec![("bytes", Box::new(|s: &Sample| s.backlog_bytes.map(|v| v as f64)))],
+            "no backlog metric in this window",
+            |v| units::bytes(v as u64),
+        ),
+    };
+    let watermark = watermark_snap(last, end, chart(
+        vec![
+            ("wall - watermark", Box::new(|s: &Sample| s.watermark_ms.map(|w| (s.t_ms - w) as f64 / 1000.0))),
+            ("wall - max event", Box::new(|s: &Sample| s.max_event_ms.map(|m| (s.t_ms - m) as f64 / 1000.0))),
+        ],
+        "no event time in this window",
+        |v| units::duration_ms((v * 1000.0) as i64),
+    ));
+    let state = state_snap(f, last, app.freeze.is_some());
+    let durations = all_until
+        .iter()
+        .rev()
+        .take(TABLE_ROWS)
+        .map(|s| DurationRow {
+            batch_id: s.batch_id,
+            phases: s.phases,
+            total: s.duration_ms,
+        })
+        .collect();
+    let mut history: Vec<HistoryRow> = Vec::new();
+    let live = app.freeze.is_none();
+    if let Some(pending) = f.batches.pending().filter(|_| live) {
+        if last.is_none_or(|s| s.batch_id < pending) {
+            history.push(HistoryRow {
+                batch: pending.to_string(),
+                offsets: f.batches.last_committed.map_or("-".into(), |c| c.to_string()) + app.theme.arrow() + &pending.to_string(),
+                files: "-".into(),
+                input_rows: "-".into(),
+                output_rows: "-".into(),
+                duration: f
+                    .batches
+                    .pending_since_ms
+                    .map_or("-".into(), |t| format!("{} so far", units::duration_ms(app.now_ms - t))),
+                delta_version: "-".into(),
+                state: "pending".into(),
+                role: Role::Warn,
+            });
+        }
+    }
+    history.extend(all_until.iter().rev().take(TABLE_ROWS).map(|s| HistoryRow {
+        batch: s.batch_id.to_string(),
+        offsets: format!(
+            "{}{}{}",
+            s.start_offset.as_deref().unwrap_or("-"),
+            app.theme.arrow(),
+            s.end_offset.as_deref().unwrap_or("-")
+        ),
+        files: s.files.to_string(),
+        input_rows: units::count(s.input_rows),
+        output_rows: if s.output_rows < 0 { "?".into() } else { units::count(s.output_rows as u64) },
+        duration: units::duration_ms(s.duration_ms as i64),
+        delta_version: s.delta_version.map_or("-".into(), |v| v.to_string()),
+        state: if s.replayed { "committed (re-run)".into() } else { "committed".into() },
+        role: if s.files_failed > 0 { Role::Bad } else { Role::Plain },
+    }));
+    history.retain(|h| matches_filter(&app.filter, &[&h.batch, &h.state, &h.delta_version]));
+    let timeline = f
+        .timeline
+        .iter()
+        .rev()
+        .filter(|e| e.t_ms <= as_of)
+        .filter(|e| matches_filter(&app.filter, &[&e.text, e.kind.label()]))
+        .map(event_row)
+        .collect();
+    DetailSnap {
+        flow: f.name.clone(),
+        focus: app.focus,
+        zoom: app.zoom,
+        rates,
+        backlog,
+        watermark,
+        state,
+        durations,
+        history,
+        timeline,
+        scroll: app.scroll,
+    }
+}
+
+fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> WatermarkSnap {
+    let Some(s) = last.filter(|s| s.watermark_ms.is_some() || s.max_event_ms.is_some()) else {
+        return WatermarkSnap {
+            lines: Vec::new(),
+            chart,
+            empty: Some("no event time: this flow has no watermark".into()),
+        };
+    };
+    let opt_dt = |v: Option<i64>| v.map_or("-".to_string(), units::datetime);
+    let gap = |a: Option<i64>, b: Option<i64>| match (a, b) {
+        (Some(a), Some(b)) => units::duration_ms(a - b),
+        _ => "-".into(),
+    };
+    let lines = vec![
+        ("max event time".into(), opt_dt(s.max_event_ms)),
+        ("watermark".into(), opt_dt(s.watermark_ms)),
+        ("wall clock".into(), units::datetime(end)),
+        ("wall - watermark".into(), gap(Some(end), s.watermark_ms)),
+        ("max event - watermark".into(), gap(s.max_event_ms, s.watermark_ms)),
+        (
+            "dropped (late)".into(),
+            s.dropped_by_watermark.map_or("-".into(), |d| format!("{} row(s) in batch {}", d, s.batch_id)),
+        ),
+    ];
+    WatermarkSnap {
+        lines,
+        chart,
+        empty: None,
+    }
+}
+
+fn state_snap(f: &FlowModel, last: Option<&Sample>, frozen: bool) -> StateSnap {
+    let live_record = f
+        .last_progress
+        .as_ref()
+        .filter(|p| last.is_some_and(|s| s.batch_id == p.batch_id));
+    match (live_record, last) {
+        (Some(p), _) if !p.state_operators.is_empty() => StateSnap {
+            operators: p
+                .state_operators
+                .iter()
+                .map(|o| OperatorRow {
+                    name: o.operator_name.clone(),
+                    rows: units::count(o.num_rows_total),
+                    updated: units::count(o.num_rows_updated),
+                    removed: units::count(o.num_rows_removed),
+                    dropped: units::count(o.num_rows_dropped_by_watermark),
+                    memory: units::bytes(o.memory_used_bytes),
+                    disk: o
+                        .custom_metrics
+                        .get("rocksdbSstFileSize")
+                        .or_else(|| o.custom_metrics.get("stateOnCurrentVersionSizeBytes"))
+                        .map_or("-".into(), |v| units::bytes((*v).max(0) as u64)),
+                })
+                .collect(),
+            note: Some(format!("as of batch {}", p.batch_id)),
+            empty: None,
+        },
+        (_, Some(s)) if s.state_rows.is_some() => StateSnap {
+            operators: vec![OperatorRow {
+                name: "all operators".into(),
+                rows: s.state_rows.map_or("-".into(), units::count),
+                updated: "-".into(),
+                removed: "-".into(),
+                dropped: s.dropped_by_watermark.map_or("-".into(), units::count),
+                memory: s.state_memory.map_or("-".into(), units::bytes),
+                disk: "-".into(),
+            }],
+            note: Some(if frozen {
+                format!("batch {} (per operator only in the live view)", s.batch_id)
+            } else {
+                format!("as of batch {}", s.batch_id)
+            }),
+            empty: None,
+        },
+        _ => StateSnap {
+            operators: Vec::new(),
+            note: None,
+            empty: Some("stateless flow: no state operators".into()),
+        },
+    }
+}
+
+/// A chart: the series over `[start, end]`, broken where batches are far apart.
+fn build_chart(
+    window: &[&Sample],
+    start: i64,
+    end: i64,
+    x_labels: &[String],
+    series: Vec<(&str, Box<dyn Fn(&Sample) -> Option<f64>>)>,
+    empty: &str,
+    label: fn(f64) -> String,
+) -> ChartSnap {
+    let span = ((end - start) as f64 / 1000.0).max(1.0);
+    let gap_ms = gap_threshold(window);
+    let mut out = Vec::new();
+    let mut y_max: f64 = 0.0;
+    let mut any = false;
+    for (index, (name, value)) in series.into_iter().enumerate() {
+        let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
+        let mut prev_t: Option<i64> = None;
+        for s in window {
+            let Some(v) = value(s).filter(|v| v.is_finite()) else {
+                prev_t = None;
+                continue;
+            };
+            if s.t_ms >= start {
+                any = true;
+                y_max = y_max.max(v);
+            }
+            let x = ((s.t_ms - end) as f64 / 1000.0).max(-span);
+            match (prev_t, segments.last_mut()) {
+                (Some(p), Some(seg)) if s.t_ms - p <= gap_ms => seg.push((x, v)),
+                _ => segments.push(vec![(x, v)]),
+            }
+            prev_t = Some(s.t_ms);
+        }
+        out.push(SeriesSnap {
+            name: name.to_string(),
+            segments,
+            index,
+        });
+    }
+    let top = nice_ceiling(y_max * 1.1);
+    ChartSnap {
+        x_bounds: [-span, 0.0],
+        x_labels: x_labels.to_vec(),
+        y_bounds: [0.0, top],
+        y_labels: vec!["0".into(), label(top / 2.0), label(top)],
+        series: out,
+        empty: (!any).then(|| empty.to_string()),
+    }
+}
+
+/// Batches further apart than this leave a gap: 3× the median interval, at least 10 s.
+fn gap_threshold(window: &[&Sample]) -> i64 {
+    let mut d: Vec<i64> = window.windows(2).map(|w| w[1].t_ms - w[0].t_ms).collect();
+    if d.is_empty() {
+        return i64::MAX;
+    }
+    d.sort_unstable();
+    (d[d.len() / 2] * 3).max(10_000)
+}
+
+/// A round number (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at least `v`, at least 1.
+fn nice_ceiling(v: f64) -> f64 {
+    if !(v > 1.0) {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    for m in [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
+        if m * p >= v {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_ceilings() {
+        assert_eq!(nice_ceiling(0.0), 1.0);
+        assert_eq!(nice_ceiling(3.3), 4.0);
+        assert_eq!(nice_ceiling(1100.0), 1500.0);
+        assert_eq!(nice_ceiling(100.0), 100.0);
+    }
+}

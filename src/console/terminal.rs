@@ -1,0 +1,158 @@
+//! The terminal: entering and leaving the console's screen, in one place.
+//!
+//! [`TerminalSession::enter`] switches to raw mode and the alternate screen,
+//! and moves stderr (logs, panics of flow tasks) into a log file so nothing
+//! scribbles over the console. [`restore`] undoes all of it and is safe to
+//! call any number of times: on a normal exit (drop), from the panic hook
+//! (a panic on the console's thread) and after SIGTERM. The terminal's
+//! output goes through one shared buffer that the panic hook can flush
+//! before leaving the alternate screen.
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Stdout, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::ThreadId;
+
+use crossterm::cursor::Show;
+use crossterm::terminal::{
+    EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use crossterm::{execute, tty::IsTty};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+/// The console's output: stdout behind a buffer the panic hook can flush.
+#[derive(Clone)]
+pub struct SharedOut(Arc<Mutex<BufWriter<Stdout>>>);
+
+impl SharedOut {
+    fn lock(&self) -> MutexGuard<'_, BufWriter<Stdout>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Write for SharedOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.lock().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.lock().flush()
+    }
+}
+
+pub type ConsoleTerminal = Terminal<CrosstermBackend<SharedOut>>;
+
+/// What [`restore`] has to undo.
+struct Active {
+    out: SharedOut,
+    saved_stderr: Option<OwnedFd>,
+}
+
+static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
+static UI_THREAD: OnceLock<Mutex<Option<ThreadId>>> = OnceLock::new();
+static HOOK: OnceLock<()> = OnceLock::new();
+
+/// Whether stdin and stdout are terminals (the console needs both).
+pub fn available() -> bool {
+    io::stdin().is_tty() && io::stdout().is_tty()
+}
+
+/// The console's hold on the terminal; dropping it restores the terminal.
+pub struct TerminalSession {
+    pub terminal: ConsoleTerminal,
+    /// Where stderr went while the console was up.
+    pub log_path: Option<PathBuf>,
+}
+
+impl TerminalSession {
+    pub fn enter() -> io::Result<Self> {
+        install_panic_hook();
+        if let Some(cell) = UI_THREAD.get() {
+            *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::thread::current().id());
+        }
+        let out = SharedOut(Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, io::stdout()))));
+        let (saved_stderr, log_path) = match redirect_stderr() {
+            Ok((fd, path)) => (Some(fd), Some(path)),
+            Err(_) => (None, None),
+        };
+        *ACTIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Active {
+            out: out.clone(),
+            saved_stderr,
+        });
+        let setup = (|| -> io::Result<ConsoleTerminal> {
+            enable_raw_mode()?;
+            let mut w = out.clone();
+            execute!(w, EnterAlternateScreen)?;
+            let mut terminal = Terminal::new(CrosstermBackend::new(out.clone()))?;
+            terminal.hide_cursor()?;
+            terminal.clear()?;
+            Ok(terminal)
+        })();
+        match setup {
+            Ok(terminal) => Ok(TerminalSession { terminal, log_path }),
+            Err(e) => {
+                restore();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TerminalSession {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Leaves the console's screen and gives stderr back. Idempotent.
+pub fn restore() {
+    let active = ACTIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    let Some(active) = active else {
+        return;
+    };
+    // A frame cut short by a panic ends on the alternate screen, not on the user's.
+    if let Ok(mut w) = active.out.0.try_lock() {
+        let _ = w.flush();
+    }
+    let mut out = io::stdout();
+    let _ = execute!(out, EndSynchronizedUpdate, LeaveAlternateScreen, Show);
+    let _ = disable_raw_mode();
+    if let Some(fd) = active.saved_stderr {
+        let _ = nix::unistd::dup2_stderr(&fd);
+    }
+}
+
+/// A panic on the console's thread restores the terminal before the message is printed;
+/// a panic elsewhere (a flow task) is only logged (stderr is the log file then).
+fn install_panic_hook() {
+    UI_THREAD.get_or_init(|| Mutex::new(None));
+    HOOK.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let ui = UI_THREAD
+                .get()
+                .and_then(|c| *c.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            if ui == Some(std::thread::current().id()) {
+                restore();
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Points stderr at `$TMPDIR/weir-console-<pid>.log`; returns the old stderr.
+fn redirect_stderr() -> io::Result<(OwnedFd, PathBuf)> {
+    let path = std::env::temp_dir().join(format!("weir-console-{}.log", std::process::id()));
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)?;
+    let saved = nix::unistd::dup(io::stderr()).map_err(io::Error::from)?;
+    nix::unistd::dup2_stderr(&file).map_err(io::Error::from)?;
+    Ok((saved, path))
+}

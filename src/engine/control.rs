@@ -1,0 +1,239 @@
+//! Control of a running flow and the events it publishes.
+//!
+//! Commands go in on a bounded channel ([`ControlCommand`]); events come out
+//! on a bounded channel with `try_send`, so a slow consumer (the console)
+//! never makes the engine wait or its memory grow: when the channel is full an
+//! event is dropped and counted (progress records are also in
+//! `_weir/progress.jsonl`, so nothing is lost for good).
+//!
+//! A flow's life:
+//!
+//! ```text
+//! starting ─► running ⇄ idle
+//!    │          │  ▲
+//!    │        pause resume
+//!    │          ▼  │
+//!    │        paused
+//!    └──────────┴──────► stopping ─► stopped
+//!               any error ─► failed
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+use super::progress::StreamingQueryProgress;
+
+/// What an operator (or the console) can ask of a running flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlCommand {
+    /// Start no new batch until resumed (the running batch finishes).
+    Pause,
+    Resume,
+    /// Start the next batch now instead of waiting for the trigger interval.
+    TriggerNow,
+    /// Finish the running batch and stop this flow.
+    Stop,
+}
+
+/// Where a flow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowStatus {
+    Starting,
+    /// A batch is running.
+    Running,
+    /// Waiting for new input or for the next trigger.
+    Idle,
+    Paused,
+    Stopping,
+    Stopped,
+    Failed,
+}
+
+impl FlowStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            FlowStatus::Starting => "starting",
+            FlowStatus::Running => "running",
+            FlowStatus::Idle => "idle",
+            FlowStatus::Paused => "paused",
+            FlowStatus::Stopping => "stopping",
+            FlowStatus::Stopped => "stopped",
+            FlowStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Something that happened to a flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum FlowEvent {
+    Status {
+        flow: String,
+        status: FlowStatus,
+        at_ms: i64,
+    },
+    Progress {
+        flow: String,
+        progress: Box<StreamingQueryProgress>,
+    },
+    Error {
+        flow: String,
+        kind: String,
+        domain: crate::error::Domain,
+        retryable: bool,
+        message: String,
+        at_ms: i64,
+    },
+    /// An operator's command was applied.
+    Command {
+        flow: String,
+        command: ControlCommand,
+        at_ms: i64,
+    },
+}
+
+/// Capacity of the event channel from a flow to its consumer.
+pub const EVENT_CAPACITY: usize = 1024;
+
+/// The sending side of a flow's events; drops (and counts) when the consumer lags.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::Sender<FlowEvent>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl EventSink {
+    pub fn new(tx: mpsc::Sender<FlowEvent>) -> Self {
+        EventSink {
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub fn send(&self, event: FlowEvent) {
+        if self.tx.try_send(event).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Events dropped because the consumer was too slow (or gone).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// What the engine holds to obey commands and stops while it waits.
+pub struct Control {
+    pub(crate) stop: Option<watch::Receiver<bool>>,
+    pub(crate) commands: Option<mpsc::Receiver<ControlCommand>>,
+    pub(crate) paused: bool,
+    pub(crate) stop_flow: bool,
+}
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The time passed (or a batch was asked for).
+    Go,
+    Stop,
+}
+
+impl Control {
+    pub fn new(stop: Option<watch::Receiver<bool>>, commands: Option<mpsc::Receiver<ControlCommand>>) -> Self {
+        Control {
+            stop,
+            commands,
+            paused: false,
+            stop_flow: false,
+        }
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.stop_flow || self.stop.as_ref().is_some_and(|s| *s.borrow())
+    }
+
+    /// Applies commands that arrived without waiting; returns them for the timeline.
+    pub fn drain(&mut self) -> Vec<ControlCommand> {
+        let mut applied = Vec::new();
+        if let Some(rx) = self.commands.as_mut() {
+            while let Ok(c) = rx.try_recv() {
+                applied.push(c);
+            }
+        }
+        for c in &applied {
+            self.apply(*c);
+        }
+        applied
+    }
+
+    fn apply(&mut self, c: ControlCommand) {
+        match c {
+            ControlCommand::Pause => self.paused = true,
+            ControlCommand::Resume => self.paused = false,
+            ControlCommand::TriggerNow => {}
+            ControlCommand::Stop => self.stop_flow = true,
+        }
+    }
+
+    /// Waits up to `d` (forever while paused); a command or a stop ends the wait early.
+    /// `on_command` sees every command applied.
+    pub async fn wait(&mut self, d: Duration, mut on_command: impl FnMut(ControlCommand)) -> Wake {
+        enum Woke {
+            Time,
+            StopChanged,
+            Command(Option<ControlCommand>),
+        }
+        let deadline = tokio::time::Instant::now() + d;
+        loop {
+            if self.stop_requested() {
+                return Wake::Stop;
+            }
+            let paused = self.paused;
+            let stop = &mut self.stop;
+            let commands = &mut self.commands;
+            let woke = tokio::select! {
+                _ = async {
+                    if paused {
+                        std::future::pending::<()>().await
+                    } else {
+                        tokio::time::sleep_until(deadline).await
+                    }
+                } => Woke::Time,
+                _ = async {
+                    match stop.as_mut() {
+                        Some(rx) => {
+                            if rx.changed().await.is_err() {
+                                std::future::pending::<()>().await
+                            }
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Woke::StopChanged,
+                c = async {
+                    match commands.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending::<Option<ControlCommand>>().await,
+                    }
+                } => Woke::Command(c),
+            };
+            match woke {
+                Woke::Time => return Wake::Go,
+                Woke::StopChanged => {}
+                Woke::Command(None) => self.commands = None,
+                Woke::Command(Some(c)) => {
+                    self.apply(c);
+                    on_command(c);
+                    if c == ControlCommand::TriggerNow {
+                        return Wake::Go;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! Streaming deduplication: Spark's `dropDuplicates(cols)` with a watermark
+//! (operator `dedupe`) and Spark 3.5's `dropDuplicatesWithinWatermark(cols)`
+//! (operator `dedupeWithinWatermark`).
+//!
+//! Both emit the first row of each key (in batch order) and drop every later row with
+//! that key while the key is in state. The state holds one row per key: the key columns
+//! and the time the key expires, in microseconds:
+//!
+//! - `dedupe`: the key includes the watermark column; a key expires when the watermark
+//!   passes its event time (`event_time < watermark`). From then on any row with that
+//!   key is late, so it can never be emitted twice (case B22).
+//! - `dedupeWithinWatermark`: the key need not include event time; a key expires at
+//!   `first event time + delay < watermark`. A duplicate whose event time is within the
+//!   delay of the first row is always dropped; a later one is dropped only while the key
+//!   is still in state.
+//!
+//! Expired keys are removed after the batch's rows are processed, with the batch's
+//! watermark; a no-data batch runs when the next watermark would expire a key.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, Scalar, UInt32Array};
+use arrow::compute::kernels::cmp::lt;
+use arrow::compute::{filter_record_batch, take};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+use super::aggregate::check_batch_id;
+use super::stateful::{StateOperatorMetrics, StatefulOperator, StatefulSpec, elapsed_ms};
+use super::watermark::{WatermarkSpec, event_time_column};
+use crate::error::{Error, Result};
+use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
+
+/// Spark's operator name for `dropDuplicates`.
+pub const DEDUPE: &str = "dedupe";
+/// Spark's operator name for `dropDuplicatesWithinWatermark`.
+pub const DEDUPE_WITHIN_WATERMARK: &str = "dedupeWithinWatermark";
+/// The state column holding when a key expires (µs since the epoch).
+pub const EXPIRES_COLUMN: &str = "__weir_expires_at_us";
+
+/// The deduplication operator (see the module docs).
+pub struct DedupOperator {
+    flow: String,
+    name: &'static str,
+    keys: Vec<String>,
+    watermark: WatermarkSpec,
+    within_watermark: bool,
+    output_schema: SchemaRef,
+    state_schema: SchemaRef,
+    store: StateStore,
+    table: StateTable,
+    /// The table holds changes of a batch not committed yet.
+    dirty: bool,
+    metrics: StateOperatorMetrics,
+}
+
+impl DedupOperator {
+    /// Builds the operator for `spec` (validated) and loads state version `load_version`.
+    pub fn new(
+        spec: &StatefulSpec,
+        input_schema: &SchemaRef,
+        state_dir: &Path,
+        load_version: Option<u64>,
+    ) -> Result<Self> {
+        let plan_error = |message: String| Error::Plan {
+            flow: spec.flow.clone(),
+            message,
+        };
+        let requested = spec
+            .drop_duplicates
+            .clone()
+            .ok_or_else(|| plan_error("no drop_duplicates keys".into()))?;
+        let watermark = spec
+            .watermark
+            .clone()
+            .ok_or_else(|| plan_error("drop_duplicates needs a watermark".into()))?;
+        let keys: Vec<String> = if requested.is_empty() {
+            input_schema
+                .fields()
+                .iter()
+                .filter(|f| f.name() != super::METADATA_COLUMN)
+                .map(|f| f.name().clone())
+                .collect()
+        } else {
+            requested
+        };
+        let mut fields = Vec::with_capacity(keys.len() + 1);
+        for k in &keys {
+            let field = input_schema.field_with_name(k).map_err(|_| {
+                plan_error(format!(
+                    "drop_duplicates: `{k}` is not a column of the input"
+                ))
+            })?;
+            fields.push(field.clone().with_nullable(true));
+        }
+        fields.push(Field::new(EXPIRES_COLUMN, DataType::Int64, true));
+        let state_schema = Arc::new(Schema::new(fields));
+        let within_watermark = spec.drop_duplicates_within_watermark;
+        let name = if within_watermark {
+            DEDUPE_WITHIN_WATERMARK
+        } else {
+            DEDUPE
+        };
+        let fingerprint = Fingerprint::default()
+            .with("operator", name)
+            .with("keys", keys.join(", "))
+            .with("event_time_column", watermark.column.clone());
+        let (store, table) = StateStore::open(
+            state_dir,
+            name,
+            &fingerprint,
+            state_schema.clone(),
+            keys.len(),
+            load_version,
+            StoreOptions::default(),
+        )?;
+        let mut op = DedupOperator {
+            flow: spec.flow.clone(),
+            name,
+            keys,
+            watermark,
+            within_watermark,
+            output_schema: input_schema.clone(),
+            state_schema,
+            store,
+            table,
+            dirty: false,
+            metrics: StateOperatorMetrics {
+                operator_name: name.to_string(),
+                num_shuffle_partitions: 1,
+                num_state_store_instances: 1,
+                ..Default::default()
+            },
+        };
+        op.refresh_metrics();
+        Ok(op)
+    }
+
+    fn arrow_error(&self, context: &str, source: arrow::error::ArrowError) -> Error {
+        Error::Arrow {
+            context: format!("flow {}: {context}", self.flow),
+            source,
+        }
+    }
+
+    /// Emits the first row of each key not in state; records the new keys.
+    fn dedup_batch(&mut self, batch: &RecordBatch) -> Result<(RecordBatch, usize)> {
+        let mut key_columns: Vec<ArrayRef> = Vec::with_capacity(self.keys.len());
+        for k in &self.keys {
+            let column = batch.column_by_name(k).ok_or_else(|| Error::Plan {
+                flow: self.flow.clone(),
+                message: format!("the drop_duplicates key `{k}` is missing from a batch"),
+            })?;
+            key_columns.push(column.clone());
+        }
+        let encoded = self.table.key_rows(&key_columns)?;
+        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let mut keep = Vec::with_capacity(batch.num_rows());
+        let mut first_rows: Vec<u32> = Vec::new();
+        for i in 0..batch.num_rows() {
+            let key = encoded.get(i);
+            let new = self.table.lookup(key).is_none() && seen.insert(key);
+            keep.push(new);
+            if new {
+                first_rows.push(u32::try_from(i).unwrap_or(u32::MAX));
+            }
+        }
+        let n_new = first_rows.len();
+        if n_new == 0 {
+            return Ok((RecordBatch::new_empty(batch.schema()), 0));
+        }
+        let indices = UInt32Array::from(first_rows);
+        let ts = event_time_column(batch, &self.watermark.column)?;
+        let ts = take(&ts, &indices, None).map_err(|e| self.arrow_error("deduplicating", e))?;
+        let ts = ts
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned()
+            .unwrap_or_else(|| Int64Array::from(vec![i64::MIN; n_new]));
+        let delay_us = if self.within_watermark {
+            self.watermark.delay_ms.saturating_mul(1000)
+        } else {
+            0
+        };
+        // A null event time (the engine routes those rows elsewhere) expires at once.
+        let expires: Int64Array = ts
+            .iter()
+            .map(|t| Some(t.map_or(i64::MIN, |t| t.saturating_add(delay_us))))
+            .collect();
+        let mut columns = key_columns
+            .iter()
+            .map(|c| take(c.as_ref(), &indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.arrow_error("deduplicating", e))?;
+        columns.push(Arc::new(expires));
+        let rows = RecordBatch::try_new(self.state_schema.clone(), columns)
+            .map_err(|e| self.arrow_error("deduplicating", e))?;
+        self.table.upsert(&rows)?;
+        let out = if n_new == batch.num_rows() {
+            batch.clone()
+        } else {
+            filter_record_batch(batch, &BooleanArray::from(keep))
+                .map_err(|e| self.arrow_error("deduplicating", e))?
+        };
+        Ok((out, n_new))
+    }
+
+    fn expired(&self, watermark_ms: i64) -> Result<BooleanArray> {
+        let data = self.table.data();
+        let expires = data.column(data.num_columns() - 1);
+        let watermark_us = Scalar::new(Int64Array::from(vec![watermark_ms.saturating_mul(1000)]));
+        lt(expires, &watermark_us).map_err(|e| self.arrow_error("expiring keys", e))
+    }
+
+    fn refresh_metrics(&mut self) {
+        self.metrics.num_rows_total = self.table.len() as u64;
+        self.metrics.memory_used_bytes = self.table.memory_size() as u64;
+        self.metrics.custom_metrics.insert(
+            "stateOnCurrentVersionSizeBytes".into(),
+            i64::try_from(self.store.current_version_size_bytes()).unwrap_or(i64::MAX),
+        );
+    }
+}
+
+impl StatefulOperator for DedupOperator {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn process(
+        &mut self,
+        batch_id: u64,
+        input: Vec<RecordBatch>,
+        watermark_ms: i64,
+    ) -> Result<Vec<RecordBatch>> {
+        check_batch_id(self.store.dir(), self.store.version(), batch_id)?;
+        if self.dirty {
+            // A retried batch (or one after a failed commit): start again from the
+            // committed version.
+            self.table = match self.store.version() {
+                Some(v) => self.store.load(v)?,
+                None => StateTable::new(self.state_schema.clone(), self.keys.len())?,
+            };
+        }
+        self.dirty = true;
+        let t_update = Instant::now();
+        let mut output = Vec::new();
+        let mut updated = 0usize;
+        for batch in &input {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let (out, n) = self.dedup_batch(batch)?;
+            updated += n;
+            if out.num_rows() > 0 {
+                output.push(out);
+            }
+        }
+        self.metrics.all_updates_time_ms = elapsed_ms(t_update);
+        let t_remove = Instant::now();
+        let mask = self.expired(watermark_ms)?;
+        let removed = self.table.remove_where(&mask)?;
+        self.metrics.all_removals_time_ms = elapsed_ms(t_remove);
+        self.metrics.num_rows_updated = updated as u64;
+        self.metrics.num_rows_removed = removed.num_rows() as u64;
+        self.metrics.num_rows_total = self.table.len() as u64;
+        self.metrics.memory_used_bytes = self.table.memory_size() as u64;
+        Ok(output)
+    }
+
+    fn commit(&mut self, batch_id: u64) -> Result<()> {
+        let t = Instant::now();
+        let info = self.store.commit(batch_id, &mut self.table)?;
+        self.dirty = false;
+        self.metrics.commit_time_ms = elapsed_ms(t);
+        self.metrics.custom_metrics.insert(
+            "snapshotWrittenLastCommit".into(),
+            i64::from(info.snapshot_written),
+        );
+        self.refresh_metrics();
+        Ok(())
+    }
+
+    fn metrics(&self) -> StateOperatorMetrics {
+        self.metrics.clone()
+    }
+
+    fn needs_no_data_batch(&self, next_watermark_ms: i64) -> bool {
+        match self.expired(next_watermark_ms) {
+            Ok(mask) => mask.true_count() > 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot decide whether a no-data batch is needed");
+                false
+            }
+        }
+    }
+
+    fn drops_late_rows(&self) -> bool {
+        true
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::stateful::sim::{self, Sim, datafusion, events, fixture, ms, rows, synthetic};
+    use crate::ops::stateful::{OutputMode, build, validate};
+
+    fn spec(keys: &[&str], within: bool, delay: &str) -> StatefulSpec {
+        StatefulSpec {
+            flow: "dedup".into(),
+            watermark: Some(WatermarkSpec::new("ts", delay).unwrap()),
+            drop_duplicates: Some(keys.iter().map(|k| k.to_string()).collect()),
+            drop_duplicates_within_watermark: within,
+            output_mode: OutputMode::Append,
+            ..Default::default()
+        }
+    }
+
+    /// `(k, ts µs)` of output rows, sorted.
+    fn keys_of(batches: &[RecordBatch]) -> Vec<String> {
+        rows(batches)
+            .into_iter()
+            .map(|r| r.split('|').take(2).collect::<Vec<_>>().join("|"))
+            .collect()
+    }
+
+    #[test]
+    fn b22_dedup_across_a_restart_and_state_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        // The rows of tests/fixtures/cases/B22, landed step by step.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("eid", DataType::Utf8, true),
+            sim::schema().field(1).clone(),
+        ]));
+        let mut sim = Sim::new(
+            spec(&["eid", "ts"], false, "1 minute"),
+            schema.clone(),
+            dir.path(),
+        );
+        sim.trigger(fixture("B22", "step1", &schema));
+        assert_eq!(sim.watermark_ms, ms("2024-05-01T09:59:01Z"));
+        sim.restart(); // kill -9: state comes back from the checkpoint
+        sim.trigger(fixture("B22", "step2", &schema));
+        assert_eq!(sim.watermark_ms, ms("2024-05-01T10:04:00Z"));
+        let last = &sim.runs.last().unwrap().metrics;
+        assert!(sim.runs.last().unwrap().no_data);
+        assert_eq!(
+            (last.num_rows_removed, last.num_rows_total),
+            (2, 1),
+            "e1 and e2 evicted"
+        );
+        sim.trigger(fixture("B22", "step3", &schema));
+        assert_eq!(sim.dropped, 1, "e1 is late, not re-emitted");
+        let t = |s: &str| ms(s) * 1000;
+        assert_eq!(
+            keys_of(&sim.all_output()),
+            vec![
+                format!("e1|{}", t("2024-05-01T10:00:00Z")),
+                format!("e2|{}", t("2024-05-01T10:00:01Z")),
+                format!("e3|{}", t("2024-05-01T10:05:00Z")),
+                format!("e4|{}", t("2024-05-01T10:05:30Z")),
+            ]
+        );
+        let m = sim.op.metrics();
+        assert_eq!(m.num_rows_total, 2, "state holds e3 and e4");
+        assert_eq!(m.operator_name, "dedupe");
+        assert!(m.custom_metrics["stateOnCurrentVersionSizeBytes"] > 0);
+    }
+
+    #[test]
+    fn dedup_matches_batch_distinct_over_on_time_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sim = Sim::new(
+            spec(&["k", "ts"], false, "10 seconds"),
+            sim::schema(),
+            dir.path(),
+        );
+        let input = synthetic(10, 30, 21);
+        for (i, b) in input.iter().enumerate() {
+            // Duplicates across batches: each batch also carries the previous batch's first rows.
+            let mut batch = vec![b.clone()];
+            if i > 0 {
+                batch.push(input[i - 1].slice(0, 8));
+            }
+            if i % 3 == 0 {
+                sim.restart();
+            }
+            sim.trigger(batch);
+        }
+        let expected = datafusion(&sim::schema(), &sim.on_time, "SELECT DISTINCT k, ts FROM t");
+        let emitted = keys_of(&sim.all_output());
+        assert_eq!(emitted, rows(&expected));
+        assert!(sim.dropped > 0);
+        // State holds only keys at or after the watermark.
+        let wm_us = sim.watermark_ms * 1000;
+        let open = rows(&expected)
+            .iter()
+            .filter(|r| r.split('|').nth(1).unwrap().parse::<i64>().unwrap() >= wm_us)
+            .count();
+        assert_eq!(sim.op.metrics().num_rows_total as usize, open);
+    }
+
+    #[test]
+    fn dedup_within_watermark_keeps_the_first_row_for_the_delay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sim = Sim::new(spec(&["k"], true, "10 seconds"), sim::schema(), dir.path());
+        assert_eq!(sim.op.name(), "dedupeWithinWatermark");
+        sim.trigger(vec![events(&[
+            ("a", Some("2024-05-01T10:00:00Z"), 1),
+            ("a", Some("2024-05-01T10:00:05Z"), 2),
+            ("b", Some("2024-05-01T10:00:03Z"), 3),
+        ])]);
+        sim.trigger(vec![events(&[
+            ("a", Some("2024-05-01T10:00:12Z"), 4),
+            ("c", Some("2024-05-01T10:00:30Z"), 5),
+        ])]);
+        // Watermark 10:00:20 expires a (10:00:00 + 10 s) and b (10:00:13): a no-data batch ran.
+        assert_eq!(sim.watermark_ms, ms("2024-05-01T10:00:20Z"));
+        assert!(sim.runs.last().unwrap().no_data);
+        sim.restart();
+        sim.trigger(vec![events(&[
+            ("a", Some("2024-05-01T10:00:25Z"), 6),
+            ("b", Some("2024-05-01T10:00:19Z"), 7),
+        ])]);
+        let values: Vec<String> = rows(&sim.all_output())
+            .into_iter()
+            .map(|r| {
+                let parts: Vec<&str> = r.split('|').collect();
+                format!("{}={}", parts[0], parts[2])
+            })
+            .collect();
+        assert_eq!(values, vec!["a=1", "a=6", "b=3", "c=5"]);
+        assert_eq!(sim.dropped, 1, "b at 10:00:19 is late");
+        assert_eq!(sim.op.metrics().num_rows_total, 2);
+    }
+
+    #[test]
+    fn replay_and_changed_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(&["k", "ts"], false, "10 seconds");
+        let input = synthetic(3, 20, 4);
+        let mut op = build(&s, &sim::schema(), dir.path(), None).unwrap();
+        op.process(0, vec![input[0].clone()], 0).unwrap();
+        op.commit(0).unwrap();
+        let first = op
+            .process(1, vec![input[1].clone(), input[0].clone()], 0)
+            .unwrap();
+        op.commit(1).unwrap();
+        let mut op = build(&s, &sim::schema(), dir.path(), Some(0)).unwrap();
+        let second = op
+            .process(1, vec![input[1].clone(), input[0].clone()], 0)
+            .unwrap();
+        assert_eq!(first, second);
+        let again = op
+            .process(1, vec![input[1].clone(), input[0].clone()], 0)
+            .unwrap();
+        assert_eq!(
+            first, again,
+            "a retried batch starts from the committed version"
+        );
+        op.commit(1).unwrap();
+
+        let changed = spec(&["k", "v", "ts"], false, "10 seconds");
+        let err = build(&changed, &sim::schema(), dir.path(), Some(1))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("keys changed from `k, ts` to `k, v, ts`"),
+            "{err}"
+        );
+        let within = spec(&["k", "ts"], true, "10 seconds");
+        let err = build(&within, &sim::schema(), dir.path(), Some(1))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .contains("operator changed from `dedupe` to `dedupeWithinWatermark`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dedup_validation() {
+        let schema = sim::schema();
+        let e = validate(&spec(&["k"], false, "1 s"), &schema).unwrap_err();
+        assert!(
+            e.contains("does not include the watermark column `ts`")
+                && e.contains("within_watermark"),
+            "{e}"
+        );
+        let mut s = spec(&["k", "ts"], false, "1 s");
+        s.watermark = None;
+        assert!(
+            validate(&s, &schema)
+                .unwrap_err()
+                .contains("without a watermark")
+        );
+        assert!(
+            validate(&spec(&["nope", "ts"], false, "1 s"), &schema)
+                .unwrap_err()
+                .contains("`nope`")
+        );
+        let mut s = spec(&["k", "ts"], false, "1 s");
+        s.output_mode = OutputMode::Complete;
+        assert!(
+            validate(&s, &schema)
+                .unwrap_err()
+                .contains("needs an aggregation")
+        );
+        assert_eq!(validate(&spec(&[], false, "1 s"), &schema), Ok(()));
+        let mut s = spec(&["k"], true, "1 s");
+        s.watermark = None;
+        assert!(
+            validate(&s, &schema)
+                .unwrap_err()
+                .contains("needs a watermark")
+        );
+        let mut s = spec(&["k", "ts"], false, "1 s");
+        s.group_by = vec!["k".into()];
+        s.aggregates = vec!["count(*) AS n".into()];
+        assert!(
+            validate(&s, &schema)
+                .unwrap_err()
+                .contains("not supported yet")
+        );
+    }
+}

@@ -1,0 +1,823 @@
+//! The versioned state store: one directory per stateful operator, one state
+//! version per batch id. Version N is the operator's state after batch N;
+//! batch N loads version N-1 and commits version N (DESIGN.md §5 step 6:
+//! after the sink commit, before `commits/N`).
+//!
+//! ```text
+//! <checkpoint>/state/<operator_id>/
+//!   schema            JSON: format version, operator name, the operator's spec
+//!                     fingerprint, key columns, state columns (for restart checks)
+//!   <N>.delta         Arrow IPC file: rows upserted and keys removed by batch N
+//!                     (state columns + a `__weir_removed` boolean; removed rows carry
+//!                     only their key)
+//!   <N>.snapshot      Arrow IPC file: the whole state at version N
+//! ```
+//!
+//! - **Snapshots** are written every [`SNAPSHOT_INTERVAL`] versions (N % 10 == 0) and
+//!   for the first version an operator commits; every version writes a delta.
+//! - **Loading version N** reads the latest snapshot ≤ N and applies the deltas after it
+//!   up to N. Files of versions > N (written by an attempt that crashed before
+//!   `commits/N`) are ignored, and the replay overwrites them.
+//! - **Retention**: after committing N, files older than the latest snapshot ≤
+//!   N - ([`RETAIN_VERSIONS`] - 1) are deleted, so the last 20 versions stay loadable
+//!   (at most ~30 versions are on disk). Nothing newer than the version being committed
+//!   is ever deleted.
+//! - Every file is written atomically (temp file, fsync, rename; [`write_atomic`]).
+//! - **Restart compatibility**: `schema` records the operator's spec fingerprint
+//!   (operator, keys, window, aggregates, output mode, ...). Opening a committed version
+//!   with a different fingerprint, or with state columns of other types, fails with
+//!   [`Error::StateIncompatible`] naming what changed and the options.
+//!
+//! [`StateTable`] is the in-memory side: the rows of the open keys and the changes
+//! since the last commit.
+
+pub mod table;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, new_null_array};
+use arrow::compute::{filter_record_batch, not};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{create_dir_private, write_atomic};
+use crate::error::{Error, Result};
+pub use table::{Changes, KeyRows, StateTable};
+
+/// A snapshot is written when `version % SNAPSHOT_INTERVAL == 0`.
+pub const SNAPSHOT_INTERVAL: u64 = 10;
+/// Number of most recent versions that stay loadable after a commit.
+pub const RETAIN_VERSIONS: u64 = 20;
+/// Name of the flag column in delta files.
+pub const REMOVED_COLUMN: &str = "__weir_removed";
+const FORMAT_VERSION: u32 = 1;
+
+/// Snapshot interval and retention of a [`StateStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    pub snapshot_interval: u64,
+    pub retain_versions: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            snapshot_interval: SNAPSHOT_INTERVAL,
+            retain_versions: RETAIN_VERSIONS,
+        }
+    }
+}
+
+/// What an operator's state is, for restart checks: an ordered map from aspect
+/// (`operator`, `group_by`, `aggregates`, `window`, `output_mode`, ...) to its
+/// canonical text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint(pub BTreeMap<String, String>);
+
+impl Fingerprint {
+    pub fn with(mut self, aspect: &str, value: impl Into<String>) -> Self {
+        self.0.insert(aspect.to_string(), value.into());
+        self
+    }
+
+    /// Human description of what differs from `saved` (the checkpoint's) to `self` (the plan's).
+    pub fn diff(&self, saved: &Fingerprint) -> Vec<String> {
+        let mut aspects: Vec<&String> = saved.0.keys().chain(self.0.keys()).collect();
+        aspects.sort();
+        aspects.dedup();
+        aspects
+            .into_iter()
+            .filter_map(|a| match (saved.0.get(a), self.0.get(a)) {
+                (Some(x), Some(y)) if x == y => None,
+                (Some(x), Some(y)) => Some(format!("{a} changed from `{x}` to `{y}`")),
+                (Some(x), None) => Some(format!("{a} `{x}` was removed")),
+                (None, Some(y)) => Some(format!("{a} `{y}` was added")),
+                (None, None) => None,
+            })
+            .collect()
+    }
+}
+
+/// One state column as recorded in the `schema` file (informational; the exact
+/// types are in the IPC files).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldInfo {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+/// Content of `state/<operator_id>/schema`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateMetadata {
+    pub format_version: u32,
+    pub operator_name: String,
+    pub fingerprint: Fingerprint,
+    pub key_columns: Vec<String>,
+    pub fields: Vec<FieldInfo>,
+}
+
+/// Files of one state version found on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VersionFiles {
+    pub delta_bytes: Option<u64>,
+    pub snapshot_bytes: Option<u64>,
+}
+
+/// Bytes and files written by one commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitInfo {
+    pub version: u64,
+    pub delta_bytes: u64,
+    pub snapshot_written: bool,
+    pub files_deleted: usize,
+}
+
+/// The on-disk side of one operator's state (see the module docs).
+pub struct StateStore {
+    dir: PathBuf,
+    schema: SchemaRef,
+    num_keys: usize,
+    options: StoreOptions,
+    version: Option<u64>,
+}
+
+fn ckpt(path: &Path, message: impl Into<String>) -> Error {
+    Error::Checkpoint {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+impl StateStore {
+    /// Opens the state directory of an operator and loads `load_version` (the last
+    /// committed batch id; `None` for a query without committed batches).
+    ///
+    /// Writes `schema` when starting fresh; otherwise checks that the saved fingerprint
+    /// and state columns equal the plan's and fails with [`Error::StateIncompatible`]
+    /// if not.
+    pub fn open(
+        dir: &Path,
+        operator_name: &str,
+        fingerprint: &Fingerprint,
+        schema: SchemaRef,
+        num_keys: usize,
+        load_version: Option<u64>,
+        options: StoreOptions,
+    ) -> Result<(StateStore, StateTable)> {
+        let store = StateStore {
+            dir: dir.to_path_buf(),
+            schema: schema.clone(),
+            num_keys,
+            options: StoreOptions {
+                snapshot_interval: options.snapshot_interval.max(1),
+                retain_versions: options.retain_versions.max(1),
+            },
+            version: load_version,
+        };
+        let metadata = StateMetadata {
+            format_version: FORMAT_VERSION,
+            operator_name: operator_name.to_string(),
+            fingerprint: fingerprint.clone(),
+            key_columns: schema.fields()[..num_keys.min(schema.fields().len())]
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+            fields: schema
+                .fields()
+                .iter()
+                .map(|f| FieldInfo {
+                    name: f.name().clone(),
+                    data_type: f.data_type().to_string(),
+                    nullable: f.is_nullable(),
+                })
+                .collect(),
+        };
+        let Some(version) = load_version else {
+            create_dir_private(dir)?;
+            store.write_metadata(&metadata)?;
+            let table = StateTable::new(schema, num_keys)?;
+            return Ok((store, table));
+        };
+        let saved = store.read_metadata()?.ok_or_else(|| Error::StateIncompatible {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the checkpoint has committed batches up to {version} but no state for this {operator_name} \
+                 operator: it was added to the flow after the query started. Options: remove the operator \
+                 again to resume from this checkpoint, or start the flow with a new checkpoint (it \
+                 re-reads the source from the beginning)"
+            ),
+        })?;
+        let mut changes = fingerprint.diff(&saved.fingerprint);
+        if saved.operator_name != operator_name {
+            changes.insert(
+                0,
+                format!(
+                    "operator changed from `{}` to `{operator_name}`",
+                    saved.operator_name
+                ),
+            );
+        }
+        if !changes.is_empty() {
+            return Err(incompatible(dir, &changes));
+        }
+        let table = store.load(version)?;
+        Ok((store, table))
+    }
+
+    /// The directory of this operator's state.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The version loaded or last committed.
+    pub fn version(&self) -> Option<u64> {
+        self.version
+    }
+
+    fn metadata_path(&self) -> PathBuf {
+        self.dir.join("schema")
+    }
+
+    fn delta_path(&self, version: u64) -> PathBuf {
+        self.dir.join(format!("{version}.delta"))
+    }
+
+    fn snapshot_path(&self, version: u64) -> PathBuf {
+        self.dir.join(format!("{version}.snapshot"))
+    }
+
+    fn write_metadata(&self, metadata: &StateMetadata) -> Result<()> {
+        let text = serde_json::to_string_pretty(metadata)
+            .map_err(|e| ckpt(&self.metadata_path(), e.to_string()))?;
+        write_atomic(&self.metadata_path(), text.as_bytes())
+    }
+
+    fn read_metadata(&self) -> Result<Option<StateMetadata>> {
+        read_metadata(&self.dir)
+    }
+
+    /// State files on disk by version (temp files and others ignored).
+    pub fn list_versions(dir: &Path) -> Result<BTreeMap<u64, VersionFiles>> {
+        let mut out: BTreeMap<u64, VersionFiles> = BTreeMap::new();
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(ckpt(dir, format!("cannot list state files: {e}"))),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| ckpt(dir, format!("cannot list state files: {e}")))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((stem, ext)) = name.split_once('.') else {
+                continue;
+            };
+            let Ok(version) = stem.parse::<u64>() else {
+                continue;
+            };
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            let files = out.entry(version).or_default();
+            match ext {
+                "delta" => files.delta_bytes = Some(size),
+                "snapshot" => files.snapshot_bytes = Some(size),
+                _ => {}
+            }
+        }
+        out.retain(|_, f| f.delta_bytes.is_some() || f.snapshot_bytes.is_some());
+        Ok(out)
+    }
+
+    /// The snapshot version and delta versions that make up `version`.
+    fn chain(&self, files: &BTreeMap<u64, VersionFiles>, version: u64) -> Result<(u64, Vec<u64>)> {
+        let base = files
+            .range(..=version)
+            .rev()
+            .find(|(_, f)| f.snapshot_bytes.is_some())
+            .map(|(v, _)| *v)
+            .ok_or_else(|| {
+                ckpt(
+                    &self.dir,
+                    format!(
+                        "state version {version} cannot be loaded: no snapshot at or before it \
+                         (state files were deleted or the checkpoint is incomplete)"
+                    ),
+                )
+            })?;
+        let mut deltas = Vec::new();
+        for v in base + 1..=version {
+            if files.get(&v).and_then(|f| f.delta_bytes).is_none() {
+                return Err(ckpt(
+                    &self.delta_path(v),
+                    format!(
+                        "state version {version} cannot be loaded: the delta of version {v} is missing"
+                    ),
+                ));
+            }
+            deltas.push(v);
+        }
+        Ok((base, deltas))
+    }
+
+    /// Reads state version `version` (snapshot + deltas).
+    pub fn load(&self, version: u64) -> Result<StateTable> {
+        let files = Self::list_versions(&self.dir)?;
+        let (base, deltas) = self.chain(&files, version)?;
+        let snapshot = self.read_ipc(&self.snapshot_path(base), &self.schema)?;
+        let mut table = StateTable::from_batch(self.schema.clone(), self.num_keys, snapshot)?;
+        let delta_schema = delta_schema(&self.schema);
+        for v in deltas {
+            let path = self.delta_path(v);
+            let delta = self.read_ipc(&path, &delta_schema)?;
+            let (upserts, removals, n) = split_delta(&delta, &self.schema, self.num_keys)
+                .map_err(|e| ckpt(&path, format!("not a valid state delta: {e}")))?;
+            table.apply(&upserts, &removals, n)?;
+        }
+        table.clear_changes();
+        Ok(table)
+    }
+
+    /// Persists version `version` from the table's changes (and a snapshot when due),
+    /// then deletes versions beyond retention.
+    pub fn commit(&mut self, version: u64, table: &mut StateTable) -> Result<CommitInfo> {
+        if let Some(prev) = self.version
+            && version != prev + 1
+        {
+            return Err(ckpt(
+                &self.dir,
+                format!(
+                    "state version {version} committed after version {prev}; versions must be consecutive"
+                ),
+            ));
+        }
+        create_dir_private(&self.dir)?;
+        // The changes are cleared only once everything is written, so a failed commit
+        // can be retried.
+        let changes = table.changes()?;
+        let delta = delta_batch(&changes, &self.schema, self.num_keys)?;
+        let bytes = ipc_bytes(&delta, &self.delta_path(version))?;
+        write_atomic(&self.delta_path(version), &bytes)?;
+        let snapshot_due =
+            self.version.is_none() || version.is_multiple_of(self.options.snapshot_interval);
+        let snapshot_path = self.snapshot_path(version);
+        if snapshot_due {
+            let bytes = ipc_bytes(table.data(), &snapshot_path)?;
+            write_atomic(&snapshot_path, &bytes)?;
+        } else if snapshot_path.exists() {
+            // Left by an attempt of this batch that crashed before `commits/N`.
+            fs::remove_file(&snapshot_path)
+                .map_err(|e| ckpt(&snapshot_path, format!("cannot remove: {e}")))?;
+        }
+        table.clear_changes();
+        self.version = Some(version);
+        let files_deleted = self.cleanup(version);
+        Ok(CommitInfo {
+            version,
+            delta_bytes: bytes.len() as u64,
+            snapshot_written: snapshot_due,
+            files_deleted,
+        })
+    }
+
+    /// Deletes files no longer needed to load the last `retain_versions` versions.
+    fn cleanup(&self, version: u64) -> usize {
+        let Ok(files) = Self::list_versions(&self.dir) else {
+            return 0;
+        };
+        let oldest_kept = version.saturating_sub(self.options.retain_versions - 1);
+        let Some(base) = files
+            .range(..=oldest_kept)
+            .rev()
+            .find(|(_, f)| f.snapshot_bytes.is_some())
+            .map(|(v, _)| *v)
+        else {
+            return 0;
+        };
+        let mut deleted = 0;
+        for (&v, f) in files.range(..base) {
+            for (present, path) in [
+                (f.delta_bytes.is_some(), self.delta_path(v)),
+                (f.snapshot_bytes.is_some(), self.snapshot_path(v)),
+            ] {
+                if !present {
+                    continue;
+                }
+                match fs::remove_file(&path) {
+                    Ok(()) => deleted += 1,
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot delete an old state file")
+                    }
+                }
+            }
+        }
+        deleted
+    }
+
+    /// Bytes on disk of the files that make up the current version (snapshot + deltas).
+    pub fn current_version_size_bytes(&self) -> u64 {
+        let Some(version) = self.version else {
+            return 0;
+        };
+        let Ok(files) = Self::list_versions(&self.dir) else {
+            return 0;
+        };
+        let Ok((base, deltas)) = self.chain(&files, version) else {
+            return 0;
+        };
+        let snapshot = files.get(&base).and_then(|f| f.snapshot_bytes).unwrap_or(0);
+        snapshot
+            + deltas
+                .iter()
+                .filter_map(|v| files.get(v).and_then(|f| f.delta_bytes))
+                .sum::<u64>()
+    }
+
+    fn read_ipc(&self, path: &Path, expected: &SchemaRef) -> Result<RecordBatch> {
+        let file = fs::File::open(path).map_err(|e| ckpt(path, format!("cannot read: {e}")))?;
+        let reader = FileReader::try_new(std::io::BufReader::new(file), None)
+            .map_err(|e| ckpt(path, format!("not an Arrow IPC state file: {e}")))?;
+        let found = reader.schema();
+        check_types(path, expected, &found)?;
+        let mut batches = Vec::new();
+        for batch in reader {
+            let batch = batch.map_err(|e| ckpt(path, format!("cannot read state rows: {e}")))?;
+            batches.push(
+                RecordBatch::try_new(expected.clone(), batch.columns().to_vec()).map_err(|e| {
+                    ckpt(path, format!("state rows do not fit the state schema: {e}"))
+                })?,
+            );
+        }
+        arrow::compute::concat_batches(expected, &batches)
+            .map_err(|e| ckpt(path, format!("cannot read state rows: {e}")))
+    }
+}
+
+/// Reads `state/<operator_id>/schema`, if present.
+pub fn read_metadata(dir: &Path) -> Result<Option<StateMetadata>> {
+    let path = dir.join("schema");
+    match fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| ckpt(&path, format!("not a valid state schema file: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ckpt(&path, format!("cannot read: {e}"))),
+    }
+}
+
+/// Operator ids that have a state directory under `<checkpoint>/state`, ascending
+/// (for the engine's "operator removed" check).
+pub fn operator_ids(state_root: &Path) -> Result<Vec<u64>> {
+    let entries = match fs::read_dir(state_root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ckpt(state_root, format!("cannot list: {e}"))),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| ckpt(state_root, format!("cannot list: {e}")))?;
+        if let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+fn incompatible(dir: &Path, changes: &[String]) -> Error {
+    Error::StateIncompatible {
+        path: dir.to_path_buf(),
+        message: format!(
+            "the flow's stateful operator changed since the state was saved: {}. The saved state cannot \
+             be reused with the new plan. Options: revert the change to resume from this checkpoint, or \
+             start the flow with a new checkpoint (a new `checkpoint` path; the query then re-reads its \
+             source from the beginning)",
+            changes.join("; ")
+        ),
+    }
+}
+
+fn check_types(path: &Path, expected: &SchemaRef, found: &SchemaRef) -> Result<()> {
+    let same_len = expected.fields().len() == found.fields().len();
+    let mismatch: Vec<String> = expected
+        .fields()
+        .iter()
+        .zip(found.fields().iter())
+        .filter(|(a, b)| a.name() != b.name() || a.data_type() != b.data_type())
+        .map(|(a, b)| {
+            format!(
+                "state column `{}` is {} in the checkpoint but `{}` {} in this plan",
+                b.name(),
+                b.data_type(),
+                a.name(),
+                a.data_type()
+            )
+        })
+        .collect();
+    if same_len && mismatch.is_empty() {
+        return Ok(());
+    }
+    let mut changes = mismatch;
+    if !same_len {
+        changes.push(format!(
+            "the state has {} columns in the checkpoint and {} in this plan",
+            found.fields().len(),
+            expected.fields().len()
+        ));
+    }
+    changes.push("(an input column's type may have changed)".to_string());
+    Err(incompatible(path.parent().unwrap_or(path), &changes))
+}
+
+/// Schema of delta files: the state columns (values nullable) plus [`REMOVED_COLUMN`].
+pub fn delta_schema(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    fields.push(Field::new(REMOVED_COLUMN, DataType::Boolean, false));
+    Arc::new(Schema::new(fields))
+}
+
+fn delta_batch(changes: &Changes, schema: &SchemaRef, num_keys: usize) -> Result<RecordBatch> {
+    let n_up = changes.upserts.num_rows();
+    let n_rm = changes.num_removals;
+    let arrow = |source| Error::Arrow {
+        context: "writing a state delta".into(),
+        source,
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len() + 1);
+    for (i, field) in schema.fields().iter().enumerate() {
+        let removed_part: ArrayRef = if i < num_keys {
+            changes.removals[i].clone()
+        } else {
+            new_null_array(field.data_type(), n_rm)
+        };
+        columns.push(
+            arrow::compute::concat(&[changes.upserts.column(i).as_ref(), removed_part.as_ref()])
+                .map_err(arrow)?,
+        );
+    }
+    let flags: BooleanArray = std::iter::repeat_n(Some(false), n_up)
+        .chain(std::iter::repeat_n(Some(true), n_rm))
+        .collect();
+    columns.push(Arc::new(flags));
+    RecordBatch::try_new_with_options(
+        delta_schema(schema),
+        columns,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(n_up + n_rm)),
+    )
+    .map_err(arrow)
+}
+
+/// Splits a delta into upsert rows (state schema) and removed key columns.
+fn split_delta(
+    delta: &RecordBatch,
+    schema: &SchemaRef,
+    num_keys: usize,
+) -> std::result::Result<(RecordBatch, Vec<ArrayRef>, usize), arrow::error::ArrowError> {
+    let n = schema.fields().len();
+    let flags = delta
+        .column(n)
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| {
+            arrow::error::ArrowError::SchemaError(format!("{REMOVED_COLUMN} is not boolean"))
+        })?
+        .clone();
+    let upserts = filter_record_batch(delta, &not(&flags)?)?;
+    let removals = filter_record_batch(delta, &flags)?;
+    let upserts = RecordBatch::try_new_with_options(
+        schema.clone(),
+        upserts.columns()[..n].to_vec(),
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(upserts.num_rows())),
+    )?;
+    let keys = removals.columns()[..num_keys].to_vec();
+    Ok((upserts, keys, removals.num_rows()))
+}
+
+fn ipc_bytes(batch: &RecordBatch, path: &Path) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let result = (|| {
+        let mut writer = FileWriter::try_new(&mut buf, batch.schema_ref())?;
+        writer.write(batch)?;
+        writer.finish()
+    })();
+    result.map_err(|e| ckpt(path, format!("cannot encode state rows: {e}")))?;
+    Ok(buf)
+}
+
+/// Length of a batch's columns in memory; used by operators for `memoryUsedBytes`.
+pub fn batch_memory(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.get_array_memory_size())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray};
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, false),
+        ]))
+    }
+
+    fn rows(keys: &[&str], values: &[i64]) -> RecordBatch {
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(StringArray::from(keys.to_vec())),
+                Arc::new(Int64Array::from(values.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn contents(t: &StateTable) -> Vec<(String, i64)> {
+        let k = t
+            .data()
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let v = t
+            .data()
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        (0..t.len())
+            .map(|i| (k.value(i).to_string(), v.value(i)))
+            .collect()
+    }
+
+    fn fp(mode: &str) -> Fingerprint {
+        Fingerprint::default()
+            .with("group_by", "k")
+            .with("output_mode", mode)
+    }
+
+    fn open(
+        dir: &Path,
+        version: Option<u64>,
+        options: StoreOptions,
+    ) -> Result<(StateStore, StateTable)> {
+        StateStore::open(
+            dir,
+            "stateStoreSave",
+            &fp("append"),
+            schema(),
+            1,
+            version,
+            options,
+        )
+    }
+
+    /// Runs `n` versions: version v upserts key `k{v%5}` = v and removes `k{(v+2)%5}`.
+    fn mutate(table: &mut StateTable, v: u64) {
+        table
+            .upsert(&rows(&[&format!("k{}", v % 5)], &[v as i64]))
+            .unwrap();
+        let victim = format!("k{}", (v + 2) % 5);
+        let mask: BooleanArray = (0..table.len())
+            .map(|i| {
+                let k = table
+                    .data()
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                Some(k.value(i) == victim)
+            })
+            .collect();
+        table.remove_where(&mask).unwrap();
+    }
+
+    #[test]
+    fn versions_snapshots_deltas_and_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            snapshot_interval: 3,
+            retain_versions: 4,
+        };
+        let (mut store, mut table) = open(dir.path(), None, options).unwrap();
+        let mut expected = Vec::new();
+        for v in 0..12u64 {
+            mutate(&mut table, v);
+            store.commit(v, &mut table).unwrap();
+            expected.push(contents(&table));
+        }
+        let files = StateStore::list_versions(dir.path()).unwrap();
+        // Version 11 keeps 8..=11 loadable: snapshot 6 is the base; older files are gone.
+        assert_eq!(*files.keys().next().unwrap(), 6);
+        assert!(files[&6].snapshot_bytes.is_some() && files[&9].snapshot_bytes.is_some());
+        assert!(!files.contains_key(&0));
+        for v in 8..12u64 {
+            let (_, loaded) = open(dir.path(), Some(v), options).unwrap();
+            assert_eq!(contents(&loaded), expected[v as usize], "version {v}");
+        }
+        assert!(open(dir.path(), Some(2), options).is_err());
+        assert!(store.current_version_size_bytes() > 0);
+    }
+
+    #[test]
+    fn crashed_attempt_files_are_ignored_and_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            snapshot_interval: 2,
+            retain_versions: 10,
+        };
+        let (mut store, mut table) = open(dir.path(), None, options).unwrap();
+        table.upsert(&rows(&["a"], &[1])).unwrap();
+        store.commit(0, &mut table).unwrap();
+        table.upsert(&rows(&["b"], &[2])).unwrap();
+        store.commit(1, &mut table).unwrap();
+        // Attempt of batch 2 writes version 2 (a snapshot version) and crashes before commits/2.
+        table.upsert(&rows(&["garbage"], &[99])).unwrap();
+        store.commit(2, &mut table).unwrap();
+        // Restart from version 1: version 2 on disk is ignored.
+        let (mut store, mut table) = open(dir.path(), Some(1), options).unwrap();
+        assert_eq!(contents(&table), vec![("a".into(), 1), ("b".into(), 2)]);
+        table.upsert(&rows(&["c"], &[3])).unwrap();
+        store.commit(2, &mut table).unwrap();
+        let (_, loaded) = open(dir.path(), Some(2), options).unwrap();
+        assert_eq!(
+            contents(&loaded),
+            vec![("a".into(), 1), ("b".into(), 2), ("c".into(), 3)]
+        );
+    }
+
+    #[test]
+    fn changed_fingerprint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, mut table) = open(dir.path(), None, StoreOptions::default()).unwrap();
+        table.upsert(&rows(&["a"], &[1])).unwrap();
+        store.commit(0, &mut table).unwrap();
+        let err = StateStore::open(
+            dir.path(),
+            "stateStoreSave",
+            &fp("update"),
+            schema(),
+            1,
+            Some(0),
+            StoreOptions::default(),
+        )
+        .err()
+        .unwrap();
+        let text = err.to_string();
+        assert_eq!(err.kind(), "checkpoint_incompatible");
+        assert!(
+            text.contains("output_mode changed from `append` to `update`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("new checkpoint") && text.contains("revert"),
+            "{text}"
+        );
+
+        // Same fingerprint, other state types (e.g. an input column changed type).
+        let other = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Float64, false),
+        ]));
+        let err = StateStore::open(
+            dir.path(),
+            "stateStoreSave",
+            &fp("append"),
+            other,
+            1,
+            Some(0),
+            StoreOptions::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string().contains("state column `v` is Int64"),
+            "{err}"
+        );
+
+        // An operator with no state in a checkpoint that has committed batches.
+        let empty = tempfile::tempdir().unwrap();
+        let err = open(empty.path(), Some(3), StoreOptions::default())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("added to the flow"), "{err}");
+    }
+}

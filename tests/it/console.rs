@@ -1,0 +1,532 @@
+//! The console, three ways (STYLE.md practice 5):
+//!
+//! 1. screen snapshots of every view and pane at 80x24 and 120x40 from the
+//!    recorded progress fixtures (`tests/fixtures/progress/`), clock values
+//!    filtered out;
+//! 2. the app driven headless by injected keys against a fake engine's
+//!    channels: pause/resume/trigger/stop reach the engine, freeze holds the
+//!    picture while records keep arriving;
+//! 3. the real binary in tmux: `weir run` and `weir attach`, keys, quit, and
+//!    the terminal restored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tokio::sync::{mpsc, watch};
+use weir::console::action::Action;
+use weir::console::app::{App, Input, Mode, Pane};
+use weir::console::launch::EngineLink;
+use weir::console::model::{FlowModel, parse_progress_line};
+use weir::console::session::Session;
+use weir::console::theme::Theme;
+use weir::engine::control::{ControlCommand, FlowEvent, FlowStatus};
+
+use crate::support::*;
+
+/// The fixtures' "now": 2026-11-30T10:06:40Z.
+const NOW_MS: i64 = 1_796_033_200_000;
+const FLOWS: [&str; 3] = ["bronze_events", "windowed_agg", "silver_orders"];
+
+fn progress_fixture(name: &str) -> Vec<weir::engine::progress::StreamingQueryProgress> {
+    let text = std::fs::read_to_string(fixture(&format!("progress/{name}.jsonl"))).unwrap();
+    text.lines().map(|l| parse_progress_line(l).expect("fixture record")).collect()
+}
+
+fn fixture_app(mode: Mode, theme: Theme) -> App {
+    let flows = FLOWS.iter().map(|n| FlowModel::new(*n)).collect();
+    let mut app = App::new(mode, "pipeline.toml", flows, theme, 3_600_000, NOW_MS);
+    let events = std::fs::read_to_string(fixture("progress/events.jsonl")).unwrap();
+    for line in events.lines() {
+        let e: FlowEvent = serde_json::from_str(line).unwrap();
+        app.ingest(Input::Engine(e));
+    }
+    for name in FLOWS {
+        for p in progress_fixture(name) {
+            app.ingest(Input::Progress {
+                flow: name.into(),
+                progress: Box::new(p),
+            });
+        }
+    }
+    app
+}
+
+/// The screen as text, with clock values (`10:06:40Z`) replaced.
+fn screen(session: &Session, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    session.render(&mut terminal).unwrap();
+    let buf = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        let line: String = (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    filter_clock(&out)
+}
+
+fn filter_clock(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let digit = |c: Option<&char>| c.is_some_and(char::is_ascii_digit);
+    while i < chars.len() {
+        let is_clock = i + 9 <= chars.len()
+            && digit(chars.get(i))
+            && digit(chars.get(i + 1))
+            && chars[i + 2] == ':'
+            && digit(chars.get(i + 3))
+            && digit(chars.get(i + 4))
+            && chars[i + 5] == ':'
+            && digit(chars.get(i + 6))
+            && digit(chars.get(i + 7))
+            && chars[i + 8] == 'Z';
+        if is_clock {
+            out.push_str("[clock]  ");
+            i += 9;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn code(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn unicode() -> Theme {
+    Theme { color: true, ascii: false }
+}
+
+#[test]
+fn console_overview_snapshots() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let s = Session::new(fixture_app(Mode::Run, unicode()), None);
+        insta::assert_snapshot!(format!("overview_{w}x{h}"), screen(&s, w, h));
+    }
+    let s = Session::new(fixture_app(Mode::Attach, Theme { color: false, ascii: true }), None);
+    insta::assert_snapshot!("overview_attach_ascii_80x24", screen(&s, 80, 24));
+}
+
+#[test]
+fn console_detail_snapshots_every_pane() {
+    for flow in ["bronze_events", "windowed_agg"] {
+        let mut s = Session::new(fixture_app(Mode::Run, unicode()), None);
+        s.act(Action::SelectFlow(flow.into()));
+        insta::assert_snapshot!(format!("detail_{flow}_120x40"), screen(&s, 120, 40));
+        for (i, pane) in Pane::ALL.iter().enumerate() {
+            s.act(Action::GoPane(i as u8));
+            insta::assert_snapshot!(format!("detail_{flow}_{}_80x24", pane.short()), screen(&s, 80, 24));
+            s.act(Action::Enter);
+            insta::assert_snapshot!(format!("detail_{flow}_{}_zoom_120x40", pane.short()), screen(&s, 120, 40));
+            s.act(Action::Enter);
+        }
+    }
+}
+
+#[test]
+fn console_ascii_help_and_prompt_snapshots() {
+    let mut s = Session::new(fixture_app(Mode::Run, Theme { color: false, ascii: true }), None);
+    s.act(Action::SelectFlow("windowed_agg".into()));
+    let text = screen(&s, 120, 40);
+    assert!(text.is_ascii(), "--ascii draws only ASCII:\n{text}");
+    insta::assert_snapshot!("detail_windowed_agg_ascii_120x40", text);
+    s.key(key('?'));
+    insta::assert_snapshot!("help_detail_80x24", screen(&s, 80, 24));
+    s.key(code(KeyCode::Esc));
+    s.key(key(':'));
+    for c in "flow bron".chars() {
+        s.key(key(c));
+    }
+    insta::assert_snapshot!("command_line_80x24", screen(&s, 80, 24));
+    s.key(code(KeyCode::Enter));
+    assert!(screen(&s, 80, 24).contains("› bronze_events") || screen(&s, 80, 24).contains("> bronze_events"));
+}
+
+#[test]
+fn console_survives_any_size() {
+    let mut s = Session::new(fixture_app(Mode::Run, unicode()), None);
+    for view in 0..2 {
+        for w in [1u16, 10, 39, 40, 41, 57, 80, 99, 100, 133, 250] {
+            for h in [1u16, 5, 9, 10, 11, 17, 24, 29, 30, 61] {
+                let _ = screen(&s, w, h);
+            }
+        }
+        if view == 0 {
+            s.act(Action::SelectFlow("windowed_agg".into()));
+        }
+    }
+    assert!(screen(&s, 30, 8).contains("terminal too small"));
+}
+
+/// A fake engine: the other ends of the console's channels.
+struct FakeEngine {
+    commands: BTreeMap<String, mpsc::Receiver<ControlCommand>>,
+    stop: watch::Receiver<bool>,
+}
+
+fn session_with_fake_engine() -> (Session, FakeEngine) {
+    let mut senders = BTreeMap::new();
+    let mut receivers = BTreeMap::new();
+    for name in FLOWS {
+        let (tx, rx) = mpsc::channel(16);
+        senders.insert(name.to_string(), tx);
+        receivers.insert(name.to_string(), rx);
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut app = fixture_app(Mode::Run, unicode());
+    // The engine's bronze flow is idle between batches.
+    app.ingest(Input::Engine(FlowEvent::Status {
+        flow: "bronze_events".into(),
+        status: FlowStatus::Idle,
+        at_ms: NOW_MS - 2_000,
+    }));
+    let session = Session::new(app, Some(EngineLink::new(senders, stop_tx)));
+    (
+        session,
+        FakeEngine {
+            commands: receivers,
+            stop: stop_rx,
+        },
+    )
+}
+
+fn overview_row<'a>(text: &'a str, flow: &str) -> &'a str {
+    text.lines().find(|l| l.contains(flow)).unwrap_or_else(|| panic!("no row for {flow} in\n{text}"))
+}
+
+#[test]
+fn console_controls_reach_the_engine_and_change_the_screen() {
+    let (mut s, mut engine) = session_with_fake_engine();
+    let status = |s: &Session| FlowEvent::Status {
+        flow: "bronze_events".into(),
+        status: FlowStatus::Paused,
+        at_ms: s.app.now_ms,
+    };
+    // Overview, bronze_events selected: the hints offer pause, not resume.
+    let text = screen(&s, 120, 40);
+    let hints = text.lines().last().unwrap().to_string();
+    assert!(hints.contains("p pause") && !hints.contains("r resume"), "{hints}");
+
+    s.key(key('p'));
+    let bronze = engine.commands.get_mut("bronze_events").unwrap();
+    assert_eq!(bronze.try_recv().ok(), Some(ControlCommand::Pause));
+    assert!(screen(&s, 120, 40).contains("bronze_events: pause requested"));
+    // The engine applies it and says so.
+    let paused = status(&s);
+    s.ingest(Input::Engine(paused));
+    s.ingest(Input::Engine(FlowEvent::Command {
+        flow: "bronze_events".into(),
+        command: ControlCommand::Pause,
+        at_ms: NOW_MS,
+    }));
+    let text = screen(&s, 120, 40);
+    assert!(overview_row(&text, "bronze_events").contains("paused"), "{text}");
+    assert!(text.contains("pause applied by the engine"), "{text}");
+    let hints = text.lines().last().unwrap().to_string();
+    assert!(hints.contains("r resume") && !hints.contains("p pause"), "{hints}");
+
+    s.key(key('t'));
+    assert_eq!(bronze.try_recv().ok(), Some(ControlCommand::TriggerNow));
+    s.key(key('r'));
+    assert_eq!(bronze.try_recv().ok(), Some(ControlCommand::Resume));
+
+    // Stop asks first; `n` sends nothing, `y` sends Stop.
+    s.key(key('S'));
+    assert!(screen(&s, 120, 40).contains("stop flow bronze_events"));
+    s.key(key('n'));
+    assert!(bronze.try_recv().is_err());
+    s.key(key('S'));
+    s.key(key('y'));
+    assert_eq!(bronze.try_recv().ok(), Some(ControlCommand::Stop));
+
+    // :pause NAME reaches another flow.
+    s.key(key(':'));
+    for c in "pause windowed".chars() {
+        s.key(key(c));
+    }
+    s.key(code(KeyCode::Enter));
+    assert_eq!(engine.commands.get_mut("windowed_agg").unwrap().try_recv().ok(), Some(ControlCommand::Pause));
+
+    // q: stop all (the engine sees the stop), then exit once the flows have returned.
+    s.key(key('q'));
+    assert!(*engine.stop.borrow_and_update());
+    assert!(screen(&s, 120, 40).contains("STOPPING"));
+    assert!(!s.app.should_exit());
+    s.ingest(Input::EngineDone);
+    assert!(s.app.should_exit() && !s.app.abort);
+}
+
+#[test]
+fn console_freeze_holds_the_picture_while_flows_keep_running() {
+    let (mut s, _engine) = session_with_fake_engine();
+    let before = overview_row(&screen(&s, 120, 40), "bronze_events").to_string();
+    assert!(before.contains(" 39 "), "{before}");
+    s.key(key('f'));
+    assert!(screen(&s, 120, 40).contains("FROZEN"));
+    // A new batch arrives while frozen: the model has it, the screen does not.
+    let mut next = progress_fixture("bronze_events").pop().unwrap();
+    next.batch_id = 40;
+    next.timestamp = "2026-11-30T10:06:38.000Z".into();
+    next.num_input_rows = 77_777;
+    next.input_rows_per_second = 7777.0;
+    s.tick(NOW_MS + 2_000);
+    s.ingest(Input::Progress {
+        flow: "bronze_events".into(),
+        progress: Box::new(next),
+    });
+    assert_eq!(s.app.flows[0].samples.back().unwrap().batch_id, 40);
+    assert_eq!(overview_row(&screen(&s, 120, 40), "bronze_events"), before);
+    // Scroll back: older batches show.
+    s.key(key('h'));
+    s.key(key('h'));
+    let back = overview_row(&screen(&s, 120, 40), "bronze_events").to_string();
+    assert!(!back.contains(" 39 "), "{back}");
+    // Live again: the new batch shows.
+    s.key(key('f'));
+    let live = screen(&s, 120, 40);
+    assert!(live.contains("LIVE"));
+    assert!(overview_row(&live, "bronze_events").contains(" 40 "), "{live}");
+    assert!(overview_row(&live, "bronze_events").contains("7.8k/s"), "{live}");
+}
+
+#[test]
+fn console_attach_is_read_only() {
+    let mut s = Session::new(fixture_app(Mode::Attach, unicode()), None);
+    s.app.flows[0].set_status(FlowStatus::Idle, NOW_MS);
+    let hints = screen(&s, 120, 40).lines().last().unwrap().to_string();
+    for control in ["pause", "resume", "trigger", "stop"] {
+        assert!(!hints.contains(control), "{hints}");
+    }
+    assert_eq!(s.key(key('p')), None, "p means nothing in attach");
+    s.key(key(':'));
+    for c in "pause".chars() {
+        s.key(key(c));
+    }
+    s.key(code(KeyCode::Enter));
+    assert!(screen(&s, 120, 40).contains("read-only"));
+    s.key(key('q'));
+    assert!(s.app.should_exit());
+}
+
+// --- The real binary in tmux -------------------------------------------------
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn available() -> bool {
+        Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success())
+    }
+
+    fn start(name: &str, w: u16, h: u16, dir: &Path, command: &str) -> Tmux {
+        let t = Tmux {
+            socket: format!("weir-test-{}-{name}", std::process::id()),
+            session: name.to_string(),
+        };
+        let shell = format!(
+            "{command}; echo WEIR-EXITED-$?; echo TTY: $(stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '); sleep 600"
+        );
+        let ok = Command::new("tmux")
+            .args(["-L", &t.socket, "-f", "/dev/null", "new-session", "-d", "-s", name])
+            .args(["-x", &w.to_string(), "-y", &h.to_string(), "-c"])
+            .arg(dir)
+            .args(["-e", "LANG=C.UTF-8", "-e", "WEIR_LOG=info", "-e", "NO_COLOR="])
+            .args(["sh", "-c", &shell])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "tmux new-session");
+        t
+    }
+
+    fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", &self.session])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn alternate_on(&self) -> bool {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "display-message", "-p", "-t", &self.session, "#{alternate_on}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let ok = Command::new("tmux")
+                .args(["-L", &self.socket, "send-keys", "-t", &self.session, k])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(start.elapsed() < timeout, "timed out waiting for {what}; screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+    }
+}
+
+fn json_pipeline(dir: &Path, trigger: &str) -> PathBuf {
+    let landing = dir.join("landing/events");
+    std::fs::create_dir_all(&landing).unwrap();
+    for f in 0..3 {
+        let lines: String = (0..20)
+            .map(|i| format!("{{\"id\":{},\"kind\":\"click\",\"n\":{i}}}\n", f * 100 + i))
+            .collect();
+        std::fs::write(landing.join(format!("part-{f}.json")), lines).unwrap();
+    }
+    let pipeline = dir.join("pipeline.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            r#"[[flow]]
+name = "bronze_events"
+trigger = "{trigger}"
+checkpoint = "checkpoints/bronze_events"
+
+[flow.source]
+type = "files"
+path = "landing/events"
+format = "json"
+max_files_per_trigger = 1
+
+[flow.sink]
+type = "delta"
+path = "lake/bronze/events"
+"#
+        ),
+    )
+    .unwrap();
+    pipeline
+}
+
+fn weir_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_weir")
+}
+
+#[test]
+fn console_run_in_tmux() {
+    if !Tmux::available() {
+        println!("skipping console_run_in_tmux: tmux is not installed (the CI script installs it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    json_pipeline(tmp.path(), "1 second");
+    let t = Tmux::start("run", 120, 40, tmp.path(), &format!("{} run pipeline.toml", weir_bin()));
+    let commits = tmp.path().join("checkpoints/bronze_events/commits");
+    let screen = t.wait_for("a committed batch on screen", Duration::from_secs(90), |s| {
+        commits.join("0").exists() && s.contains("bronze_events") && s.contains("LIVE")
+    });
+    assert!(t.alternate_on(), "the console runs on the alternate screen:\n{screen}");
+    assert!(screen.contains("weir run"), "{screen}");
+    // The flow detail, then the checkpoint history pane zoomed.
+    t.keys(&["Enter"]);
+    t.wait_for("the detail panes", Duration::from_secs(10), |s| s.contains("Checkpoint history") && s.contains("Rates"));
+    t.keys(&["6", "Enter"]);
+    t.wait_for("a committed batch in the history", Duration::from_secs(20), |s| s.contains("committed"));
+    t.keys(&["Enter", "Escape"]);
+    // Help is generated from the live bindings: pause is there in run.
+    t.keys(&["?"]);
+    t.wait_for("the help", Duration::from_secs(10), |s| s.contains("pause the flow"));
+    t.keys(&["Escape"]);
+    // Pause: the engine applies it and the overview shows it.
+    t.keys(&["p"]);
+    t.wait_for("the paused flow", Duration::from_secs(20), |s| s.contains("paused") && s.contains("pause applied"));
+    t.keys(&["r"]);
+    t.wait_for("the resumed flow", Duration::from_secs(20), |s| s.contains("resume applied"));
+    // Quit: flows stop after their batch, the terminal comes back, the summary is printed.
+    t.keys(&["q"]);
+    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| s.contains("WEIR-EXITED-"));
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+    assert!(!t.alternate_on(), "left the alternate screen:\n{end}");
+    assert!(end.contains("flow bronze_events:") && end.contains("batch(es)"), "summary after the console:\n{end}");
+    assert!(end.contains("TTY: icanon echo"), "raw mode was turned off:\n{end}");
+}
+
+#[test]
+fn console_attach_in_tmux() {
+    if !Tmux::available() {
+        println!("skipping console_attach_in_tmux: tmux is not installed (the CI script installs it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = json_pipeline(tmp.path(), "available_now");
+    let out = weir().args(["run", "--headless"]).arg(&pipeline).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let checkpoint = tmp.path().join("checkpoints/bronze_events");
+    let before = listing(&checkpoint);
+    let t = Tmux::start(
+        "attach",
+        80,
+        24,
+        tmp.path(),
+        &format!("{} attach checkpoints/bronze_events", weir_bin()),
+    );
+    let screen = t.wait_for("the attached flow", Duration::from_secs(30), |s| {
+        s.contains("bronze_events") && s.contains("stopped") && s.contains("read-only")
+    });
+    assert!(!screen.contains("pause"), "no control in attach:\n{screen}");
+    t.keys(&["Enter", "6"]);
+    t.wait_for("the history of three batches", Duration::from_secs(20), |s| {
+        s.contains("Checkpoint history") || s.contains("6 history")
+    });
+    let history = t.wait_for("three committed batches", Duration::from_secs(20), |s| s.matches("committed").count() >= 3);
+    assert!(history.contains("committed"), "{history}");
+    t.keys(&["p", "q"]);
+    let end = t.wait_for("weir to exit", Duration::from_secs(30), |s| s.contains("WEIR-EXITED-"));
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+    assert!(!t.alternate_on(), "left the alternate screen:\n{end}");
+    assert!(end.contains("TTY: icanon echo"), "raw mode was turned off:\n{end}");
+    assert_eq!(listing(&checkpoint), before, "attach wrote nothing in the checkpoint");
+}
+
+/// Every file of a directory tree with its size and modification time.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push((e.path(), m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
