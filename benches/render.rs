@@ -30,13 +30,32 @@ fn fixture_app(theme: Theme) -> App {
         f.set_status(weir::engine::FlowStatus::Running, newest);
         flows.push(f);
     }
-    App::new(Mode::Run, "pipeline.toml", flows, theme, 3_600_000, newest + 5_000)
+    App::new(
+        Mode::Run,
+        "pipeline.toml",
+        flows,
+        theme,
+        3_600_000,
+        newest + 5_000,
+    )
 }
 
 fn render(c: &mut Criterion) {
     for (label, theme) in [
-        ("render_200x60_unicode", Theme { color: true, ascii: false }),
-        ("render_200x60_ascii", Theme { color: false, ascii: true }),
+        (
+            "render_200x60_unicode",
+            Theme {
+                color: true,
+                ascii: false,
+            },
+        ),
+        (
+            "render_200x60_ascii",
+            Theme {
+                color: false,
+                ascii: true,
+            },
+        ),
     ] {
         let mut overview = fixture_app(theme);
         let mut detail = fixture_app(theme);

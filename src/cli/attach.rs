@@ -29,11 +29,16 @@ pub fn run(args: &AttachArgs) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
         if !Checkpoint::at(cp).exists() {
-            tracing::warn!("{} has no metadata file yet; following it anyway", cp.display());
+            tracing::warn!(
+                "{} has no metadata file yet; following it anyway",
+                cp.display()
+            );
         }
     }
     if !crate::console::terminal_available() {
-        eprintln!("error: weir attach needs a terminal on stdin and stdout (for records as JSON lines, read <checkpoint>/_weir/progress.jsonl)");
+        eprintln!(
+            "error: weir attach needs a terminal on stdin and stdout (for records as JSON lines, read <checkpoint>/_weir/progress.jsonl)"
+        );
         return ExitCode::from(EXIT_INVALID);
     }
     let rt = match runtime() {

@@ -93,10 +93,11 @@ pub fn run(args: &DemoArgs) -> ExitCode {
     };
     let results = if console {
         let title = pipeline_path.display().to_string();
-        let run = crate::console::run_flows(&title, &pipeline.flows, Some(Trigger::AvailableNow), &args.console);
+        let trigger = Some(Trigger::AvailableNow);
+        let run = crate::console::run_flows(&title, &pipeline.flows, trigger, &args.console);
         match rt.block_on(run) {
             Ok(outcome) if outcome.aborted => {
-                eprintln!("weir: aborted from the console; the next run re-runs any unfinished batch");
+                eprintln!("weir: aborted; the next run re-runs any unfinished batch");
                 std::process::exit(i32::from(super::EXIT_ABORTED));
             }
             Ok(outcome) => outcome.results,

@@ -8,6 +8,7 @@ pub mod attach;
 pub mod demo;
 pub mod inspect;
 pub mod run;
+pub mod schema;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Open the console, read-only, over flows run by another process (their checkpoints).
     Attach(attach::AttachArgs),
+    /// Show a file source's schema history (versions, why, diffs). Reads only.
+    Schema(schema::SchemaArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -53,6 +56,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Attach(args) => attach::run(&args),
+        Command::Schema(args) => schema::run(&args),
     }
 }
 

@@ -65,9 +65,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
     };
     let results = if console {
         let title = args.pipeline.display().to_string();
-        match rt.block_on(crate::console::run_flows(&title, &flows, args.trigger, &args.console)) {
+        let run = crate::console::run_flows(&title, &flows, args.trigger, &args.console);
+        match rt.block_on(run) {
             Ok(outcome) if outcome.aborted => {
-                eprintln!("weir: aborted from the console; the next run re-runs any unfinished batch");
+                eprintln!("weir: aborted; the next run re-runs any unfinished batch");
                 std::process::exit(i32::from(EXIT_ABORTED));
             }
             Ok(outcome) => outcome.results,

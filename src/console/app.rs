@@ -125,7 +125,14 @@ pub struct Message {
 /// How long a message stays in the status line.
 pub const MESSAGE_MS: i64 = 8_000;
 /// The time windows `+`/`-` step through.
-pub const WINDOWS_MS: [i64; 6] = [60_000, 300_000, 900_000, 1_800_000, 3_600_000, 6 * 3_600_000];
+pub const WINDOWS_MS: [i64; 6] = [
+    60_000,
+    300_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    6 * 3_600_000,
+];
 pub const DEFAULT_WINDOW_MS: i64 = 300_000;
 
 /// Something an engine or a file follower reports.
@@ -166,7 +173,10 @@ pub enum Input {
 /// What `update` asks the outside world to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
-    Command { flow: String, command: ControlCommand },
+    Command {
+        flow: String,
+        command: ControlCommand,
+    },
     StopAll,
 }
 
@@ -204,7 +214,14 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(mode: Mode, title: impl Into<String>, flows: Vec<FlowModel>, theme: Theme, retention_ms: i64, now_ms: i64) -> Self {
+    pub fn new(
+        mode: Mode,
+        title: impl Into<String>,
+        flows: Vec<FlowModel>,
+        theme: Theme,
+        retention_ms: i64,
+        now_ms: i64,
+    ) -> Self {
         App {
             mode,
             title: title.into(),
@@ -254,7 +271,11 @@ impl App {
     pub fn visible_flows(&self) -> Vec<usize> {
         let f = self.filter.to_lowercase();
         (0..self.flows.len())
-            .filter(|i| self.view != View::Overview || f.is_empty() || self.flows[*i].name.to_lowercase().contains(&f))
+            .filter(|i| {
+                self.view != View::Overview
+                    || f.is_empty()
+                    || self.flows[*i].name.to_lowercase().contains(&f)
+            })
             .collect()
     }
 
@@ -273,7 +294,11 @@ impl App {
             [one] => Ok((*one).to_string()),
             [] => Err(format!(
                 "no flow named {name}; flows: {}",
-                self.flows.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                self.flows
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             many => Err(format!("{name} matches {}", many.join(", "))),
         }
@@ -302,7 +327,11 @@ impl App {
     /// The clock moved.
     pub fn tick(&mut self, now_ms: i64) {
         self.now_ms = now_ms;
-        if self.message.as_ref().is_some_and(|m| now_ms - m.at_ms > MESSAGE_MS) {
+        if self
+            .message
+            .as_ref()
+            .is_some_and(|m| now_ms - m.at_ms > MESSAGE_MS)
+        {
             self.message = None;
         }
     }
@@ -345,19 +374,37 @@ impl App {
                 text,
             } => {
                 if let Some(i) = self.flow_index(&flow) {
-                    self.flows[i].push_event(at_ms, EventKind::Schema, format!("schema version {version}: {text}"));
+                    self.flows[i].push_event(
+                        at_ms,
+                        EventKind::Schema,
+                        format!("schema version {version}: {text}"),
+                    );
                 }
             }
-            Input::Holder { flow, holder, at_ms } => {
+            Input::Holder {
+                flow,
+                holder,
+                at_ms,
+            } => {
                 if let Some(i) = self.flow_index(&flow) {
                     let f = &mut self.flows[i];
                     let was_alive = f.alive();
                     match (&holder, was_alive) {
-                        (Some(h), false) => f.push_event(at_ms, EventKind::Start, format!("run by {h}")),
-                        (None, true) => f.push_event(at_ms, EventKind::Stop, "the process released the checkpoint".into()),
+                        (Some(h), false) => {
+                            f.push_event(at_ms, EventKind::Start, format!("run by {h}"))
+                        }
+                        (None, true) => f.push_event(
+                            at_ms,
+                            EventKind::Stop,
+                            "the process released the checkpoint".into(),
+                        ),
                         _ => {}
                     }
-                    let status = if holder.is_some() { FlowStatus::Idle } else { FlowStatus::Stopped };
+                    let status = if holder.is_some() {
+                        FlowStatus::Idle
+                    } else {
+                        FlowStatus::Stopped
+                    };
                     if !f.status_known || f.alive() != holder.is_some() {
                         f.statuses.push_back((at_ms, status));
                         f.status = status;
@@ -392,7 +439,11 @@ impl App {
         if !f.alive() {
             return;
         }
-        let status = if f.batches.pending().is_some() { FlowStatus::Running } else { FlowStatus::Idle };
+        let status = if f.batches.pending().is_some() {
+            FlowStatus::Running
+        } else {
+            FlowStatus::Idle
+        };
         if f.status != status {
             f.status = status;
             f.statuses.push_back((now, status));
@@ -416,7 +467,10 @@ impl App {
         if visible.is_empty() {
             return;
         }
-        let pos = visible.iter().position(|i| *i == self.selected).unwrap_or(0) as isize;
+        let pos = visible
+            .iter()
+            .position(|i| *i == self.selected)
+            .unwrap_or(0) as isize;
         let next = (pos + delta).clamp(0, visible.len() as isize - 1) as usize;
         self.selected = visible[next];
     }
@@ -431,7 +485,11 @@ impl App {
             return;
         };
         let now = self.now_ms;
-        self.flows[i].push_event(now, EventKind::Operator, format!("{} requested by the operator", command_word(command)));
+        self.flows[i].push_event(
+            now,
+            EventKind::Operator,
+            format!("{} requested by the operator", command_word(command)),
+        );
         self.say(format!("{flow}: {} requested", command_word(command)));
         effects.push(Effect::Command { flow, command });
     }
@@ -517,7 +575,10 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
         Action::ScrollBack | Action::ScrollForward => {
             let step = (app.window_ms / 5).max(1_000);
             let now = app.now_ms;
-            let f = app.freeze.get_or_insert(Freeze { at_ms: now, back_ms: 0 });
+            let f = app.freeze.get_or_insert(Freeze {
+                at_ms: now,
+                back_ms: 0,
+            });
             f.back_ms = if action == Action::ScrollBack {
                 (f.back_ms + step).min(app.retention_ms)
             } else {
@@ -525,8 +586,15 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             };
         }
         Action::ZoomIn | Action::ZoomOut => {
-            let i = WINDOWS_MS.iter().position(|w| *w >= app.window_ms).unwrap_or(WINDOWS_MS.len() - 1);
-            let j = if action == Action::ZoomIn { i.saturating_sub(1) } else { (i + 1).min(WINDOWS_MS.len() - 1) };
+            let i = WINDOWS_MS
+                .iter()
+                .position(|w| *w >= app.window_ms)
+                .unwrap_or(WINDOWS_MS.len() - 1);
+            let j = if action == Action::ZoomIn {
+                i.saturating_sub(1)
+            } else {
+                (i + 1).min(WINDOWS_MS.len() - 1)
+            };
             app.window_ms = WINDOWS_MS[j];
         }
         Action::Help => {
@@ -566,10 +634,12 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::InputCancel => {
-            if let Overlay::Prompt { kind, .. } = &app.overlay {
-                if *kind == PromptKind::Filter {
-                    app.filter.clear();
-                }
+            if let Overlay::Prompt {
+                kind: PromptKind::Filter,
+                ..
+            } = &app.overlay
+            {
+                app.filter.clear();
             }
             app.overlay = Overlay::None;
         }
@@ -619,7 +689,11 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
                 app.quitting = true;
                 let now = app.now_ms;
                 for f in app.flows.iter_mut().filter(|f| f.alive()) {
-                    f.push_event(now, EventKind::Operator, "stop all and quit requested by the operator".into());
+                    f.push_event(
+                        now,
+                        EventKind::Operator,
+                        "stop all and quit requested by the operator".into(),
+                    );
                 }
                 app.say("stopping every flow after its running batch; q again aborts now");
                 effects.push(Effect::StopAll);
@@ -638,9 +712,15 @@ pub fn merged_events(app: &App, until_ms: i64, limit: usize) -> Vec<&super::mode
     let mut all: Vec<&super::model::TimelineEvent> = app
         .flows
         .iter()
-        .flat_map(|f| f.timeline.iter().rev().filter(move |e| e.t_ms <= until_ms).take(limit))
+        .flat_map(|f| {
+            f.timeline
+                .iter()
+                .rev()
+                .filter(move |e| e.t_ms <= until_ms)
+                .take(limit)
+        })
         .collect();
-    all.sort_by(|a, b| b.t_ms.cmp(&a.t_ms));
+    all.sort_by_key(|e| std::cmp::Reverse(e.t_ms));
     all.truncate(limit);
     all
 }
@@ -700,7 +780,11 @@ mod tests {
         update(&mut app, Action::ScrollBack);
         assert_eq!(app.as_of(), 1_000_000 - DEFAULT_WINDOW_MS / 5);
         app.tick(2_000_000);
-        assert_eq!(app.as_of(), 1_000_000 - DEFAULT_WINDOW_MS / 5, "frozen views do not move");
+        assert_eq!(
+            app.as_of(),
+            1_000_000 - DEFAULT_WINDOW_MS / 5,
+            "frozen views do not move"
+        );
         update(&mut app, Action::ScrollForward);
         update(&mut app, Action::ScrollForward);
         assert_eq!(app.as_of(), 1_000_000);

@@ -22,9 +22,7 @@ use ratatui::widgets::{
 use super::app::Pane;
 use super::keys::Hint;
 use super::model::PHASES;
-use super::snapshot::{
-    Body, ChartSnap, DetailSnap, EventRow, OverlaySnap, OverviewSnap, Snapshot,
-};
+use super::snapshot::{Body, ChartSnap, DetailSnap, EventRow, OverlaySnap, OverviewSnap, Snapshot};
 use super::theme::{Role, Theme, fold_ascii};
 use super::units;
 
@@ -42,15 +40,22 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
     let theme = snap.theme;
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         frame.render_widget(
-            Paragraph::new(format!("terminal too small: {}x{} (need {MIN_WIDTH}x{MIN_HEIGHT})", area.width, area.height))
-                .wrap(Wrap { trim: true }),
+            Paragraph::new(format!(
+                "terminal too small: {}x{} (need {MIN_WIDTH}x{MIN_HEIGHT})",
+                area.width, area.height
+            ))
+            .wrap(Wrap { trim: true }),
             area,
         );
         return;
     }
-    let [header, body, status, hints] =
-        Layout::vertical([Constraint::Length(1), Constraint::Fill(1), Constraint::Length(1), Constraint::Length(1)])
-            .areas(area);
+    let [header, body, status, hints] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
     draw_header(frame, header, snap);
     match &snap.body {
         Body::Overview(o) => draw_overview(frame, body, o, theme),
@@ -58,7 +63,12 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
     }
     draw_status(frame, status, snap);
     draw_hints(frame, hints, snap);
-    if let OverlaySnap::Help { keys, commands, scroll } = &snap.overlay {
+    if let OverlaySnap::Help {
+        keys,
+        commands,
+        scroll,
+    } = &snap.overlay
+    {
         draw_help(frame, body, keys, commands, *scroll, theme);
     }
     if theme.ascii {
@@ -68,14 +78,22 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
 
 fn draw_header(frame: &mut Frame, area: Rect, snap: &Snapshot) {
     let right_w = (snap.header_right.chars().count() as u16 + 1).min(area.width / 2);
-    let [left, right] = Layout::horizontal([Constraint::Fill(1), Constraint::Length(right_w)]).areas(area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(right_w)]).areas(area);
     let t = snap.theme;
     frame.render_widget(
-        Paragraph::new(Line::from(Span::styled(format!(" {}", snap.header_left), t.style(Role::Title)))),
+        Paragraph::new(Line::from(Span::styled(
+            format!(" {}", snap.header_left),
+            t.style(Role::Title),
+        ))),
         left,
     );
     frame.render_widget(
-        Paragraph::new(Line::from(Span::styled(snap.header_right.clone(), t.style(snap.header_role)))).alignment(Alignment::Right),
+        Paragraph::new(Line::from(Span::styled(
+            snap.header_right.clone(),
+            t.style(snap.header_role),
+        )))
+        .alignment(Alignment::Right),
         right,
     );
 }
@@ -89,10 +107,19 @@ fn draw_status(frame: &mut Frame, area: Rect, snap: &Snapshot) {
             frame.set_cursor_position((x.min(area.right().saturating_sub(1)), area.y));
         }
         OverlaySnap::Confirm { question } => {
-            frame.render_widget(Paragraph::new(Span::styled(format!(" {question}"), t.style(Role::Warn))), area);
+            frame.render_widget(
+                Paragraph::new(Span::styled(format!(" {question}"), t.style(Role::Warn))),
+                area,
+            );
         }
         _ => {
-            frame.render_widget(Paragraph::new(Span::styled(format!(" {}", snap.status_line), t.style(snap.status_role))), area);
+            frame.render_widget(
+                Paragraph::new(Span::styled(
+                    format!(" {}", snap.status_line),
+                    t.style(snap.status_role),
+                )),
+                area,
+            );
         }
     }
 }
@@ -125,12 +152,24 @@ fn draw_hints(frame: &mut Frame, area: Rect, snap: &Snapshot) {
 }
 
 fn block<'a>(title: &'a str, focused: bool, theme: Theme) -> Block<'a> {
-    let style = if focused { theme.style(Role::Focus) } else { theme.style(Role::Title) };
-    let title = if focused { format!("[{title}]") } else { format!(" {title} ") };
+    let style = if focused {
+        theme.style(Role::Focus)
+    } else {
+        theme.style(Role::Title)
+    };
+    let title = if focused {
+        format!("[{title}]")
+    } else {
+        format!(" {title} ")
+    };
     Block::default()
         .borders(Borders::ALL)
         .border_set(theme.border_set())
-        .border_style(if focused { theme.style(Role::Focus) } else { Style::default() })
+        .border_style(if focused {
+            theme.style(Role::Focus)
+        } else {
+            Style::default()
+        })
         .title(Span::styled(title, style))
 }
 
@@ -141,10 +180,17 @@ fn clamp_scroll(scroll: usize, rows: usize, visible: usize) -> usize {
 
 fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) {
     let table_h = ((o.rows.len() as u16) + 3).clamp(4, (area.height * 3 / 5).max(4));
-    let [top, bottom] = Layout::vertical([Constraint::Length(table_h), Constraint::Fill(1)]).areas(area);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(table_h), Constraint::Fill(1)]).areas(area);
     let w = area.width;
     // Columns by priority: the widest layouts show everything.
-    let name_w = o.rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(4).clamp(4, 24) as u16;
+    let name_w = o
+        .rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 24) as u16;
     let mut cols: Vec<(&str, Constraint)> = vec![
         ("FLOW", Constraint::Length(name_w)),
         ("STATUS", Constraint::Length(8)),
@@ -180,23 +226,40 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
             cells.push(Cell::from(r.state_rows.clone()));
         }
         cells.push(Cell::from(r.last_duration.clone()));
-        cells.push(Cell::from(Span::styled(r.last_error.clone(), theme.style(Role::Bad))));
+        cells.push(Cell::from(Span::styled(
+            r.last_error.clone(),
+            theme.style(Role::Bad),
+        )));
         Row::new(cells)
     });
     let table = Table::new(rows, cols.iter().map(|(_, c)| *c))
         .header(header)
         .block(block("Flows", !o.events_focused, theme))
         .row_highlight_style(theme.style(Role::Selected));
-    let mut state = TableState::default().with_selected(if o.events_focused { None } else { o.selected });
+    let mut state =
+        TableState::default().with_selected(if o.events_focused { None } else { o.selected });
     if o.rows.is_empty() {
         frame.render_widget(
-            Paragraph::new(" no flow matches the filter").block(block("Flows", !o.events_focused, theme)),
+            Paragraph::new(" no flow matches the filter").block(block(
+                "Flows",
+                !o.events_focused,
+                theme,
+            )),
             top,
         );
     } else {
         frame.render_stateful_widget(table, top, &mut state);
     }
-    draw_events(frame, bottom, "Events (all flows, newest first)", &o.events, o.events_scroll, true, o.events_focused, theme);
+    draw_events(
+        frame,
+        bottom,
+        "Events (all flows, newest first)",
+        &o.events,
+        o.events_scroll,
+        true,
+        o.events_focused,
+        theme,
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -212,7 +275,12 @@ fn draw_events(
 ) {
     let b = block(title, focused, theme);
     if events.is_empty() {
-        frame.render_widget(Paragraph::new(" nothing yet").style(theme.style(Role::Dim)).block(b), area);
+        frame.render_widget(
+            Paragraph::new(" nothing yet")
+                .style(theme.style(Role::Dim))
+                .block(b),
+            area,
+        );
         return;
     }
     let visible = area.height.saturating_sub(2) as usize;
@@ -241,10 +309,15 @@ fn draw_detail(frame: &mut Frame, area: Rect, d: &DetailSnap, theme: Theme) {
         return;
     }
     if !wide(Rect::new(0, 0, area.width, area.height + 3)) {
-        let [bar, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+        let [bar, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
         let mut spans = vec![Span::raw(" ")];
         for (i, p) in Pane::ALL.iter().enumerate() {
-            let style = if *p == d.focus { theme.style(Role::Selected) } else { theme.style(Role::Dim) };
+            let style = if *p == d.focus {
+                theme.style(Role::Selected)
+            } else {
+                theme.style(Role::Dim)
+            };
             spans.push(Span::styled(format!("{} {}", i + 1, p.short()), style));
             spans.push(Span::raw(" "));
         }
@@ -259,7 +332,9 @@ fn draw_detail(frame: &mut Frame, area: Rect, d: &DetailSnap, theme: Theme) {
         Constraint::Fill(1),
     ])
     .areas(area);
-    let halves = |r: Rect| -> [Rect; 2] { Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(r) };
+    let halves = |r: Rect| -> [Rect; 2] {
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Fill(1)]).areas(r)
+    };
     let [a, b] = halves(r1);
     let [c, e] = halves(r2);
     let [f, g] = halves(r3);
@@ -276,7 +351,14 @@ fn draw_detail(frame: &mut Frame, area: Rect, d: &DetailSnap, theme: Theme) {
     }
 }
 
-fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused: bool, theme: Theme) {
+fn draw_pane(
+    frame: &mut Frame,
+    area: Rect,
+    d: &DetailSnap,
+    pane: Pane,
+    focused: bool,
+    theme: Theme,
+) {
     let b = block(pane.title(), focused, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
@@ -287,12 +369,26 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
     match pane {
         Pane::Rates => draw_chart(frame, inner, &d.rates, theme),
         Pane::Backlog => {
-            let [l1, l2, rest] =
-                Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Fill(1)]).areas(inner);
-            frame.render_widget(Paragraph::new(Span::styled(d.backlog.forecast.clone(), theme.style(d.backlog.forecast_role))), l1);
-            frame.render_widget(Paragraph::new(Span::styled(d.backlog.now.clone(), theme.style(Role::Dim))), l2);
+            let [l1, l2, rest] = Layout::vertical([
+                Constraint::Length(1),
+                Constraint::Length(1),
+                Constraint::Fill(1),
+            ])
+            .areas(inner);
+            frame.render_widget(
+                Paragraph::new(Span::styled(
+                    d.backlog.forecast.clone(),
+                    theme.style(d.backlog.forecast_role),
+                )),
+                l1,
+            );
+            frame.render_widget(
+                Paragraph::new(Span::styled(d.backlog.now.clone(), theme.style(Role::Dim))),
+                l2,
+            );
             if rest.height >= 12 {
-                let [top, bottom] = Layout::vertical([Constraint::Percentage(50), Constraint::Fill(1)]).areas(rest);
+                let [top, bottom] =
+                    Layout::vertical([Constraint::Percentage(50), Constraint::Fill(1)]).areas(rest);
                 draw_chart(frame, top, &d.backlog.files, theme);
                 draw_chart(frame, bottom, &d.backlog.bytes, theme);
             } else {
@@ -301,22 +397,32 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
         }
         Pane::Watermark => {
             if let Some(msg) = &d.watermark.empty {
-                frame.render_widget(Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)), inner);
+                frame.render_widget(
+                    Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)),
+                    inner,
+                );
                 return;
             }
             let text: Vec<Line> = d
                 .watermark
                 .lines
                 .iter()
-                .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<22}"), theme.style(Role::Dim)), Span::raw(v.clone())]))
+                .map(|(k, v)| {
+                    Line::from(vec![
+                        Span::styled(format!("{k:<22}"), theme.style(Role::Dim)),
+                        Span::raw(v.clone()),
+                    ])
+                })
                 .collect();
             if inner.width >= 76 {
-                let [left, right] = Layout::horizontal([Constraint::Length(45), Constraint::Fill(1)]).areas(inner);
+                let [left, right] =
+                    Layout::horizontal([Constraint::Length(45), Constraint::Fill(1)]).areas(inner);
                 frame.render_widget(Paragraph::new(text), left);
                 draw_chart(frame, right, &d.watermark.chart, theme);
             } else {
                 let n = text.len() as u16;
-                let [top, rest] = Layout::vertical([Constraint::Length(n), Constraint::Fill(1)]).areas(inner);
+                let [top, rest] =
+                    Layout::vertical([Constraint::Length(n), Constraint::Fill(1)]).areas(inner);
                 frame.render_widget(Paragraph::new(text), top);
                 if rest.height >= 5 {
                     draw_chart(frame, rest, &d.watermark.chart, theme);
@@ -325,12 +431,19 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
         }
         Pane::State => {
             if let Some(msg) = &d.state.empty {
-                frame.render_widget(Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)), inner);
+                frame.render_widget(
+                    Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)),
+                    inner,
+                );
                 return;
             }
-            let [note, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(inner);
+            let [note, rest] =
+                Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(inner);
             frame.render_widget(
-                Paragraph::new(Span::styled(d.state.note.clone().unwrap_or_default(), theme.style(Role::Dim))),
+                Paragraph::new(Span::styled(
+                    d.state.note.clone().unwrap_or_default(),
+                    theme.style(Role::Dim),
+                )),
                 note,
             );
             let header = Row::new(["OPERATOR", "ROWS", "UPD", "REM", "LATE", "MEMORY", "DISK"])
@@ -362,7 +475,10 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
         Pane::Durations => draw_durations(frame, inner, d, scroll, theme),
         Pane::History => {
             if d.history.is_empty() {
-                frame.render_widget(Paragraph::new("no batch yet").style(theme.style(Role::Dim)), inner);
+                frame.render_widget(
+                    Paragraph::new("no batch yet").style(theme.style(Role::Dim)),
+                    inner,
+                );
                 return;
             }
             let full = inner.width >= 70;
@@ -408,7 +524,10 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
         Pane::Timeline => {
             // The pane's block is already drawn: list rows without another border.
             if d.timeline.is_empty() {
-                frame.render_widget(Paragraph::new("nothing yet").style(theme.style(Role::Dim)), inner);
+                frame.render_widget(
+                    Paragraph::new("nothing yet").style(theme.style(Role::Dim)),
+                    inner,
+                );
                 return;
             }
             let visible = inner.height as usize;
@@ -421,7 +540,14 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
                 ])
             });
             frame.render_widget(
-                Table::new(rows, [Constraint::Length(9), Constraint::Length(8), Constraint::Fill(1)]),
+                Table::new(
+                    rows,
+                    [
+                        Constraint::Length(9),
+                        Constraint::Length(8),
+                        Constraint::Fill(1),
+                    ],
+                ),
                 inner,
             );
         }
@@ -430,27 +556,46 @@ fn draw_pane(frame: &mut Frame, area: Rect, d: &DetailSnap, pane: Pane, focused:
 
 fn draw_durations(frame: &mut Frame, area: Rect, d: &DetailSnap, scroll: usize, theme: Theme) {
     if d.durations.is_empty() {
-        frame.render_widget(Paragraph::new("no batch yet").style(theme.style(Role::Dim)), area);
+        frame.render_widget(
+            Paragraph::new("no batch yet").style(theme.style(Role::Dim)),
+            area,
+        );
         return;
     }
     let [legend, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
     let short = ["latest", "get", "add", "wal", "commit"];
     let mut spans = Vec::new();
     for (i, name) in PHASES.iter().enumerate() {
-        spans.push(Span::styled(theme.phase_glyph(i).to_string(), theme.style(Role::Phase(i))));
-        spans.push(Span::raw(format!(" {} ", if area.width >= 80 { name } else { short[i] })));
+        spans.push(Span::styled(
+            theme.phase_glyph(i).to_string(),
+            theme.style(Role::Phase(i)),
+        ));
+        spans.push(Span::raw(format!(
+            " {} ",
+            if area.width >= 80 { name } else { short[i] }
+        )));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), legend);
     let numbers = rest.width >= 50;
     let fixed: u16 = if numbers { 6 + 7 * 6 + 7 } else { 6 + 8 };
     let bar_w = rest.width.saturating_sub(fixed + 1);
-    let max_total = d.durations.iter().map(|r| r.total.max(r.phases.iter().sum())).max().unwrap_or(1).max(1);
+    let max_total = d
+        .durations
+        .iter()
+        .map(|r| r.total.max(r.phases.iter().sum()))
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let visible = rest.height.saturating_sub(1) as usize;
     let skip = clamp_scroll(scroll, d.durations.len(), visible);
     let rows = d.durations.iter().skip(skip).take(visible).map(|r| {
         let mut cells = vec![Cell::from(r.batch_id.to_string())];
         if numbers {
-            cells.extend(r.phases.iter().map(|v| Cell::from(units::duration_ms(*v as i64))));
+            cells.extend(
+                r.phases
+                    .iter()
+                    .map(|v| Cell::from(units::duration_ms(*v as i64))),
+            );
         }
         cells.push(Cell::from(units::duration_ms(r.total as i64)));
         if bar_w >= 4 {
@@ -461,7 +606,10 @@ fn draw_durations(frame: &mut Frame, area: Rect, d: &DetailSnap, scroll: usize, 
                 let n = n.min(bar_w - used);
                 used += n;
                 if n > 0 {
-                    bar.push(Span::styled(theme.phase_glyph(i).repeat(usize::from(n)), theme.style(Role::Phase(i))));
+                    bar.push(Span::styled(
+                        theme.phase_glyph(i).repeat(usize::from(n)),
+                        theme.style(Role::Phase(i)),
+                    ));
                 }
             }
             cells.push(Cell::from(Line::from(bar)));
@@ -491,7 +639,10 @@ fn draw_chart(frame: &mut Frame, area: Rect, c: &ChartSnap, theme: Theme) {
         return;
     }
     if let Some(msg) = &c.empty {
-        frame.render_widget(Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)), area);
+        frame.render_widget(
+            Paragraph::new(msg.as_str()).style(theme.style(Role::Dim)),
+            area,
+        );
         return;
     }
     // A key line instead of a legend box: small charts keep all their rows for data.
@@ -499,15 +650,26 @@ fn draw_chart(frame: &mut Frame, area: Rect, c: &ChartSnap, theme: Theme) {
     let mut spans = Vec::new();
     let mut datasets = Vec::new();
     for s in &c.series {
-        let role = if s.index == 0 { Role::Series1 } else { Role::Series2 };
-        spans.push(Span::styled(format!("{} ", theme.series_key(s.index)), theme.style(role)));
+        let role = if s.index == 0 {
+            Role::Series1
+        } else {
+            Role::Series2
+        };
+        spans.push(Span::styled(
+            format!("{} ", theme.series_key(s.index)),
+            theme.style(role),
+        ));
         spans.push(Span::raw(format!("{}  ", s.name)));
         for seg in &s.segments {
             datasets.push(
                 Dataset::default()
                     .data(seg)
                     .marker(theme.marker(s.index))
-                    .graph_type(if seg.len() == 1 { GraphType::Scatter } else { GraphType::Line })
+                    .graph_type(if seg.len() == 1 {
+                        GraphType::Scatter
+                    } else {
+                        GraphType::Line
+                    })
                     .style(theme.style(role)),
             );
         }
@@ -515,8 +677,18 @@ fn draw_chart(frame: &mut Frame, area: Rect, c: &ChartSnap, theme: Theme) {
     frame.render_widget(Paragraph::new(Line::from(spans)), key);
     let axis_style = theme.style(Role::Dim);
     let chart = Chart::new(datasets)
-        .x_axis(Axis::default().bounds(c.x_bounds).labels(c.x_labels.clone()).style(axis_style))
-        .y_axis(Axis::default().bounds(c.y_bounds).labels(c.y_labels.clone()).style(axis_style))
+        .x_axis(
+            Axis::default()
+                .bounds(c.x_bounds)
+                .labels(c.x_labels.clone())
+                .style(axis_style),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds(c.y_bounds)
+                .labels(c.y_labels.clone())
+                .style(axis_style),
+        )
         .legend_position(None);
     frame.render_widget(chart, area);
 }
@@ -529,25 +701,57 @@ fn draw_help(
     scroll: usize,
     theme: Theme,
 ) {
-    let w = if body.width < 100 { body.width } else { body.width.saturating_sub(4).min(96) };
-    let h = if body.height < 30 { body.height } else { body.height.saturating_sub(2) };
-    let area = Rect::new(body.x + (body.width - w) / 2, body.y + (body.height - h) / 2, w, h);
+    let w = if body.width < 100 {
+        body.width
+    } else {
+        body.width.saturating_sub(4).min(96)
+    };
+    let h = if body.height < 30 {
+        body.height
+    } else {
+        body.height.saturating_sub(2)
+    };
+    let area = Rect::new(
+        body.x + (body.width - w) / 2,
+        body.y + (body.height - h) / 2,
+        w,
+        h,
+    );
     frame.render_widget(Clear, area);
-    let b = block("Help: the keys that work here (j/k scroll, Esc close)", true, theme);
+    let b = block(
+        "Help: the keys that work here (j/k scroll, Esc close)",
+        true,
+        theme,
+    );
     let inner = b.inner(area);
     frame.render_widget(b, area);
-    let key_w = keys.iter().chain(commands).map(|(k, _)| k.chars().count()).max().unwrap_or(8) + 2;
+    let key_w = keys
+        .iter()
+        .chain(commands)
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(8)
+        + 2;
     let mut lines: Vec<Line> = keys
         .iter()
-        .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<key_w$}"), theme.style(Role::Focus)), Span::raw(v.clone())]))
+        .map(|(k, v)| {
+            Line::from(vec![
+                Span::styled(format!("{k:<key_w$}"), theme.style(Role::Focus)),
+                Span::raw(v.clone()),
+            ])
+        })
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::from(Span::styled("Commands (after :)", theme.style(Role::Title))));
-    lines.extend(
-        commands
-            .iter()
-            .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<key_w$}"), theme.style(Role::Focus)), Span::raw(v.clone())])),
-    );
+    lines.push(Line::from(Span::styled(
+        "Commands (after :)",
+        theme.style(Role::Title),
+    )));
+    lines.extend(commands.iter().map(|(k, v)| {
+        Line::from(vec![
+            Span::styled(format!("{k:<key_w$}"), theme.style(Role::Focus)),
+            Span::raw(v.clone()),
+        ])
+    }));
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "Units: rates rows/s; sizes decimal bytes (kB = 1000 B); times UTC; durations ms/s/m/h.",

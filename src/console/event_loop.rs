@@ -58,7 +58,11 @@ fn paint(session: &Session, terminal: &mut ConsoleTerminal, clear: bool) -> io::
     Ok(())
 }
 
-pub async fn run(session: &mut Session, terminal: &mut ConsoleTerminal, mut feeds: Feeds) -> io::Result<LoopEnd> {
+pub async fn run(
+    session: &mut Session,
+    terminal: &mut ConsoleTerminal,
+    mut feeds: Feeds,
+) -> io::Result<LoopEnd> {
     let mut keys = EventStream::new();
     let mut keys_open = true;
     let mut inputs_open = true;

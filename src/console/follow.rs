@@ -107,7 +107,10 @@ pub fn read_batches(cp: &Checkpoint) -> crate::Result<CheckpointBatches> {
         pending_since_ms: None,
     };
     if let Some(p) = b.pending() {
-        b.pending_since_ms = cp.read_offsets(p).ok().map(|o| o.metadata.batch_timestamp_ms);
+        b.pending_since_ms = cp
+            .read_offsets(p)
+            .ok()
+            .map(|o| o.metadata.batch_timestamp_ms);
     }
     Ok(b)
 }
@@ -116,7 +119,9 @@ pub fn read_batches(cp: &Checkpoint) -> crate::Result<CheckpointBatches> {
 pub fn read_holder(cp: &Checkpoint) -> Option<LockHolder> {
     let text = std::fs::read_to_string(cp.weir_dir().join("lock")).ok()?;
     let holder: LockHolder = serde_json::from_str(text.trim()).ok()?;
-    let here = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
+    let here = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok());
     if here.as_deref() == Some(holder.host.as_str()) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(holder.pid).ok()?);
         // Signal 0 only checks that the process exists. EPERM: it exists, owned by someone else.
@@ -148,7 +153,12 @@ fn now_ms() -> i64 {
 }
 
 /// Follows one checkpoint until the console stops listening.
-pub async fn follow(flow: String, checkpoint: PathBuf, options: FollowOptions, tx: mpsc::Sender<Input>) {
+pub async fn follow(
+    flow: String,
+    checkpoint: PathBuf,
+    options: FollowOptions,
+    tx: mpsc::Sender<Input>,
+) {
     let cp = Checkpoint::at(&checkpoint);
     let mut tail = ProgressTail::new(cp.progress_path());
     let mut batches: Option<CheckpointBatches> = None;
@@ -161,7 +171,8 @@ pub async fn follow(flow: String, checkpoint: PathBuf, options: FollowOptions, t
         interval.tick().await;
         let mut inputs = Vec::new();
         if options.lock {
-            let h = read_holder(&cp).map(|h| format!("pid {} on {} (since {})", h.pid, h.host, h.started_at));
+            let h = read_holder(&cp)
+                .map(|h| format!("pid {} on {} (since {})", h.pid, h.host, h.started_at));
             if holder.as_ref() != Some(&h) {
                 holder = Some(h.clone());
                 inputs.push(Input::Holder {
@@ -207,9 +218,14 @@ pub async fn follow(flow: String, checkpoint: PathBuf, options: FollowOptions, t
             }
             Err(_) => {}
         }
-        let newest_schema = Checkpoint::batch_ids(&cp.schemas_dir()).ok().and_then(|ids| ids.last().copied());
-        if newest_schema.is_some() && newest_schema != schemas_seen {
-            if let Ok(history) = schema_store::history(&cp) {
+        let newest_schema = Checkpoint::batch_ids(&cp.schemas_dir())
+            .ok()
+            .and_then(|ids| ids.last().copied());
+        if newest_schema.is_some()
+            && newest_schema != schemas_seen
+            && let Ok(history) = schema_store::history(&cp)
+        {
+            {
                 for (version, entry) in history {
                     if schemas_seen.is_none_or(|seen| version > seen) {
                         inputs.push(Input::Schema {
@@ -255,15 +271,36 @@ mod tests {
         let mut f = std::fs::File::create(&path).unwrap();
         let (l0, l1) = (line(0), line(1));
         write!(f, "{l0}\n{}", &l1[..10]).unwrap();
-        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [0]);
+        assert_eq!(
+            tail.poll()
+                .unwrap()
+                .iter()
+                .map(|p| p.batch_id)
+                .collect::<Vec<_>>(),
+            [0]
+        );
         write!(f, "{}\nnot json\n", &l1[10..]).unwrap();
-        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            tail.poll()
+                .unwrap()
+                .iter()
+                .map(|p| p.batch_id)
+                .collect::<Vec<_>>(),
+            [1]
+        );
         assert_eq!(tail.skipped, 1);
         // Compaction: a new file replaces the old one.
         let tmp = dir.path().join("tmp");
         std::fs::write(&tmp, format!("{}\n", line(1))).unwrap();
         std::fs::rename(&tmp, &path).unwrap();
-        assert_eq!(tail.poll().unwrap().iter().map(|p| p.batch_id).collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            tail.poll()
+                .unwrap()
+                .iter()
+                .map(|p| p.batch_id)
+                .collect::<Vec<_>>(),
+            [1]
+        );
     }
 
     #[test]
@@ -273,10 +310,16 @@ mod tests {
         std::fs::create_dir_all(cp.weir_dir()).unwrap();
         assert!(read_holder(&cp).is_none());
         let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
-        let me = format!("{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}", std::process::id());
+        let me = format!(
+            "{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}",
+            std::process::id()
+        );
         std::fs::write(cp.weir_dir().join("lock"), me).unwrap();
         assert_eq!(read_holder(&cp).unwrap().pid, std::process::id());
-        let dead = format!("{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}", i32::MAX - 7);
+        let dead = format!(
+            "{{\"pid\":{},\"host\":\"{host}\",\"started_at\":\"x\"}}",
+            i32::MAX - 7
+        );
         std::fs::write(cp.weir_dir().join("lock"), dead).unwrap();
         assert!(read_holder(&cp).is_none());
     }

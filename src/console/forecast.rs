@@ -47,22 +47,34 @@ impl Forecast {
         match self {
             Forecast::Unknown => "no backlog metric for this source".into(),
             Forecast::CaughtUp => "caught up: no backlog".into(),
-            Forecast::Drains { eta_secs } => format!("drains in {} at current rates", units::eta(*eta_secs)),
+            Forecast::Drains { eta_secs } => {
+                format!("drains in {} at current rates", units::eta(*eta_secs))
+            }
             Forecast::NotDraining {
                 input_rps,
                 processing_rps,
             } => format!(
                 "not draining: input {} {} processing {}",
                 units::rate(*input_rps),
-                if input_rps > processing_rps { ">" } else { ">=" },
+                if input_rps > processing_rps {
+                    ">"
+                } else {
+                    ">="
+                },
                 units::rate(*processing_rps)
             ),
             Forecast::Growing { files_per_min } => {
-                format!("not draining: backlog {:+.1} files/min at current rates", files_per_min)
+                format!(
+                    "not draining: backlog {:+.1} files/min at current rates",
+                    files_per_min
+                )
             }
             Forecast::NoEstimate => "backlog: no estimate until the next batch".into(),
             Forecast::Halted { status, files } => {
-                format!("not draining: flow is {} with {files} file(s) waiting", status.label())
+                format!(
+                    "not draining: flow is {} with {files} file(s) waiting",
+                    status.label()
+                )
             }
         }
     }
@@ -79,15 +91,23 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
     if backlog == 0 {
         return Forecast::CaughtUp;
     }
-    if let Some(s @ (FlowStatus::Paused | FlowStatus::Stopped | FlowStatus::Failed | FlowStatus::Stopping)) = status {
-        return Forecast::Halted { status: s, files: backlog };
+    if let Some(
+        s @ (FlowStatus::Paused | FlowStatus::Stopped | FlowStatus::Failed | FlowStatus::Stopping),
+    ) = status
+    {
+        return Forecast::Halted {
+            status: s,
+            files: backlog,
+        };
     }
     let recent: Vec<&Sample> = samples
         .iter()
         .copied()
         .filter(|s| s.t_ms >= last.t_ms - FORECAST_SPAN_MS && s.backlog_files.is_some())
         .collect();
-    let (rows, files): (u64, u64) = recent.iter().fold((0, 0), |(r, f), s| (r + s.input_rows, f + s.files));
+    let (rows, files): (u64, u64) = recent
+        .iter()
+        .fold((0, 0), |(r, f), s| (r + s.input_rows, f + s.files));
     let rows_per_file = (files > 0).then(|| rows as f64 / files as f64);
     let first = recent.first().copied().unwrap_or(last);
     let dt = (last.t_ms - first.t_ms) as f64 / 1000.0;
@@ -154,19 +174,26 @@ mod tests {
     #[test]
     fn draining_backlog_gives_an_eta() {
         // 10 files/batch every 10 s, backlog falls by 5 files per 10 s: 100 files in 200 s.
-        let s: Vec<Sample> = (0..5).map(|i| sample(i * 10, 1000, 10, 120 - 5 * i as u64)).collect();
+        let s: Vec<Sample> = (0..5)
+            .map(|i| sample(i * 10, 1000, 10, 120 - 5 * i as u64))
+            .collect();
         let refs: Vec<&Sample> = s.iter().collect();
         match forecast(&refs, Some(FlowStatus::Running)) {
             Forecast::Drains { eta_secs } => assert!((eta_secs - 200.0).abs() < 1e-6, "{eta_secs}"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(Forecast::Drains { eta_secs: 200.0 }.text(), "drains in ~3 min at current rates");
+        assert_eq!(
+            Forecast::Drains { eta_secs: 200.0 }.text(),
+            "drains in ~3 min at current rates"
+        );
     }
 
     #[test]
     fn growing_backlog_names_both_rates() {
         // Consumes 1000 rows / 10 s = 100 rows/s; backlog grows by 2 files / 10 s at 100 rows/file = 20 rows/s.
-        let s: Vec<Sample> = (0..4).map(|i| sample(i * 10, 1000, 10, 50 + 2 * i as u64)).collect();
+        let s: Vec<Sample> = (0..4)
+            .map(|i| sample(i * 10, 1000, 10, 50 + 2 * i as u64))
+            .collect();
         let refs: Vec<&Sample> = s.iter().collect();
         let f = forecast(&refs, Some(FlowStatus::Idle));
         assert_eq!(f.text(), "not draining: input 120/s > processing 100/s");

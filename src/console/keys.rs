@@ -70,19 +70,35 @@ fn run_mode(app: &App) -> bool {
     app.mode == Mode::Run
 }
 fn current_status(app: &App) -> Option<FlowStatus> {
-    app.current_flow().filter(|f| f.status_known).map(|f| f.status)
+    app.current_flow()
+        .filter(|f| f.status_known)
+        .map(|f| f.status)
 }
 fn can_pause(app: &App) -> bool {
-    run_mode(app) && matches!(current_status(app), Some(FlowStatus::Starting | FlowStatus::Running | FlowStatus::Idle))
+    run_mode(app)
+        && matches!(
+            current_status(app),
+            Some(FlowStatus::Starting | FlowStatus::Running | FlowStatus::Idle)
+        )
 }
 fn can_resume(app: &App) -> bool {
     run_mode(app) && current_status(app) == Some(FlowStatus::Paused)
 }
 fn can_trigger(app: &App) -> bool {
-    run_mode(app) && matches!(current_status(app), Some(FlowStatus::Idle | FlowStatus::Paused | FlowStatus::Running))
+    run_mode(app)
+        && matches!(
+            current_status(app),
+            Some(FlowStatus::Idle | FlowStatus::Paused | FlowStatus::Running)
+        )
 }
 fn can_stop(app: &App) -> bool {
-    run_mode(app) && current_status(app).is_some_and(|s| !matches!(s, FlowStatus::Stopping | FlowStatus::Stopped | FlowStatus::Failed))
+    run_mode(app)
+        && current_status(app).is_some_and(|s| {
+            !matches!(
+                s,
+                FlowStatus::Stopping | FlowStatus::Stopped | FlowStatus::Failed
+            )
+        })
 }
 fn frozen(app: &App) -> bool {
     app.freeze.is_some()
@@ -100,56 +116,424 @@ fn can_go_back(app: &App) -> bool {
 /// Every binding, in the order help lists them.
 pub static BINDINGS: &[Binding] = &[
     // Overlays first: they take the keyboard.
-    Binding { keys: &[code(KeyCode::Enter)], action: Action::InputSubmit, ctx: &[Ctx::Prompt], hint: Some("apply"), hint_keys: None, help: "run the command / apply the filter", when: always },
-    Binding { keys: &[code(KeyCode::Esc)], action: Action::InputCancel, ctx: &[Ctx::Prompt], hint: Some("cancel"), hint_keys: None, help: "close the prompt", when: always },
-    Binding { keys: &[code(KeyCode::Backspace)], action: Action::InputBackspace, ctx: &[Ctx::Prompt], hint: None, hint_keys: None, help: "delete a character", when: always },
-    Binding { keys: &[k('y'), code(KeyCode::Enter)], action: Action::ConfirmYes, ctx: &[Ctx::Confirm], hint: Some("yes"), hint_keys: None, help: "confirm", when: always },
-    Binding { keys: &[k('n'), code(KeyCode::Esc)], action: Action::ConfirmNo, ctx: &[Ctx::Confirm], hint: Some("no"), hint_keys: None, help: "cancel", when: always },
-    Binding { keys: &[code(KeyCode::Esc), k('?'), k('q')], action: Action::Help, ctx: &[Ctx::Help], hint: Some("close"), hint_keys: None, help: "close the help", when: always },
-    Binding { keys: &[code(KeyCode::Down), k('j')], action: Action::Down, ctx: &[Ctx::Help], hint: Some("scroll"), hint_keys: Some("j/k"), help: "scroll down", when: always },
-    Binding { keys: &[code(KeyCode::Up), k('k')], action: Action::Up, ctx: &[Ctx::Help], hint: None, hint_keys: None, help: "scroll up", when: always },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::InputSubmit,
+        ctx: &[Ctx::Prompt],
+        hint: Some("apply"),
+        hint_keys: None,
+        help: "run the command / apply the filter",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc)],
+        action: Action::InputCancel,
+        ctx: &[Ctx::Prompt],
+        hint: Some("cancel"),
+        hint_keys: None,
+        help: "close the prompt",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Backspace)],
+        action: Action::InputBackspace,
+        ctx: &[Ctx::Prompt],
+        hint: None,
+        hint_keys: None,
+        help: "delete a character",
+        when: always,
+    },
+    Binding {
+        keys: &[k('y'), code(KeyCode::Enter)],
+        action: Action::ConfirmYes,
+        ctx: &[Ctx::Confirm],
+        hint: Some("yes"),
+        hint_keys: None,
+        help: "confirm",
+        when: always,
+    },
+    Binding {
+        keys: &[k('n'), code(KeyCode::Esc)],
+        action: Action::ConfirmNo,
+        ctx: &[Ctx::Confirm],
+        hint: Some("no"),
+        hint_keys: None,
+        help: "cancel",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('?'), k('q')],
+        action: Action::Help,
+        ctx: &[Ctx::Help],
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the help",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: &[Ctx::Help],
+        hint: Some("scroll"),
+        hint_keys: Some("j/k"),
+        help: "scroll down",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: &[Ctx::Help],
+        hint: None,
+        hint_keys: None,
+        help: "scroll up",
+        when: always,
+    },
     // Moving around.
-    Binding { keys: &[code(KeyCode::Down), k('j')], action: Action::Down, ctx: OVERVIEW, hint: Some("select"), hint_keys: Some("j/k"), help: "next flow (or event, when the events list has the focus)", when: always },
-    Binding { keys: &[code(KeyCode::Up), k('k')], action: Action::Up, ctx: OVERVIEW, hint: None, hint_keys: None, help: "previous flow (or event)", when: always },
-    Binding { keys: &[code(KeyCode::Down), k('j')], action: Action::Down, ctx: DETAIL, hint: Some("scroll"), hint_keys: Some("j/k"), help: "scroll the focused pane down (older rows)", when: always },
-    Binding { keys: &[code(KeyCode::Up), k('k')], action: Action::Up, ctx: DETAIL, hint: None, hint_keys: None, help: "scroll the focused pane up (newer rows)", when: always },
-    Binding { keys: &[code(KeyCode::PageDown), ctrl('d')], action: Action::PageDown, ctx: BROWSE, hint: None, hint_keys: None, help: "scroll down a page", when: always },
-    Binding { keys: &[code(KeyCode::PageUp), ctrl('u')], action: Action::PageUp, ctx: BROWSE, hint: None, hint_keys: None, help: "scroll up a page", when: always },
-    Binding { keys: &[k('g'), code(KeyCode::Home)], action: Action::Top, ctx: BROWSE, hint: None, hint_keys: None, help: "go to the top (newest)", when: always },
-    Binding { keys: &[k('G'), code(KeyCode::End)], action: Action::Bottom, ctx: BROWSE, hint: None, hint_keys: None, help: "go to the bottom (oldest)", when: always },
-    Binding { keys: &[code(KeyCode::Enter)], action: Action::Enter, ctx: OVERVIEW, hint: Some("open"), hint_keys: None, help: "open the selected flow's detail", when: always },
-    Binding { keys: &[code(KeyCode::Tab)], action: Action::NextPane, ctx: OVERVIEW, hint: None, hint_keys: None, help: "move the focus between flows and events", when: always },
-    Binding { keys: &[code(KeyCode::Tab)], action: Action::NextPane, ctx: DETAIL, hint: Some("pane"), hint_keys: None, help: "next pane", when: always },
-    Binding { keys: &[code(KeyCode::BackTab)], action: Action::PrevPane, ctx: BROWSE, hint: None, hint_keys: None, help: "previous pane", when: always },
-    Binding { keys: &[k('1')], action: Action::GoPane(0), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: input vs processing rate", when: always },
-    Binding { keys: &[k('2')], action: Action::GoPane(1), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: backlog and forecast", when: always },
-    Binding { keys: &[k('3')], action: Action::GoPane(2), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: watermark", when: always },
-    Binding { keys: &[k('4')], action: Action::GoPane(3), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: state", when: always },
-    Binding { keys: &[k('5')], action: Action::GoPane(4), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: batch durations", when: always },
-    Binding { keys: &[k('6')], action: Action::GoPane(5), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: checkpoint history", when: always },
-    Binding { keys: &[k('7')], action: Action::GoPane(6), ctx: DETAIL, hint: None, hint_keys: None, help: "pane: timeline", when: always },
-    Binding { keys: &[code(KeyCode::Enter)], action: Action::Enter, ctx: DETAIL, hint: Some("zoom"), hint_keys: None, help: "zoom the focused pane (again: all panes)", when: always },
-    Binding { keys: &[k(']')], action: Action::NextFlow, ctx: DETAIL, hint: None, hint_keys: None, help: "next flow", when: several_flows },
-    Binding { keys: &[k('[')], action: Action::PrevFlow, ctx: DETAIL, hint: None, hint_keys: None, help: "previous flow", when: several_flows },
-    Binding { keys: &[code(KeyCode::Esc)], action: Action::Back, ctx: BROWSE, hint: Some("back"), hint_keys: None, help: "clear the filter, unzoom, back to the overview, or back to live", when: can_go_back },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: OVERVIEW,
+        hint: Some("select"),
+        hint_keys: Some("j/k"),
+        help: "next flow (or event, when the events list has the focus)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: OVERVIEW,
+        hint: None,
+        hint_keys: None,
+        help: "previous flow (or event)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: DETAIL,
+        hint: Some("scroll"),
+        hint_keys: Some("j/k"),
+        help: "scroll the focused pane down (older rows)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "scroll the focused pane up (newer rows)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageDown), ctrl('d')],
+        action: Action::PageDown,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "scroll down a page",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageUp), ctrl('u')],
+        action: Action::PageUp,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "scroll up a page",
+        when: always,
+    },
+    Binding {
+        keys: &[k('g'), code(KeyCode::Home)],
+        action: Action::Top,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "go to the top (newest)",
+        when: always,
+    },
+    Binding {
+        keys: &[k('G'), code(KeyCode::End)],
+        action: Action::Bottom,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "go to the bottom (oldest)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::Enter,
+        ctx: OVERVIEW,
+        hint: Some("open"),
+        hint_keys: None,
+        help: "open the selected flow's detail",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Tab)],
+        action: Action::NextPane,
+        ctx: OVERVIEW,
+        hint: None,
+        hint_keys: None,
+        help: "move the focus between flows and events",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Tab)],
+        action: Action::NextPane,
+        ctx: DETAIL,
+        hint: Some("pane"),
+        hint_keys: None,
+        help: "next pane",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::BackTab)],
+        action: Action::PrevPane,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "previous pane",
+        when: always,
+    },
+    Binding {
+        keys: &[k('1')],
+        action: Action::GoPane(0),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: input vs processing rate",
+        when: always,
+    },
+    Binding {
+        keys: &[k('2')],
+        action: Action::GoPane(1),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: backlog and forecast",
+        when: always,
+    },
+    Binding {
+        keys: &[k('3')],
+        action: Action::GoPane(2),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: watermark",
+        when: always,
+    },
+    Binding {
+        keys: &[k('4')],
+        action: Action::GoPane(3),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: state",
+        when: always,
+    },
+    Binding {
+        keys: &[k('5')],
+        action: Action::GoPane(4),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: batch durations",
+        when: always,
+    },
+    Binding {
+        keys: &[k('6')],
+        action: Action::GoPane(5),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: checkpoint history",
+        when: always,
+    },
+    Binding {
+        keys: &[k('7')],
+        action: Action::GoPane(6),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "pane: timeline",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::Enter,
+        ctx: DETAIL,
+        hint: Some("zoom"),
+        hint_keys: None,
+        help: "zoom the focused pane (again: all panes)",
+        when: always,
+    },
+    Binding {
+        keys: &[k(']')],
+        action: Action::NextFlow,
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "next flow",
+        when: several_flows,
+    },
+    Binding {
+        keys: &[k('[')],
+        action: Action::PrevFlow,
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "previous flow",
+        when: several_flows,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc)],
+        action: Action::Back,
+        ctx: BROWSE,
+        hint: Some("back"),
+        hint_keys: None,
+        help: "clear the filter, unzoom, back to the overview, or back to live",
+        when: can_go_back,
+    },
     // Time.
-    Binding { keys: &[k('f')], action: Action::ToggleFreeze, ctx: BROWSE, hint: Some("freeze"), hint_keys: None, help: "freeze the view (flows keep running); again: live", when: |a| !frozen(a) },
-    Binding { keys: &[k('f')], action: Action::ToggleFreeze, ctx: BROWSE, hint: Some("live"), hint_keys: None, help: "back to the live view", when: frozen },
-    Binding { keys: &[code(KeyCode::Left), k('h')], action: Action::ScrollBack, ctx: BROWSE, hint: Some("time"), hint_keys: Some("h/l"), help: "scroll back in time (freezes the view)", when: always },
-    Binding { keys: &[code(KeyCode::Right), k('l')], action: Action::ScrollForward, ctx: BROWSE, hint: None, hint_keys: None, help: "scroll forward in time", when: frozen },
-    Binding { keys: &[k('+'), k('=')], action: Action::ZoomIn, ctx: BROWSE, hint: None, hint_keys: None, help: "narrower time window", when: always },
-    Binding { keys: &[k('-')], action: Action::ZoomOut, ctx: BROWSE, hint: None, hint_keys: None, help: "wider time window", when: always },
+    Binding {
+        keys: &[k('f')],
+        action: Action::ToggleFreeze,
+        ctx: BROWSE,
+        hint: Some("freeze"),
+        hint_keys: None,
+        help: "freeze the view (flows keep running); again: live",
+        when: |a| !frozen(a),
+    },
+    Binding {
+        keys: &[k('f')],
+        action: Action::ToggleFreeze,
+        ctx: BROWSE,
+        hint: Some("live"),
+        hint_keys: None,
+        help: "back to the live view",
+        when: frozen,
+    },
+    Binding {
+        keys: &[code(KeyCode::Left), k('h')],
+        action: Action::ScrollBack,
+        ctx: BROWSE,
+        hint: Some("time"),
+        hint_keys: Some("h/l"),
+        help: "scroll back in time (freezes the view)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Right), k('l')],
+        action: Action::ScrollForward,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "scroll forward in time",
+        when: frozen,
+    },
+    Binding {
+        keys: &[k('+'), k('=')],
+        action: Action::ZoomIn,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "narrower time window",
+        when: always,
+    },
+    Binding {
+        keys: &[k('-')],
+        action: Action::ZoomOut,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "wider time window",
+        when: always,
+    },
     // Control (run only).
-    Binding { keys: &[k('p')], action: Action::Control(ControlCommand::Pause), ctx: BROWSE, hint: Some("pause"), hint_keys: None, help: "pause the flow (the running batch finishes)", when: can_pause },
-    Binding { keys: &[k('r')], action: Action::Control(ControlCommand::Resume), ctx: BROWSE, hint: Some("resume"), hint_keys: None, help: "resume the flow", when: can_resume },
-    Binding { keys: &[k('t')], action: Action::Control(ControlCommand::TriggerNow), ctx: BROWSE, hint: Some("trigger"), hint_keys: None, help: "start a batch now instead of waiting for the trigger", when: can_trigger },
-    Binding { keys: &[k('S')], action: Action::StopFlow, ctx: BROWSE, hint: Some("stop"), hint_keys: None, help: "stop the flow after its running batch (asks first)", when: can_stop },
+    Binding {
+        keys: &[k('p')],
+        action: Action::Control(ControlCommand::Pause),
+        ctx: BROWSE,
+        hint: Some("pause"),
+        hint_keys: None,
+        help: "pause the flow (the running batch finishes)",
+        when: can_pause,
+    },
+    Binding {
+        keys: &[k('r')],
+        action: Action::Control(ControlCommand::Resume),
+        ctx: BROWSE,
+        hint: Some("resume"),
+        hint_keys: None,
+        help: "resume the flow",
+        when: can_resume,
+    },
+    Binding {
+        keys: &[k('t')],
+        action: Action::Control(ControlCommand::TriggerNow),
+        ctx: BROWSE,
+        hint: Some("trigger"),
+        hint_keys: None,
+        help: "start a batch now instead of waiting for the trigger",
+        when: can_trigger,
+    },
+    Binding {
+        keys: &[k('S')],
+        action: Action::StopFlow,
+        ctx: BROWSE,
+        hint: Some("stop"),
+        hint_keys: None,
+        help: "stop the flow after its running batch (asks first)",
+        when: can_stop,
+    },
     // Prompts and help.
-    Binding { keys: &[k('/')], action: Action::OpenFilter, ctx: BROWSE, hint: Some("filter"), hint_keys: None, help: "filter flows, history and timeline rows", when: always },
-    Binding { keys: &[k(':')], action: Action::OpenCommand, ctx: BROWSE, hint: Some("cmd"), hint_keys: None, help: "command line (:help lists the commands)", when: always },
-    Binding { keys: &[k('?')], action: Action::Help, ctx: BROWSE, hint: Some("help"), hint_keys: None, help: "this help", when: always },
-    Binding { keys: &[ctrl('l')], action: Action::Redraw, ctx: BROWSE, hint: None, hint_keys: None, help: "redraw the screen", when: always },
-    Binding { keys: &[k('q'), ctrl('c')], action: Action::Quit, ctx: BROWSE, hint: Some("quit"), hint_keys: None, help: "quit (run: stop all flows after their batch; again: abort)", when: always },
+    Binding {
+        keys: &[k('/')],
+        action: Action::OpenFilter,
+        ctx: BROWSE,
+        hint: Some("filter"),
+        hint_keys: None,
+        help: "filter flows, history and timeline rows",
+        when: always,
+    },
+    Binding {
+        keys: &[k(':')],
+        action: Action::OpenCommand,
+        ctx: BROWSE,
+        hint: Some("cmd"),
+        hint_keys: None,
+        help: "command line (:help lists the commands)",
+        when: always,
+    },
+    Binding {
+        keys: &[k('?')],
+        action: Action::Help,
+        ctx: BROWSE,
+        hint: Some("help"),
+        hint_keys: None,
+        help: "this help",
+        when: always,
+    },
+    Binding {
+        keys: &[ctrl('l')],
+        action: Action::Redraw,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "redraw the screen",
+        when: always,
+    },
+    Binding {
+        keys: &[k('q'), ctrl('c')],
+        action: Action::Quit,
+        ctx: BROWSE,
+        hint: Some("quit"),
+        hint_keys: None,
+        help: "quit (run: stop all flows after their batch; again: abort)",
+        when: always,
+    },
 ];
 
 /// A `:` command.
@@ -161,15 +545,60 @@ pub struct CommandSpec {
 }
 
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "flow", args: "NAME", help: "open a flow's detail (a unique prefix is enough)", run_only: false },
-    CommandSpec { name: "pause", args: "[NAME]", help: "pause the current or named flow", run_only: true },
-    CommandSpec { name: "resume", args: "[NAME]", help: "resume the current or named flow", run_only: true },
-    CommandSpec { name: "trigger", args: "[NAME]", help: "start a batch now", run_only: true },
-    CommandSpec { name: "stop", args: "[NAME]", help: "stop a flow after its running batch (asks first)", run_only: true },
-    CommandSpec { name: "freeze", args: "", help: "freeze the view", run_only: false },
-    CommandSpec { name: "live", args: "", help: "back to the live view", run_only: false },
-    CommandSpec { name: "help", args: "", help: "the key and command help", run_only: false },
-    CommandSpec { name: "quit", args: "", help: "quit (run: stop all flows first)", run_only: false },
+    CommandSpec {
+        name: "flow",
+        args: "NAME",
+        help: "open a flow's detail (a unique prefix is enough)",
+        run_only: false,
+    },
+    CommandSpec {
+        name: "pause",
+        args: "[NAME]",
+        help: "pause the current or named flow",
+        run_only: true,
+    },
+    CommandSpec {
+        name: "resume",
+        args: "[NAME]",
+        help: "resume the current or named flow",
+        run_only: true,
+    },
+    CommandSpec {
+        name: "trigger",
+        args: "[NAME]",
+        help: "start a batch now",
+        run_only: true,
+    },
+    CommandSpec {
+        name: "stop",
+        args: "[NAME]",
+        help: "stop a flow after its running batch (asks first)",
+        run_only: true,
+    },
+    CommandSpec {
+        name: "freeze",
+        args: "",
+        help: "freeze the view",
+        run_only: false,
+    },
+    CommandSpec {
+        name: "live",
+        args: "",
+        help: "back to the live view",
+        run_only: false,
+    },
+    CommandSpec {
+        name: "help",
+        args: "",
+        help: "the key and command help",
+        run_only: false,
+    },
+    CommandSpec {
+        name: "quit",
+        args: "",
+        help: "quit (run: stop all flows first)",
+        run_only: false,
+    },
 ];
 
 /// Parses a `:` command line into an action.
@@ -189,7 +618,10 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
         })
         .ok_or_else(|| format!("unknown command :{name} (try :help)"))?;
     if spec.run_only && app.mode == Mode::Attach {
-        return Err(format!(":{} changes a running flow; weir attach is read-only", spec.name));
+        return Err(format!(
+            ":{} changes a running flow; weir attach is read-only",
+            spec.name
+        ));
     }
     let control = |c: ControlCommand| match &arg {
         Some(n) => Ok(Action::ControlNamed(app.resolve_flow(n)?, c)),
@@ -204,11 +636,22 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
         "resume" => control(ControlCommand::Resume),
         "trigger" => control(ControlCommand::TriggerNow),
         "stop" => match &arg {
-            Some(n) => Ok(Action::ControlNamed(app.resolve_flow(n)?, ControlCommand::Stop)),
+            Some(n) => Ok(Action::ControlNamed(
+                app.resolve_flow(n)?,
+                ControlCommand::Stop,
+            )),
             None => Ok(Action::StopFlow),
         },
-        "freeze" => Ok(if app.freeze.is_some() { Action::Redraw } else { Action::ToggleFreeze }),
-        "live" => Ok(if app.freeze.is_some() { Action::ToggleFreeze } else { Action::Redraw }),
+        "freeze" => Ok(if app.freeze.is_some() {
+            Action::Redraw
+        } else {
+            Action::ToggleFreeze
+        }),
+        "live" => Ok(if app.freeze.is_some() {
+            Action::ToggleFreeze
+        } else {
+            Action::Redraw
+        }),
         "help" => Ok(Action::Help),
         _ => Ok(Action::Quit),
     }
@@ -235,7 +678,9 @@ fn matches(key: &Key, event: &KeyEvent) -> bool {
 /// The live bindings of the current context.
 pub fn live_bindings(app: &App) -> impl Iterator<Item = &'static Binding> + '_ {
     let ctx = context(app);
-    BINDINGS.iter().filter(move |b| b.ctx.contains(&ctx) && (b.when)(app))
+    BINDINGS
+        .iter()
+        .filter(move |b| b.ctx.contains(&ctx) && (b.when)(app))
 }
 
 /// The action a key means now, if any.
@@ -243,12 +688,13 @@ pub fn action_for(app: &App, event: &KeyEvent) -> Option<Action> {
     if let Some(b) = live_bindings(app).find(|b| b.keys.iter().any(|k| matches(k, event))) {
         return Some(b.action.clone());
     }
-    if context(app) == Ctx::Prompt {
-        if let KeyCode::Char(c) = event.code {
-            if !event.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) {
-                return Some(Action::InputChar(c));
-            }
-        }
+    if context(app) == Ctx::Prompt
+        && let KeyCode::Char(c) = event.code
+        && !event
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+    {
+        return Some(Action::InputChar(c));
     }
     None
 }
@@ -292,7 +738,15 @@ pub struct Hint {
 /// (arrows are guessable), with help and quit pinned at the end.
 pub fn hints(app: &App) -> Vec<Hint> {
     let movement = |a: &Action| {
-        matches!(a, Action::Up | Action::Down | Action::ScrollBack | Action::ScrollForward | Action::NextPane | Action::PrevPane)
+        matches!(
+            a,
+            Action::Up
+                | Action::Down
+                | Action::ScrollBack
+                | Action::ScrollForward
+                | Action::NextPane
+                | Action::PrevPane
+        )
     };
     let pinned = |a: &Action| matches!(a, Action::Help | Action::Quit);
     let hint = |b: &Binding| {
@@ -304,20 +758,32 @@ pub fn hints(app: &App) -> Vec<Hint> {
         Some(Hint {
             keys,
             label: label.to_string(),
-            pinned: pinned(&b.action) || matches!(context(app), Ctx::Prompt | Ctx::Confirm | Ctx::Help),
+            pinned: pinned(&b.action)
+                || matches!(context(app), Ctx::Prompt | Ctx::Confirm | Ctx::Help),
         })
     };
     let mut out: Vec<Hint> = live_bindings(app)
         .filter(|b| !movement(&b.action) && !pinned(&b.action))
         .filter_map(hint)
         .collect();
-    out.extend(live_bindings(app).filter(|b| movement(&b.action) && !pinned(&b.action)).filter_map(hint));
-    out.extend(live_bindings(app).filter(|b| pinned(&b.action)).filter_map(hint));
+    out.extend(
+        live_bindings(app)
+            .filter(|b| movement(&b.action) && !pinned(&b.action))
+            .filter_map(hint),
+    );
+    out.extend(
+        live_bindings(app)
+            .filter(|b| pinned(&b.action))
+            .filter_map(hint),
+    );
     out
 }
 
+/// Help lines: `(keys or command, what it does)`.
+pub type HelpLines = Vec<(String, String)>;
+
 /// The help: `(keys, what)` of every live binding, then the `:` commands.
-pub fn help(app: &App) -> (Vec<(String, String)>, Vec<(String, String)>) {
+pub fn help(app: &App) -> (HelpLines, HelpLines) {
     let ctx = context(app);
     // Help is about the view under the overlay.
     let view_ctx = match app.view {
@@ -328,14 +794,23 @@ pub fn help(app: &App) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let keys = BINDINGS
         .iter()
         .filter(|b| b.ctx.contains(&target) && (b.when)(app))
-        .map(|b| (b.keys.iter().map(key_label).collect::<Vec<_>>().join(" "), b.help.to_string()))
+        .map(|b| {
+            (
+                b.keys.iter().map(key_label).collect::<Vec<_>>().join(" "),
+                b.help.to_string(),
+            )
+        })
         .collect();
     let commands = COMMANDS
         .iter()
         .filter(|c| !(c.run_only && app.mode == Mode::Attach))
         .map(|c| {
             (
-                if c.args.is_empty() { format!(":{}", c.name) } else { format!(":{} {}", c.name, c.args) },
+                if c.args.is_empty() {
+                    format!(":{}", c.name)
+                } else {
+                    format!(":{} {}", c.name, c.args)
+                },
                 c.help.to_string(),
             )
         })
@@ -349,7 +824,13 @@ mod tests {
 
     #[test]
     fn no_key_means_two_things_in_one_context() {
-        for ctx in [Ctx::Overview, Ctx::Detail, Ctx::Help, Ctx::Prompt, Ctx::Confirm] {
+        for ctx in [
+            Ctx::Overview,
+            Ctx::Detail,
+            Ctx::Help,
+            Ctx::Prompt,
+            Ctx::Confirm,
+        ] {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()
                 .filter(|b| b.ctx.contains(&ctx))
@@ -370,7 +851,11 @@ mod tests {
     fn every_command_parses_in_run_mode() {
         let app = App::for_tests(Mode::Run, &["bronze", "silver"]);
         for c in COMMANDS {
-            let line = if c.args == "NAME" { format!("{} sil", c.name) } else { c.name.to_string() };
+            let line = if c.args == "NAME" {
+                format!("{} sil", c.name)
+            } else {
+                c.name.to_string()
+            };
             assert!(parse_command(&app, &line).is_ok(), ":{line}");
         }
         assert_eq!(
@@ -378,8 +863,16 @@ mod tests {
             Ok(Action::ControlNamed("silver".into(), ControlCommand::Pause))
         );
         assert!(parse_command(&app, "flow nope").is_err());
-        assert!(parse_command(&app, "bogus").unwrap_err().contains("unknown command"));
+        assert!(
+            parse_command(&app, "bogus")
+                .unwrap_err()
+                .contains("unknown command")
+        );
         let attach = App::for_tests(Mode::Attach, &["bronze"]);
-        assert!(parse_command(&attach, "pause").unwrap_err().contains("read-only"));
+        assert!(
+            parse_command(&attach, "pause")
+                .unwrap_err()
+                .contains("read-only")
+        );
     }
 }

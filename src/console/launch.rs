@@ -26,7 +26,10 @@ pub struct EngineLink {
 
 impl EngineLink {
     /// A link over given channels (a fake engine in tests holds the other ends).
-    pub fn new(commands: BTreeMap<String, mpsc::Sender<ControlCommand>>, stop: watch::Sender<bool>) -> Self {
+    pub fn new(
+        commands: BTreeMap<String, mpsc::Sender<ControlCommand>>,
+        stop: watch::Sender<bool>,
+    ) -> Self {
         EngineLink {
             commands,
             stop,
@@ -36,9 +39,14 @@ impl EngineLink {
 
     /// Sends a command without waiting; says why when it cannot.
     pub fn command(&self, flow: &str, command: ControlCommand) -> Result<(), String> {
-        let tx = self.commands.get(flow).ok_or_else(|| format!("no flow named {flow}"))?;
+        let tx = self
+            .commands
+            .get(flow)
+            .ok_or_else(|| format!("no flow named {flow}"))?;
         tx.try_send(command).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => format!("{flow} has {COMMAND_CAPACITY} commands waiting; try again"),
+            mpsc::error::TrySendError::Full(_) => {
+                format!("{flow} has {COMMAND_CAPACITY} commands waiting; try again")
+            }
             mpsc::error::TrySendError::Closed(_) => format!("{flow} is no longer running"),
         })
     }
@@ -79,10 +87,16 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
         sinks.push(sink.clone());
         prepared.push((flow, rx, sink));
     }
-    let draining = prepared
-        .iter()
-        .all(|(f, _, _)| matches!(trigger.unwrap_or(f.trigger), Trigger::AvailableNow | Trigger::Once));
-    let run_one = move |flow: FlowSpec, rx: mpsc::Receiver<ControlCommand>, sink: EventSink, stop: watch::Receiver<bool>| {
+    let draining = prepared.iter().all(|(f, _, _)| {
+        matches!(
+            trigger.unwrap_or(f.trigger),
+            Trigger::AvailableNow | Trigger::Once
+        )
+    });
+    let run_one = move |flow: FlowSpec,
+                        rx: mpsc::Receiver<ControlCommand>,
+                        sink: EventSink,
+                        stop: watch::Receiver<bool>| {
         let options = RunOptions {
             trigger,
             stop: Some(stop),

@@ -120,7 +120,12 @@ fn seed_history(model: &mut FlowModel, checkpoint: &Path, retention_ms: i64) {
 }
 
 /// Runs flows inside the console until they are done and the operator quits.
-pub async fn run_flows(title: &str, flows: &[FlowSpec], trigger: Option<Trigger>, args: &ConsoleArgs) -> io::Result<RunOutcome> {
+pub async fn run_flows(
+    title: &str,
+    flows: &[FlowSpec],
+    trigger: Option<Trigger>,
+    args: &ConsoleArgs,
+) -> io::Result<RunOutcome> {
     let retention = retention_ms(args);
     let models = flows
         .iter()
@@ -132,7 +137,14 @@ pub async fn run_flows(title: &str, flows: &[FlowSpec], trigger: Option<Trigger>
             m
         })
         .collect();
-    let app = App::new(Mode::Run, title, models, Theme::detect(args.ascii), retention, now_ms());
+    let app = App::new(
+        Mode::Run,
+        title,
+        models,
+        Theme::detect(args.ascii),
+        retention,
+        now_ms(),
+    );
     let mut screen = TerminalSession::enter()?;
     let launched = launch::launch(flows.to_vec(), trigger);
     let (tx, inputs) = mpsc::channel(256);
@@ -144,7 +156,12 @@ pub async fn run_flows(title: &str, flows: &[FlowSpec], trigger: Option<Trigger>
                 lock: false,
                 interval: Duration::from_millis(500),
             };
-            tokio::spawn(follow::follow(f.name.clone(), f.checkpoint.clone(), options, tx.clone()))
+            tokio::spawn(follow::follow(
+                f.name.clone(),
+                f.checkpoint.clone(),
+                options,
+                tx.clone(),
+            ))
         })
         .collect();
     drop(tx);
@@ -188,7 +205,14 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let app = App::new(Mode::Attach, title, models, Theme::detect(args.ascii), retention, now_ms());
+    let app = App::new(
+        Mode::Attach,
+        title,
+        models,
+        Theme::detect(args.ascii),
+        retention,
+        now_ms(),
+    );
     let mut screen = TerminalSession::enter()?;
     let (tx, inputs) = mpsc::channel(1024);
     let followers: Vec<_> = checkpoints
@@ -200,7 +224,12 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
                 lock: true,
                 interval: Duration::from_millis(500),
             };
-            tokio::spawn(follow::follow(name.clone(), cp.clone(), options, tx.clone()))
+            tokio::spawn(follow::follow(
+                name.clone(),
+                cp.clone(),
+                options,
+                tx.clone(),
+            ))
         })
         .collect();
     drop(tx);
@@ -226,7 +255,10 @@ fn report_log(path: Option<&Path>) {
         return;
     };
     match std::fs::metadata(path) {
-        Ok(m) if m.len() > 0 => eprintln!("weir: logs written while the console was open: {}", path.display()),
+        Ok(m) if m.len() > 0 => eprintln!(
+            "weir: logs written while the console was open: {}",
+            path.display()
+        ),
         _ => {
             let _ = std::fs::remove_file(path);
         }

@@ -22,7 +22,13 @@ pub const MAX_EVENTS: usize = 2_000;
 const MAX_STATUSES: usize = 2_000;
 
 /// Durations of a batch's phases (ms), in the order the batch runs them.
-pub const PHASES: [&str; 5] = ["latestOffset", "getBatch", "addBatch", "walCommit", "commitOffsets"];
+pub const PHASES: [&str; 5] = [
+    "latestOffset",
+    "getBatch",
+    "addBatch",
+    "walCommit",
+    "commitOffsets",
+];
 
 /// One batch, as the charts and tables need it.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +67,11 @@ impl Sample {
             let vals: Vec<u64> = p
                 .sources
                 .iter()
-                .filter_map(|s| s.metrics.get(name).and_then(|v| v.trim().parse::<u64>().ok()))
+                .filter_map(|s| {
+                    s.metrics
+                        .get(name)
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                })
                 .collect();
             (!vals.is_empty()).then(|| vals.iter().sum())
         };
@@ -86,7 +96,10 @@ impl Sample {
             backlog_files: metric("numFilesOutstanding"),
             backlog_bytes: metric("numBytesOutstanding"),
             max_event_ms: p.event_time.get("max").and_then(|v| units::parse_iso_ms(v)),
-            watermark_ms: p.event_time.get("watermark").and_then(|v| units::parse_iso_ms(v)),
+            watermark_ms: p
+                .event_time
+                .get("watermark")
+                .and_then(|v| units::parse_iso_ms(v)),
             state_rows: state(|o| o.num_rows_total),
             state_memory: state(|o| o.memory_used_bytes),
             dropped_by_watermark: state(|o| o.num_rows_dropped_by_watermark),
@@ -155,7 +168,8 @@ pub struct CheckpointBatches {
 
 impl CheckpointBatches {
     pub fn pending(&self) -> Option<u64> {
-        self.last_planned.filter(|p| Some(*p) != self.last_committed)
+        self.last_planned
+            .filter(|p| Some(*p) != self.last_committed)
     }
 }
 
@@ -243,7 +257,9 @@ impl FlowModel {
             (_, FlowStatus::Failed) => (EventKind::Error, "failed".to_string()),
             (_, FlowStatus::Stopping) => (EventKind::Stop, "stopping".to_string()),
             (_, FlowStatus::Paused) => (EventKind::Status, "paused".to_string()),
-            (Some(FlowStatus::Paused), s) => (EventKind::Status, format!("resumed ({})", s.label())),
+            (Some(FlowStatus::Paused), s) => {
+                (EventKind::Status, format!("resumed ({})", s.label()))
+            }
             // running <-> idle every batch: too frequent for the timeline.
             _ => return,
         };
@@ -287,8 +303,16 @@ impl FlowModel {
         if self.last_run_id.as_deref() != Some(p.run_id.as_str()) && !p.run_id.is_empty() {
             if self.last_run_id.is_some() || self.samples.is_empty() {
                 let short: String = p.run_id.chars().take(8).collect();
-                let trigger = if p.weir.trigger.is_empty() { String::new() } else { format!(" (trigger {})", p.weir.trigger) };
-                self.push_event(t - p.batch_duration as i64, EventKind::Start, format!("run {short}{trigger}"));
+                let trigger = if p.weir.trigger.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (trigger {})", p.weir.trigger)
+                };
+                self.push_event(
+                    t - p.batch_duration as i64,
+                    EventKind::Start,
+                    format!("run {short}{trigger}"),
+                );
             }
             self.last_run_id = Some(p.run_id.clone());
         }
@@ -296,7 +320,15 @@ impl FlowModel {
             self.push_event(
                 t,
                 EventKind::Batch,
-                format!("batch {} re-run after a restart{}", sample.batch_id, if p.weir.sink_write_skipped { " (already in the sink: write skipped)" } else { "" }),
+                format!(
+                    "batch {} re-run after a restart{}",
+                    sample.batch_id,
+                    if p.weir.sink_write_skipped {
+                        " (already in the sink: write skipped)"
+                    } else {
+                        ""
+                    }
+                ),
             );
         }
         if sample.files_failed > 0 || !p.weir.errors.is_empty() {
@@ -306,7 +338,11 @@ impl FlowModel {
                 .first()
                 .map(|e| format!(": {}: {}", e.path, e.error))
                 .unwrap_or_default();
-            let text = format!("batch {}: {} file(s) failed{first}", sample.batch_id, sample.files_failed.max(p.weir.errors.len() as u64));
+            let text = format!(
+                "batch {}: {} file(s) failed{first}",
+                sample.batch_id,
+                sample.files_failed.max(p.weir.errors.len() as u64)
+            );
             self.push_event(t, EventKind::Error, text.clone());
             self.last_error = Some(LastError { t_ms: t, text });
         }
@@ -325,7 +361,11 @@ impl FlowModel {
     /// Drops samples older than `retention_ms` before the newest one, and beyond [`MAX_SAMPLES`].
     pub fn trim(&mut self, retention_ms: i64) {
         if let Some(newest) = self.samples.back().map(|s| s.t_ms) {
-            while self.samples.front().is_some_and(|s| s.t_ms < newest - retention_ms) {
+            while self
+                .samples
+                .front()
+                .is_some_and(|s| s.t_ms < newest - retention_ms)
+            {
                 self.samples.pop_front();
             }
         }
@@ -354,19 +394,33 @@ impl FlowModel {
                     Domain::External => "external",
                     Domain::Internal => "internal",
                 };
-                let retry = if *retryable { "retryable" } else { "not retryable" };
+                let retry = if *retryable {
+                    "retryable"
+                } else {
+                    "not retryable"
+                };
                 let text = format!("{kind} [{domain}, {retry}]: {message}");
                 self.push_event(*at_ms, EventKind::Error, text.clone());
                 self.last_error = Some(LastError { t_ms: *at_ms, text });
             }
             FlowEvent::Command { command, at_ms, .. } => {
-                self.push_event(*at_ms, EventKind::Operator, format!("{} applied by the engine", command_word(*command)));
+                self.push_event(
+                    *at_ms,
+                    EventKind::Operator,
+                    format!("{} applied by the engine", command_word(*command)),
+                );
                 // The engine applies a command while it waits, before it reports the new status
                 // (a pause that arrives during a wait is reported only by this event).
                 match command {
-                    ControlCommand::Pause if self.alive() => self.set_status(FlowStatus::Paused, *at_ms),
-                    ControlCommand::Resume if self.status == FlowStatus::Paused => self.set_status(FlowStatus::Idle, *at_ms),
-                    ControlCommand::Stop if self.alive() => self.set_status(FlowStatus::Stopping, *at_ms),
+                    ControlCommand::Pause if self.alive() => {
+                        self.set_status(FlowStatus::Paused, *at_ms)
+                    }
+                    ControlCommand::Resume if self.status == FlowStatus::Paused => {
+                        self.set_status(FlowStatus::Idle, *at_ms)
+                    }
+                    ControlCommand::Stop if self.alive() => {
+                        self.set_status(FlowStatus::Stopping, *at_ms)
+                    }
                     _ => {}
                 }
             }
@@ -402,9 +456,13 @@ pub fn parse_progress_line(line: &str) -> Option<StreamingQueryProgress> {
     let template = serde_json::to_value(StreamingQueryProgress::default()).ok()?;
     let op_template =
         serde_json::to_value(crate::engine::progress::StateOperatorProgress::default()).ok()?;
-    let source_template = serde_json::to_value(crate::engine::progress::SourceProgress::default()).ok()?;
+    let source_template =
+        serde_json::to_value(crate::engine::progress::SourceProgress::default()).ok()?;
     fill_defaults(&mut value, &template);
-    for (key, t) in [("stateOperators", &op_template), ("sources", &source_template)] {
+    for (key, t) in [
+        ("stateOperators", &op_template),
+        ("sources", &source_template),
+    ] {
         if let Some(items) = value.get_mut(key).and_then(|v| v.as_array_mut()) {
             for item in items {
                 fill_defaults(item, t);
@@ -448,8 +506,12 @@ mod tests {
             ..Default::default()
         };
         let mut source = crate::engine::progress::SourceProgress::default();
-        source.metrics.insert("numFilesOutstanding".into(), backlog.to_string());
-        source.metrics.insert("numBytesOutstanding".into(), (backlog * 1000).to_string());
+        source
+            .metrics
+            .insert("numFilesOutstanding".into(), backlog.to_string());
+        source
+            .metrics
+            .insert("numBytesOutstanding".into(), (backlog * 1000).to_string());
         p.sources.push(source);
         p.weir.num_files = 2;
         p
@@ -461,18 +523,27 @@ mod tests {
         assert!(f.ingest_progress(&record(1, "2026-01-01T00:00:10.000Z", 5, 3), 60_000));
         assert!(f.ingest_progress(&record(0, "2026-01-01T00:00:00.000Z", 5, 4), 60_000));
         assert!(!f.ingest_progress(&record(1, "2026-01-01T00:00:10.000Z", 5, 3), 60_000));
-        assert_eq!(f.samples.iter().map(|s| s.batch_id).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(
+            f.samples.iter().map(|s| s.batch_id).collect::<Vec<_>>(),
+            [0, 1]
+        );
         assert_eq!(f.samples[1].backlog_files, Some(3));
         assert_eq!(f.samples[1].backlog_bytes, Some(3000));
         assert_eq!(f.last_progress.as_ref().unwrap().batch_id, 1);
         assert!(f.ingest_progress(&record(2, "2026-01-01T00:05:00.000Z", 5, 0), 60_000));
-        assert_eq!(f.samples.len(), 1, "retention counts back from the newest sample");
+        assert_eq!(
+            f.samples.len(),
+            1,
+            "retention counts back from the newest sample"
+        );
     }
 
     #[test]
     fn reads_a_real_spark_record() {
         let text = include_str!("../../tests/fixtures/spark/progress-example.json");
-        let one_line: String = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap();
+        let one_line: String =
+            serde_json::to_string(&serde_json::from_str::<serde_json::Value>(text).unwrap())
+                .unwrap();
         let p = parse_progress_line(&one_line).expect("spark record");
         let s = Sample::from_progress(&p).unwrap();
         assert_eq!(s.batch_id, 5);
@@ -496,6 +567,9 @@ mod tests {
         assert_eq!(f.status_at(35), Some(FlowStatus::Idle));
         assert_eq!(f.status_at(45), Some(FlowStatus::Paused));
         let texts: Vec<_> = f.timeline.iter().map(|e| e.text.as_str()).collect();
-        assert_eq!(texts, ["starting", "started (running)", "paused", "resumed (idle)"]);
+        assert_eq!(
+            texts,
+            ["starting", "started (running)", "paused", "resumed (idle)"]
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::engine::control::FlowStatus;
 
-use super::app::{App, Mode, Overlay, Pane, PromptKind, View, merged_events, OVERVIEW_EVENTS};
+use super::app::{App, Mode, OVERVIEW_EVENTS, Overlay, Pane, PromptKind, View, merged_events};
 use super::forecast::forecast;
 use super::keys;
 use super::model::{EventKind, FlowModel, Sample, TimelineEvent};
@@ -169,6 +169,9 @@ pub struct HistoryRow {
     pub role: Role,
 }
 
+/// A chart's series: name and how to read the value from a sample.
+type SeriesSpec<'a> = Vec<(&'a str, Box<dyn Fn(&Sample) -> Option<f64>>)>;
+
 /// How many recent batches the durations and history panes keep.
 const TABLE_ROWS: usize = 500;
 
@@ -190,7 +193,12 @@ impl Snapshot {
             )
         } else {
             (
-                format!("LIVE {}{}window {}", units::clock(as_of), app.theme.sep(), units::span_ms(app.window_ms)),
+                format!(
+                    "LIVE {}{}window {}",
+                    units::clock(as_of),
+                    app.theme.sep(),
+                    units::span_ms(app.window_ms)
+                ),
                 Role::Good,
             )
         };
@@ -203,7 +211,11 @@ impl Snapshot {
             View::Overview => Body::Overview(overview(app, as_of)),
             View::Detail => match app.current_flow() {
                 Some(f) => {
-                    header_left.push_str(&format!(" {} {}", if app.theme.ascii { ">" } else { "›" }, f.name));
+                    header_left.push_str(&format!(
+                        " {} {}",
+                        if app.theme.ascii { ">" } else { "›" },
+                        f.name
+                    ));
                     Body::Detail(Box::new(detail(app, f, as_of)))
                 }
                 None => Body::Overview(overview(app, as_of)),
@@ -221,10 +233,16 @@ impl Snapshot {
                 }
             }
             Overlay::Prompt { kind, text } => OverlaySnap::Prompt {
-                prefix: if *kind == PromptKind::Command { ':' } else { '/' },
+                prefix: if *kind == PromptKind::Command {
+                    ':'
+                } else {
+                    '/'
+                },
                 text: text.clone(),
             },
-            Overlay::Confirm(c) => OverlaySnap::Confirm { question: c.question() },
+            Overlay::Confirm(c) => OverlaySnap::Confirm {
+                question: c.question(),
+            },
         };
         Snapshot {
             theme: app.theme,
@@ -249,7 +267,10 @@ fn status_line(app: &App) -> (String, Role) {
     }
     if app.events_dropped > 0 {
         return (
-            format!("{} engine event(s) dropped while the console lagged (the progress files have them)", app.events_dropped),
+            format!(
+                "{} engine event(s) dropped while the console lagged (the progress files have them)",
+                app.events_dropped
+            ),
             Role::Warn,
         );
     }
@@ -263,7 +284,10 @@ fn status_line(app: &App) -> (String, Role) {
             }
         }
     }
-    let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {}", s.label())).collect();
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|(s, n)| format!("{n} {}", s.label()))
+        .collect();
     let n = app.flows.len();
     let mut text = format!("{n} flow{}", if n == 1 { "" } else { "s" });
     if !parts.is_empty() {
@@ -271,7 +295,10 @@ fn status_line(app: &App) -> (String, Role) {
         text.push_str(&parts.join(", "));
     }
     if app.mode == Mode::Attach {
-        text.push_str(&format!("{}following the checkpoint files", app.theme.sep()));
+        text.push_str(&format!(
+            "{}following the checkpoint files",
+            app.theme.sep()
+        ));
     }
     (text, Role::Dim)
 }
@@ -319,7 +346,10 @@ fn last_sample(f: &FlowModel, as_of: i64) -> Option<&Sample> {
 
 fn overview(app: &App, as_of: i64) -> OverviewSnap {
     let visible = app.visible_flows();
-    let rows: Vec<FlowRow> = visible.iter().map(|i| flow_row(&app.flows[*i], as_of)).collect();
+    let rows: Vec<FlowRow> = visible
+        .iter()
+        .map(|i| flow_row(&app.flows[*i], as_of))
+        .collect();
     let selected = visible.iter().position(|i| *i == app.selected);
     let events = merged_events(app, as_of, OVERVIEW_EVENTS)
         .into_iter()
@@ -388,9 +418,13 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     let x_labels = vec![
         units::offset_label(-app.window_ms as f64 / 1000.0),
         units::offset_label(-app.window_ms as f64 / 2000.0),
-        if end == app.now_ms { "now".to_string() } else { units::clock(end) },
+        if end == app.now_ms {
+            "now".to_string()
+        } else {
+            units::clock(end)
+        },
     ];
-    let chart = |series: Vec<(&str, Box<dyn Fn(&Sample) -> Option<f64>>)>, empty: &str, label: fn(f64) -> String| -> ChartSnap {
+    let chart = |series: SeriesSpec, empty: &str, label: fn(f64) -> String| -> ChartSnap {
         build_chart(&window, start, end, &x_labels, series, empty, label)
     };
     let rates = chart(
@@ -425,24 +459,40 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
         forecast_role,
         now: now_text,
         files: chart(
-            vec![("files", Box::new(|s: &Sample| s.backlog_files.map(|v| v as f64)))],
+            vec![(
+                "files",
+                Box::new(|s: &Sample| s.backlog_files.map(|v| v as f64)),
+            )],
             "no backlog metric in this window",
             units::compact,
         ),
         bytes: chart(
-            vec![("bytes", Box::new(|s: &Sample| s.backlog_bytes.map(|v| v as f64)))],
+            vec![(
+                "bytes",
+                Box::new(|s: &Sample| s.backlog_bytes.map(|v| v as f64)),
+            )],
             "no backlog metric in this window",
             |v| units::bytes(v as u64),
         ),
     };
-    let watermark = watermark_snap(last, end, chart(
-        vec![
-            ("wall - watermark", Box::new(|s: &Sample| s.watermark_ms.map(|w| (s.t_ms - w) as f64 / 1000.0))),
-            ("wall - max event", Box::new(|s: &Sample| s.max_event_ms.map(|m| (s.t_ms - m) as f64 / 1000.0))),
-        ],
-        "no event time in this window",
-        |v| units::duration_ms((v * 1000.0) as i64),
-    ));
+    let watermark = watermark_snap(
+        last,
+        end,
+        chart(
+            vec![
+                (
+                    "wall - watermark",
+                    Box::new(|s: &Sample| s.watermark_ms.map(|w| (s.t_ms - w) as f64 / 1000.0)),
+                ),
+                (
+                    "wall - max event",
+                    Box::new(|s: &Sample| s.max_event_ms.map(|m| (s.t_ms - m) as f64 / 1000.0)),
+                ),
+            ],
+            "no event time in this window",
+            |v| units::duration_ms((v * 1000.0) as i64),
+        ),
+    );
     let state = state_snap(f, last, app.freeze.is_some());
     let durations = all_until
         .iter()
@@ -456,18 +506,24 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
         .collect();
     let mut history: Vec<HistoryRow> = Vec::new();
     let live = app.freeze.is_none();
-    if let Some(pending) = f.batches.pending().filter(|_| live) {
-        if last.is_none_or(|s| s.batch_id < pending) {
+    if let Some(pending) = f.batches.pending().filter(|_| live)
+        && last.is_none_or(|s| s.batch_id < pending)
+    {
+        {
             history.push(HistoryRow {
                 batch: pending.to_string(),
-                offsets: f.batches.last_committed.map_or("-".into(), |c| c.to_string()) + app.theme.arrow() + &pending.to_string(),
+                offsets: f
+                    .batches
+                    .last_committed
+                    .map_or("-".into(), |c| c.to_string())
+                    + app.theme.arrow()
+                    + &pending.to_string(),
                 files: "-".into(),
                 input_rows: "-".into(),
                 output_rows: "-".into(),
-                duration: f
-                    .batches
-                    .pending_since_ms
-                    .map_or("-".into(), |t| format!("{} so far", units::duration_ms(app.now_ms - t))),
+                duration: f.batches.pending_since_ms.map_or("-".into(), |t| {
+                    format!("{} so far", units::duration_ms(app.now_ms - t))
+                }),
                 delta_version: "-".into(),
                 state: "pending".into(),
                 role: Role::Warn,
@@ -484,11 +540,23 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
         ),
         files: s.files.to_string(),
         input_rows: units::count(s.input_rows),
-        output_rows: if s.output_rows < 0 { "?".into() } else { units::count(s.output_rows as u64) },
+        output_rows: if s.output_rows < 0 {
+            "?".into()
+        } else {
+            units::count(s.output_rows as u64)
+        },
         duration: units::duration_ms(s.duration_ms as i64),
         delta_version: s.delta_version.map_or("-".into(), |v| v.to_string()),
-        state: if s.replayed { "committed (re-run)".into() } else { "committed".into() },
-        role: if s.files_failed > 0 { Role::Bad } else { Role::Plain },
+        state: if s.replayed {
+            "committed (re-run)".into()
+        } else {
+            "committed".into()
+        },
+        role: if s.files_failed > 0 {
+            Role::Bad
+        } else {
+            Role::Plain
+        },
     }));
     history.retain(|h| matches_filter(&app.filter, &[&h.batch, &h.state, &h.delta_version]));
     let timeline = f
@@ -532,10 +600,15 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
         ("watermark".into(), opt_dt(s.watermark_ms)),
         ("wall clock".into(), units::datetime(end)),
         ("wall - watermark".into(), gap(Some(end), s.watermark_ms)),
-        ("max event - watermark".into(), gap(s.max_event_ms, s.watermark_ms)),
+        (
+            "max event - watermark".into(),
+            gap(s.max_event_ms, s.watermark_ms),
+        ),
         (
             "dropped (late)".into(),
-            s.dropped_by_watermark.map_or("-".into(), |d| format!("{} row(s) in batch {}", d, s.batch_id)),
+            s.dropped_by_watermark.map_or("-".into(), |d| {
+                format!("{} row(s) in batch {}", d, s.batch_id)
+            }),
         ),
     ];
     WatermarkSnap {
@@ -603,7 +676,7 @@ fn build_chart(
     start: i64,
     end: i64,
     x_labels: &[String],
-    series: Vec<(&str, Box<dyn Fn(&Sample) -> Option<f64>>)>,
+    series: SeriesSpec,
     empty: &str,
     label: fn(f64) -> String,
 ) -> ChartSnap {
@@ -660,7 +733,7 @@ fn gap_threshold(window: &[&Sample]) -> i64 {
 
 /// A round number (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at least `v`, at least 1.
 fn nice_ceiling(v: f64) -> f64 {
-    if !(v > 1.0) {
+    if v.is_nan() || v <= 1.0 {
         return 1.0;
     }
     let p = 10f64.powf(v.log10().floor());

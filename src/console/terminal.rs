@@ -18,7 +18,8 @@ use std::thread::ThreadId;
 
 use crossterm::cursor::Show;
 use crossterm::terminal::{
-    EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+    EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode,
+    enable_raw_mode,
 };
 use crossterm::{execute, tty::IsTty};
 use ratatui::Terminal;
@@ -30,7 +31,9 @@ pub struct SharedOut(Arc<Mutex<BufWriter<Stdout>>>);
 
 impl SharedOut {
     fn lock(&self) -> MutexGuard<'_, BufWriter<Stdout>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -71,14 +74,22 @@ impl TerminalSession {
     pub fn enter() -> io::Result<Self> {
         install_panic_hook();
         if let Some(cell) = UI_THREAD.get() {
-            *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::thread::current().id());
+            *cell
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some(std::thread::current().id());
         }
-        let out = SharedOut(Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, io::stdout()))));
+        let out = SharedOut(Arc::new(Mutex::new(BufWriter::with_capacity(
+            64 * 1024,
+            io::stdout(),
+        ))));
         let (saved_stderr, log_path) = match redirect_stderr() {
             Ok((fd, path)) => (Some(fd), Some(path)),
             Err(_) => (None, None),
         };
-        *ACTIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Active {
+        *ACTIVE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Active {
             out: out.clone(),
             saved_stderr,
         });
@@ -109,7 +120,10 @@ impl Drop for TerminalSession {
 
 /// Leaves the console's screen and gives stderr back. Idempotent.
 pub fn restore() {
-    let active = ACTIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    let active = ACTIVE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
     let Some(active) = active else {
         return;
     };

@@ -76,9 +76,14 @@ impl Theme {
             Role::Bad => s.fg(Color::Red).add_modifier(Modifier::BOLD),
             Role::Series1 => s.fg(Color::Cyan),
             Role::Series2 => s.fg(Color::Magenta),
-            Role::Phase(i) => s.fg(
-                [Color::Blue, Color::Cyan, Color::Green, Color::Yellow, Color::Magenta, Color::Red][i % 6],
-            ),
+            Role::Phase(i) => s.fg([
+                Color::Blue,
+                Color::Cyan,
+                Color::Green,
+                Color::Yellow,
+                Color::Magenta,
+                Color::Red,
+            ][i % 6]),
         }
     }
 
@@ -105,7 +110,11 @@ impl Theme {
     }
 
     pub fn border_set(&self) -> symbols::border::Set<'static> {
-        if self.ascii { ASCII_BORDER } else { symbols::border::PLAIN }
+        if self.ascii {
+            ASCII_BORDER
+        } else {
+            symbols::border::PLAIN
+        }
     }
 
     /// The fill of the n-th stacked segment of a duration bar.
@@ -155,12 +164,11 @@ pub fn fold_ascii(buf: &mut Buffer, area: Rect) {
         for x in area.left()..area.right() {
             if let Some(cell) = buf.cell_mut((x, y)) {
                 let mut chars = cell.symbol().chars();
-                if let (Some(c), None) = (chars.next(), chars.next()) {
-                    if !c.is_ascii() {
-                        if let Some(a) = ascii_for(c) {
-                            cell.set_char(a);
-                        }
-                    }
+                if let (Some(c), None) = (chars.next(), chars.next())
+                    && !c.is_ascii()
+                    && let Some(a) = ascii_for(c)
+                {
+                    cell.set_char(a);
                 }
             }
         }
@@ -171,8 +179,8 @@ fn ascii_for(c: char) -> Option<char> {
     Some(match c {
         '│' | '┃' | '║' | '╎' | '┆' | '┊' => '|',
         '─' | '━' | '═' | '╌' | '┄' | '┈' => '-',
-        '┌' | '┐' | '└' | '┘' | '├' | '┤' | '┬' | '┴' | '┼' | '╭' | '╮' | '╯' | '╰' | '╔' | '╗' | '╚'
-        | '╝' => '+',
+        '┌' | '┐' | '└' | '┘' | '├' | '┤' | '┬' | '┴' | '┼' | '╭' | '╮' | '╯' | '╰' | '╔' | '╗'
+        | '╚' | '╝' => '+',
         '•' | '·' => '.',
         '…' => '~',
         '↑' => '^',
@@ -194,11 +202,22 @@ mod tests {
     #[test]
     fn locale_detection() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert!(locale_is_utf8(env(&[("LANG", "C.UTF-8")])));
-        assert!(locale_is_utf8(env(&[("LANG", "C"), ("LC_ALL", "en_US.utf8")])));
-        assert!(!locale_is_utf8(env(&[("LANG", "en_US.UTF-8"), ("LC_ALL", "C")])));
+        assert!(locale_is_utf8(env(&[
+            ("LANG", "C"),
+            ("LC_ALL", "en_US.utf8")
+        ])));
+        assert!(!locale_is_utf8(env(&[
+            ("LANG", "en_US.UTF-8"),
+            ("LC_ALL", "C")
+        ])));
         assert!(!locale_is_utf8(env(&[("LC_CTYPE", "POSIX")])));
         assert!(!locale_is_utf8(env(&[])));
     }

@@ -121,7 +121,9 @@ pub fn offset_label(secs: f64) -> String {
 
 /// A span of time as an axis or window label: `1m`, `5m`, `1h`, `90s`, `1h30m`.
 pub fn span_ms(ms: i64) -> String {
-    offset_label(ms.abs() as f64 / 1000.0).trim_start_matches('+').to_string()
+    offset_label(ms.abs() as f64 / 1000.0)
+        .trim_start_matches('+')
+        .to_string()
 }
 
 /// Wall-clock time of day in UTC: `10:07:56Z`.

@@ -27,6 +27,8 @@ use tokio::sync::{mpsc, watch};
 use crate::checkpoint::{Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord};
 use crate::error::{Error, Result};
 use crate::ops::Projection;
+use crate::ops::stateful::{OutputMode, StatefulOperator, StatefulSpec};
+use crate::ops::watermark::{EventTimeStats, Split, next_watermark, split_late};
 use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
 use crate::sink::Sink;
 use crate::source::files::ledger::{FileOutcome, Ledger};
@@ -69,6 +71,9 @@ pub struct FlowSummary {
     pub delta_version: Option<i64>,
     pub elapsed_ms: u64,
     pub stopped_by_request: bool,
+    /// The watermark after the last batch (ms since the epoch; 0 without event time).
+    pub watermark_ms: i64,
+    pub num_rows_dropped_by_watermark: u64,
 }
 
 fn now_ms() -> i64 {
@@ -158,7 +163,10 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
 
     // Recover (DESIGN.md §5 step 2).
     let last_offsets = checkpoint.latest_offsets()?;
-    let last_commit = checkpoint.latest_commit()?.map(|(id, _)| id);
+    let last_commit_meta = checkpoint.latest_commit()?;
+    let last_commit = last_commit_meta.as_ref().map(|(id, _)| *id);
+    // The watermark the next batch runs with (Spark: commits/N's nextBatchWatermarkMs).
+    let mut watermark_ms = last_commit_meta.as_ref().map_or(0, |(_, c)| c.next_batch_watermark_ms);
     let last_planned = last_offsets.as_ref().map(|(id, _)| *id);
     match (last_planned, last_commit) {
         (Some(p), Some(c)) if c > p => {
@@ -201,7 +209,8 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
     };
     let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
     let mut last_trigger_start: Option<Instant> = None;
-    let mut source: Option<(FileSource, Projection)> = None;
+    let mut source: Option<(FileSource, Projection, Option<Box<dyn StatefulOperator>>)> = None;
+    let mut late_sink: Option<Sink> = None;
     let mut ledger_slot = Some(ledger);
     let mut modified_total = 0u64;
 
@@ -238,8 +247,27 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                         spec.where_.as_deref(),
                         spec.select.as_deref(),
                     );
-                    projection.check(src.batch_schema()).await?;
-                    source = Some((src, projection));
+                    let projected = projection.check(src.batch_schema()).await?;
+                    let operator = if spec.stateful.is_stateful() {
+                        Some(crate::ops::stateful::build(
+                            &spec.stateful,
+                            &projected,
+                            &checkpoint.root().join("state").join("0"),
+                            last_commit,
+                        )?)
+                    } else {
+                        if let Some(wm) = &spec.stateful.watermark {
+                            crate::ops::stateful::validate(&spec.stateful, &projected).map_err(|message| {
+                                Error::Plan {
+                                    flow: spec.name.clone(),
+                                    message,
+                                }
+                            })?;
+                            tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+                        }
+                        None
+                    };
+                    source = Some((src, projection, operator));
                 }
                 None => {
                     ledger_slot = Some(ledger);
@@ -260,7 +288,7 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 }
             }
         }
-        let Some((src, projection)) = source.as_mut() else {
+        let Some((src, projection, operator)) = source.as_mut() else {
             continue;
         };
 
@@ -293,7 +321,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                     }
                 };
                 let latest_offset_ms = ms_since(t_latest);
-                if selection.files.is_empty() {
+                // Spark's no-data batch: the watermark moved past state that can now be
+                // emitted or evicted, but no new data arrived.
+                let no_data = selection.files.is_empty()
+                    && operator.as_ref().is_some_and(|op| op.needs_no_data_batch(watermark_ms));
+                if selection.files.is_empty() && !no_data {
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
@@ -310,9 +342,19 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                     }
                 }
                 let t_wal = Instant::now();
+                let end_offset = if no_data {
+                    // No new files: the source offset does not move.
+                    next_batch_id
+                        .checked_sub(1)
+                        .and_then(|prev| checkpoint.read_offsets(prev).ok())
+                        .and_then(|seq| seq.offsets.first().cloned().flatten())
+                        .unwrap_or_else(|| serde_json::json!({ "logOffset": next_batch_id }))
+                } else {
+                    serde_json::json!({ "logOffset": next_batch_id })
+                };
                 let seq = OffsetSeq {
                     metadata: OffsetSeqMetadata {
-                        batch_watermark_ms: 0,
+                        batch_watermark_ms: watermark_ms,
                         batch_timestamp_ms: now,
                         conf: [
                             ("weir.source.format".to_string(), src.options.format.as_str().to_string()),
@@ -321,7 +363,7 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                         .into_iter()
                         .collect(),
                     },
-                    offsets: vec![Some(serde_json::json!({ "logOffset": next_batch_id }))],
+                    offsets: vec![Some(end_offset)],
                 };
                 src.ledger.plan_batch(next_batch_id, &selection.files, now)?;
                 checkpoint.write_offsets(next_batch_id, &seq)?;
@@ -341,23 +383,84 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
 
         // addBatch: transform and write.
         let t_add = Instant::now();
-        let out = projection.apply(read.batches).await?;
+        let batch_watermark_ms = offsets_seq.metadata.batch_watermark_ms;
+        let projected = projection.apply(read.batches).await?;
+        let mut event_stats = None;
+        let mut num_late = 0u64;
+        let mut num_invalid_event_time = 0u64;
+        let mut late_out = Vec::new();
+        let out = match &spec.stateful.watermark {
+            None => projected,
+            Some(wm) => {
+                let drops = operator.as_ref().is_some_and(|op| op.drops_late_rows());
+                let split = split_late(&projected, wm, if drops { batch_watermark_ms } else { i64::MIN / 1000 })?;
+                event_stats = split.event_time;
+                num_invalid_event_time = split.num_invalid;
+                if operator.is_none() {
+                    projected_passthrough(split)
+                } else {
+                    if drops {
+                        num_late = split.num_late;
+                        late_out.extend(split.late);
+                    }
+                    if split.num_invalid > 0 {
+                        tracing::warn!(batch_id, rows = split.num_invalid, column = %wm.column,
+                            "rows with a null or unparseable event time{}",
+                            if spec.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
+                        late_out.extend(split.invalid);
+                    }
+                    split.on_time
+                }
+            }
+        };
+        let out = match operator.as_mut() {
+            Some(op) => op.process(batch_id, out, batch_watermark_ms)?,
+            None => out,
+        };
         if sink.is_none() {
             sink = Some(Sink::open(&spec.sink, &query_id).await?);
         }
         let sink_ref = sink.as_mut().ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
-        let commit = sink_ref.add_batch(batch_id, out).await?;
+        let overwrite = spec.stateful.output_mode == OutputMode::Complete;
+        let commit = sink_ref.add_batch_mode(batch_id, out, overwrite).await?;
+        if let Some(path) = &spec.late_rows {
+            if !late_out.is_empty() {
+                if late_sink.is_none() {
+                    late_sink = Some(
+                        Sink::open(
+                            &crate::pipeline::SinkSpec::Delta {
+                                path: path.clone(),
+                                partition_by: Vec::new(),
+                                merge_schema: false,
+                            },
+                            &query_id,
+                        )
+                        .await?,
+                    );
+                }
+                if let Some(ls) = late_sink.as_mut() {
+                    ls.add_batch(batch_id, late_out).await?;
+                }
+            }
+        }
         failpoint::hit("after_sink_commit", batch_id);
+        if let Some(op) = operator.as_mut() {
+            op.commit(batch_id)?;
+        }
         failpoint::hit("after_state", batch_id);
         failpoint::hit("before_commit", batch_id);
         let add_batch_ms = ms_since(t_add);
+        let next_watermark_ms = match &spec.stateful.watermark {
+            Some(wm) => next_watermark(batch_watermark_ms, event_stats.as_ref().map(|e| e.max_ms), wm.delay_ms),
+            None => 0,
+        };
 
         // commitOffsets.
         let t_commit = Instant::now();
         checkpoint.write_commit(
             batch_id,
             &CommitMetadata {
-                next_batch_watermark_ms: offsets_seq.metadata.batch_watermark_ms,
+                next_batch_watermark_ms: next_watermark_ms,
             },
         )?;
         src.ledger.commit_batch(batch_id, &read.outcomes, now_ms())?;
@@ -402,8 +505,15 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
             input_rows_per_second: input_rate,
             processed_rows_per_second: processed_rate,
             duration_ms,
-            event_time: Default::default(),
-            state_operators: Vec::new(),
+            event_time: event_time_progress(&spec.stateful, event_stats.as_ref(), batch_watermark_ms),
+            state_operators: operator
+                .as_ref()
+                .map(|op| {
+                    let mut m = op.metrics();
+                    m.num_rows_dropped_by_watermark = num_late;
+                    vec![m]
+                })
+                .unwrap_or_default(),
             sources: vec![SourceProgress {
                 description: src.description(),
                 start_offset: if batch_id == 0 {
@@ -434,6 +544,8 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 num_files_failed: num_failed,
                 num_files_retried: num_retried,
                 num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
+                num_rows_invalid_event_time: num_invalid_event_time,
+                num_late_rows_written: if spec.late_rows.is_some() { num_late + num_invalid_event_time } else { 0 },
                 errors: read
                     .errors
                     .iter()
@@ -467,6 +579,9 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         summary.last_batch_id = Some(batch_id);
         summary.delta_version = commit.delta_version.or(summary.delta_version);
         next_batch_id = batch_id + 1;
+        watermark_ms = next_watermark_ms;
+        summary.watermark_ms = watermark_ms;
+        summary.num_rows_dropped_by_watermark += num_late;
 
         match trigger {
             Trigger::Once => break,
@@ -490,6 +605,33 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// Without a stateful operator a watermark drops nothing: on-time, late and
+/// invalid rows all go on (Spark applies the watermark only to stateful operators).
+fn projected_passthrough(split: Split) -> Vec<arrow::record_batch::RecordBatch> {
+    let mut all = split.on_time;
+    all.extend(split.late);
+    all.extend(split.invalid);
+    all
+}
+
+/// Progress `eventTime`: min/max/avg of the batch's on-time event times and the batch's watermark.
+fn event_time_progress(
+    spec: &StatefulSpec,
+    stats: Option<&EventTimeStats>,
+    watermark_ms: i64,
+) -> std::collections::BTreeMap<String, String> {
+    let mut m = std::collections::BTreeMap::new();
+    if spec.watermark.is_some() {
+        m.insert("watermark".into(), iso_millis(watermark_ms));
+    }
+    if let Some(s) = stats {
+        m.insert("min".into(), iso_millis(s.min_ms));
+        m.insert("max".into(), iso_millis(s.max_ms));
+        m.insert("avg".into(), iso_millis(s.avg_ms));
+    }
+    m
 }
 
 /// The schema of a source's batches, for checks before a run.

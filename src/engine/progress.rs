@@ -33,18 +33,8 @@ pub struct StreamingQueryProgress {
     pub weir: WeirProgress,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct StateOperatorProgress {
-    pub operator_name: String,
-    pub num_rows_total: u64,
-    pub num_rows_updated: u64,
-    pub num_rows_removed: u64,
-    pub num_rows_dropped_by_watermark: u64,
-    pub memory_used_bytes: u64,
-    #[serde(default)]
-    pub custom_metrics: BTreeMap<String, i64>,
-}
+/// Per stateful operator, as Spark's `StateOperatorProgress`.
+pub use crate::ops::stateful::StateOperatorMetrics as StateOperatorProgress;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -86,6 +76,12 @@ pub struct WeirProgress {
     pub num_files_failed: u64,
     pub num_files_retried: u64,
     pub num_files_modified_after_ingestion: u64,
+    /// Rows whose event time is null or unparseable (never aggregated; see docs/event-time.md).
+    #[serde(default)]
+    pub num_rows_invalid_event_time: u64,
+    /// Late and invalid-event-time rows written to the flow's `late_rows` table.
+    #[serde(default)]
+    pub num_late_rows_written: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FileError>,
 }

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 
+use crate::ops::stateful::{OutputMode, StatefulSpec};
+use crate::ops::watermark::WatermarkSpec;
 use crate::source::files::{CsvOptions, FileFormat};
 pub use units::{ByteSize, HumanDuration};
 
@@ -108,6 +110,10 @@ pub struct FlowSpec {
     pub sink: SinkSpec,
     pub trigger: Trigger,
     pub checkpoint: PathBuf,
+    /// Watermark, aggregation, deduplication and output mode (DESIGN.md §6).
+    pub stateful: StatefulSpec,
+    /// Delta table receiving rows behind the watermark (instead of dropping them).
+    pub late_rows: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -413,6 +419,52 @@ fn resolve_flow(
         Some(c) => resolve_path(base, &c),
         None => base.join("_checkpoints").join(&name),
     };
+    let output_mode = match &flow.output_mode {
+        None => OutputMode::Append,
+        Some(m) => m
+            .get_ref()
+            .parse::<OutputMode>()
+            .map_err(|msg| cx.error(m.span(), msg))?,
+    };
+    let stateful = StatefulSpec {
+        flow: name.clone(),
+        watermark: flow.watermark.map(|w| WatermarkSpec {
+            column: w.column,
+            delay_ms: w.delay.as_millis(),
+        }),
+        group_by: flow.group_by.unwrap_or_default(),
+        aggregates: flow.aggregates.unwrap_or_default(),
+        drop_duplicates: flow.drop_duplicates,
+        drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,
+        output_mode,
+    };
+    // Checks that need no schema; the rest runs against the schema (validate, flow start).
+    if stateful.output_mode == OutputMode::Complete && !stateful.has_aggregation() {
+        let at = flow.output_mode.as_ref().map_or(span.clone(), |m| m.span());
+        return Err(cx.error(
+            at,
+            "output_mode = \"complete\" rewrites the whole result table every batch, which needs an aggregation \
+             (group_by + aggregates); use output_mode = \"append\""
+                .into(),
+        ));
+    }
+    if stateful.output_mode != OutputMode::Append && !stateful.is_stateful() {
+        let at = flow.output_mode.as_ref().map_or(span.clone(), |m| m.span());
+        return Err(cx.error(
+            at,
+            format!(
+                "output_mode = \"{}\" only applies to an aggregation; a flow without one appends its rows (output_mode = \"append\")",
+                stateful.output_mode
+            ),
+        ));
+    }
+    let late_rows = flow.late_rows.map(|l| resolve_path(base, &l.path));
+    if late_rows.is_some() && stateful.watermark.is_none() {
+        return Err(cx.error(
+            span.clone(),
+            "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
+        ));
+    }
     Ok(FlowSpec {
         name,
         source,
@@ -423,6 +475,8 @@ fn resolve_flow(
         sink,
         trigger,
         checkpoint,
+        stateful,
+        late_rows,
     })
 }
 

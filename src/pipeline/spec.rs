@@ -25,6 +25,32 @@ pub struct FlowFile {
     pub sink: SinkFile,
     pub trigger: Option<Spanned<TriggerFile>>,
     pub checkpoint: Option<String>,
+    /// `{ column = "event_time", delay = "10 minutes" }` (Spark's `withWatermark`).
+    pub watermark: Option<WatermarkFile>,
+    /// Grouping keys (SQL), may include `window(col, '5 minutes'[, '1 minute'])`.
+    pub group_by: Option<Vec<String>>,
+    /// Aggregate expressions with `AS name`.
+    pub aggregates: Option<Vec<String>>,
+    /// Key columns of `dropDuplicates` (empty = all columns).
+    pub drop_duplicates: Option<Vec<String>>,
+    #[serde(default)]
+    pub drop_duplicates_within_watermark: bool,
+    pub output_mode: Option<Spanned<String>>,
+    /// Where rows behind the watermark go instead of being dropped (a Delta table).
+    pub late_rows: Option<LateRowsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatermarkFile {
+    pub column: String,
+    pub delay: HumanDuration,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LateRowsFile {
+    pub path: String,
 }
 
 #[derive(Debug, Deserialize)]

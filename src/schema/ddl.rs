@@ -126,6 +126,14 @@ fn write_column(out: &mut String, field: &Field, separator: &str) {
     }
 }
 
+/// A column name as DDL writes it: as is when it is a plain identifier, otherwise
+/// back-quoted (`` `order id` ``, with a backtick doubled).
+pub fn quote_name(name: &str) -> String {
+    let mut out = String::new();
+    write_name(&mut out, name);
+    out
+}
+
 fn write_name(out: &mut String, name: &str) {
     let plain = !name.is_empty()
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')

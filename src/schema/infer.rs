@@ -137,6 +137,60 @@ pub(crate) fn looks_like_timestamp(s: &str) -> bool {
         && string_to_datetime(&chrono::Utc, s).is_ok()
 }
 
+/// The typed-inference type of one field, accumulated value by value with the
+/// rules above (the decoders use it to type the fields a schema lacks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct InferredType(Ty);
+
+impl InferredType {
+    /// Merges a JSON value (null included: it only marks the field as seen).
+    pub(crate) fn absorb_json(&mut self, value: &Value) {
+        absorb(&mut self.0, value);
+    }
+
+    /// Merges a CSV text value (never null: the caller skips empty and `null_value` fields).
+    pub(crate) fn absorb_text(&mut self, text: &str) {
+        if self.0 != Ty::Str {
+            let current = std::mem::take(&mut self.0);
+            self.0 = merge(current, classify(text));
+        }
+    }
+
+    /// Whether more values can still change the type (it is not string yet).
+    pub(crate) fn is_open(&self) -> bool {
+        self.0 != Ty::Str
+    }
+
+    /// The Arrow type; [`DataType::Null`] when every value seen was null (a null
+    /// nested inside a struct or array is a string, as in [`infer_schema`]).
+    pub(crate) fn into_arrow(self) -> DataType {
+        match self.0 {
+            Ty::Null => DataType::Null,
+            ty => ty.into_arrow(),
+        }
+    }
+}
+
+/// A Parquet column type as a Delta table stores it (see the module documentation).
+pub(crate) fn normalize_parquet_type(data_type: &DataType) -> DataType {
+    normalize(data_type)
+}
+
+/// Two Arrow types merged with the Parquet rules above (integers widen, integer and
+/// float give double, decimals widen, structs merge by name with the case rule, any
+/// other disagreement gives string); [`DataType::Null`] merges into anything.
+pub(crate) fn merge_types(a: DataType, b: DataType) -> DataType {
+    merge_arrow(a, b)
+}
+
+/// Replaces a null type left nested in a merged type with string (as inference does).
+pub(crate) fn finish_type(data_type: DataType) -> DataType {
+    match data_type {
+        DataType::Null => DataType::Null,
+        other => finish_arrow(other),
+    }
+}
+
 /// The inference lattice.
 #[derive(Debug, Clone, Default, PartialEq)]
 enum Ty {

@@ -57,7 +57,7 @@ impl DeltaSink {
 
     /// Appends the batch in one commit with txn (app id, batch id), unless the table
     /// already records this batch for this app id.
-    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>) -> Result<SinkCommit> {
+    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>, overwrite: bool) -> Result<SinkCommit> {
         if self.table.version().is_some() {
             self.table.update_incremental(None).await.map_err(|e| self.err(e))?;
         } else {
@@ -98,7 +98,7 @@ impl DeltaSink {
             .table
             .clone()
             .write(batches)
-            .with_save_mode(SaveMode::Append)
+            .with_save_mode(if overwrite { SaveMode::Overwrite } else { SaveMode::Append })
             .with_commit_properties(commit);
         if !self.partition_by.is_empty() {
             builder = builder.with_partition_columns(self.partition_by.clone());

@@ -12,6 +12,7 @@
 pub mod console;
 pub mod delta;
 pub mod memory;
+pub mod quarantine;
 
 use arrow::record_batch::RecordBatch;
 
@@ -52,8 +53,19 @@ impl Sink {
 
     /// Writes batch `batch_id`, at most once.
     pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>) -> Result<SinkCommit> {
+        self.add_batch_mode(batch_id, batches, false).await
+    }
+
+    /// Writes batch `batch_id`, at most once; `overwrite` replaces the table's content
+    /// (output mode complete).
+    pub async fn add_batch_mode(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        overwrite: bool,
+    ) -> Result<SinkCommit> {
         match self {
-            Sink::Delta(s) => s.add_batch(batch_id, batches).await,
+            Sink::Delta(s) => s.add_batch(batch_id, batches, overwrite).await,
             Sink::Memory(s) => s.add_batch(batch_id, batches),
             Sink::Console(s) => s.add_batch(batch_id, batches),
         }

@@ -8,13 +8,15 @@
 //! they are upserted, removals keep the order of the rest. Loading a version from
 //! disk (snapshot + deltas) reproduces the same order, so a replayed batch emits
 //! its rows in the same order as the original attempt.
-
-use std::collections::{HashMap, HashSet};
+//!
+//! Changes since the last commit are a flag per row (upserted) and the set of
+//! removed keys, so tracking them costs no hashing or allocation per update.
 
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
 use arrow::compute::{filter_record_batch, interleave, not, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
 
@@ -42,6 +44,15 @@ impl KeyRows {
     }
 }
 
+/// Where a row of [`StateTable::upsert_slots`] goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// Replaces the row at this position (from [`StateTable::lookup`]).
+    At(usize),
+    /// Inserts a key not in the table (its row-format bytes).
+    New(Box<[u8]>),
+}
+
 /// A keyed table of state rows with change tracking (see the module docs).
 pub struct StateTable {
     schema: SchemaRef,
@@ -50,7 +61,9 @@ pub struct StateTable {
     data: RecordBatch,
     index: HashMap<Box<[u8]>, usize>,
     key_bytes: usize,
-    upserted: HashSet<Box<[u8]>>,
+    /// Per row: inserted or replaced since the last `clear_changes`.
+    changed: Vec<bool>,
+    /// Keys removed since the last `clear_changes`.
     removed: HashSet<Box<[u8]>>,
 }
 
@@ -85,10 +98,10 @@ impl StateTable {
             schema,
             num_keys,
             converter,
-            index: HashMap::new(),
+            index: HashMap::default(),
             key_bytes: 0,
-            upserted: HashSet::new(),
-            removed: HashSet::new(),
+            changed: Vec::new(),
+            removed: HashSet::default(),
         })
     }
 
@@ -96,7 +109,7 @@ impl StateTable {
     pub fn from_batch(schema: SchemaRef, num_keys: usize, batch: RecordBatch) -> Result<Self> {
         let mut table = StateTable::new(schema, num_keys)?;
         table.upsert(&batch)?;
-        table.upserted.clear();
+        table.clear_changes();
         Ok(table)
     }
 
@@ -122,19 +135,8 @@ impl StateTable {
         &self.data
     }
 
-    /// Encodes key columns (one array per key field) as row-format keys, one per row.
-    pub fn encode_keys(&self, keys: &[ArrayRef], num_rows: usize) -> Result<Vec<Box<[u8]>>> {
-        if self.num_keys == 0 {
-            return Ok(vec![Box::from(&[][..]); num_rows]);
-        }
-        let rows = self
-            .converter
-            .convert_columns(keys)
-            .map_err(arrow_err("encoding state keys"))?;
-        Ok(rows.iter().map(|r| Box::from(r.as_ref())).collect())
-    }
-
-    /// Row-format keys of key columns without copying them per row (see [`KeyRows::get`]).
+    /// Row-format keys of key columns (one array per key field), without copying them
+    /// per row (see [`KeyRows::get`]).
     pub fn key_rows(&self, keys: &[ArrayRef]) -> Result<KeyRows> {
         if self.num_keys == 0 {
             return Ok(KeyRows(None));
@@ -169,39 +171,69 @@ impl StateTable {
         batch.columns()[..self.num_keys].to_vec()
     }
 
-    /// Inserts or replaces rows (schema as the table's; keys should be unique in `rows`,
-    /// a repeated key keeps its last row).
+    /// Inserts or replaces rows (schema as the table's; a key repeated in `rows` keeps
+    /// its last row).
     pub fn upsert(&mut self, rows: &RecordBatch) -> Result<()> {
         if rows.num_rows() == 0 {
             return Ok(());
         }
+        let keys = self.key_rows(&self.key_columns(rows))?;
+        let n_old = self.len();
+        let mut new_keys: HashMap<&[u8], usize> = HashMap::default();
+        let mut slots = Vec::with_capacity(rows.num_rows());
+        for i in 0..rows.num_rows() {
+            let key = keys.get(i);
+            let slot = match self.lookup(key) {
+                Some(p) => Slot::At(p),
+                None => match new_keys.get(key) {
+                    Some(&p) => Slot::At(p),
+                    None => {
+                        new_keys.insert(key, n_old + new_keys.len());
+                        Slot::New(Box::from(key))
+                    }
+                },
+            };
+            slots.push(slot);
+        }
+        self.upsert_slots(rows, slots)
+    }
+
+    /// Inserts or replaces rows whose places the caller resolved: row `i` of `rows` goes
+    /// to `slots[i]`. `Slot::At(p)` may name a row appended earlier in the same call
+    /// (`p >= len()`), which it replaces.
+    pub fn upsert_slots(&mut self, rows: &RecordBatch, slots: Vec<Slot>) -> Result<()> {
+        if rows.num_rows() == 0 {
+            return Ok(());
+        }
         self.check_schema(rows)?;
-        let keys = self.encode_keys(&self.key_columns(rows), rows.num_rows())?;
-        let n_old = self.data.num_rows();
-        let mut replace: Vec<Option<usize>> = vec![None; n_old];
-        let mut appended: Vec<usize> = Vec::new();
-        for (i, key) in keys.into_iter().enumerate() {
-            self.removed.remove(&key);
-            match self.index.get(&key) {
-                Some(&p) if p < n_old => replace[p] = Some(i),
-                Some(&p) => appended[p - n_old] = i,
-                None => {
-                    self.index.insert(key.clone(), n_old + appended.len());
+        let n_old = self.len();
+        let mut indices: Vec<(usize, usize)> = (0..n_old).map(|p| (0, p)).collect();
+        for (i, slot) in slots.into_iter().enumerate() {
+            match slot {
+                Slot::At(p) if p < indices.len() => {
+                    indices[p] = (1, i);
+                    self.changed[p] = true;
+                }
+                Slot::At(p) => {
+                    return Err(Error::Arrow {
+                        context: "state table".into(),
+                        source: arrow::error::ArrowError::InvalidArgumentError(format!(
+                            "upsert into row {p} of {}",
+                            indices.len()
+                        )),
+                    });
+                }
+                Slot::New(key) => {
+                    if !self.removed.is_empty() {
+                        self.removed.remove(&key);
+                    }
                     self.key_bytes += key.len();
-                    appended.push(i);
+                    self.index.insert(key, indices.len());
+                    indices.push((1, i));
+                    self.changed.push(true);
                 }
             }
-            self.upserted.insert(key);
         }
-        let indices: Vec<(usize, usize)> = replace
-            .iter()
-            .enumerate()
-            .map(|(p, r)| match r {
-                Some(i) => (1, *i),
-                None => (0, p),
-            })
-            .chain(appended.iter().map(|&i| (1, i)))
-            .collect();
         let columns = (0..self.schema.fields().len())
             .map(|c| {
                 interleave(
@@ -228,26 +260,28 @@ impl StateTable {
         let removed =
             filter_record_batch(&self.data, &mask).map_err(arrow_err("removing state rows"))?;
         let keep = not(&mask).map_err(arrow_err("removing state rows"))?;
-        let kept =
-            filter_record_batch(&self.data, &keep).map_err(arrow_err("removing state rows"))?;
-        for key in self.encode_keys(&self.key_columns(&removed), removed.num_rows())? {
-            if self.index.remove(&key).is_some() {
+        let kept = filter_record_batch(&self.data, &keep).map_err(arrow_err("removing state rows"))?;
+        let keys = self.key_rows(&self.key_columns(&removed))?;
+        for i in 0..removed.num_rows() {
+            if let Some((key, _)) = self.index.remove_entry(keys.get(i)) {
                 self.key_bytes -= key.len();
+                self.removed.insert(key);
             }
-            self.upserted.remove(&key);
-            self.removed.insert(key);
         }
         let mut new_pos = Vec::with_capacity(mask.len());
         let mut next = 0usize;
-        for m in mask.values().iter() {
+        let mut changed = Vec::with_capacity(kept.num_rows());
+        for (p, m) in mask.values().iter().enumerate() {
             new_pos.push(next);
             if !m {
                 next += 1;
+                changed.push(self.changed[p]);
             }
         }
         for pos in self.index.values_mut() {
             *pos = new_pos[*pos];
         }
+        self.changed = changed;
         self.data = kept;
         Ok(removed)
     }
@@ -260,17 +294,18 @@ impl StateTable {
         num_removals: usize,
     ) -> Result<()> {
         if num_removals > 0 {
-            let keys: HashSet<Box<[u8]>> = self
-                .encode_keys(removal_keys, num_removals)?
-                .into_iter()
-                .collect();
-            let positions: HashSet<usize> = keys.iter().filter_map(|k| self.lookup(k)).collect();
-            if !positions.is_empty() {
-                let mask: BooleanArray = (0..self.len())
-                    .map(|p| Some(positions.contains(&p)))
-                    .collect();
-                self.remove_where(&mask)?;
+            let keys = if self.num_keys == 0 {
+                KeyRows(None)
+            } else {
+                self.key_rows(removal_keys)?
+            };
+            let mut mask = vec![false; self.len()];
+            for i in 0..num_removals {
+                if let Some(p) = self.lookup(keys.get(i)) {
+                    mask[p] = true;
+                }
             }
+            self.remove_where(&BooleanArray::from(mask))?;
         }
         self.upsert(upserts)
     }
@@ -278,13 +313,13 @@ impl StateTable {
     /// The changes since the last [`Self::clear_changes`] (rows in table order, removed
     /// keys sorted).
     pub fn changes(&self) -> Result<Changes> {
-        let mut positions: Vec<u32> = self
-            .upserted
+        let positions: Vec<u32> = self
+            .changed
             .iter()
-            .filter_map(|k| self.index.get(k))
-            .map(|&p| u32::try_from(p).unwrap_or(u32::MAX))
+            .enumerate()
+            .filter(|(_, c)| **c)
+            .map(|(p, _)| u32::try_from(p).unwrap_or(u32::MAX))
             .collect();
-        positions.sort_unstable();
         let upserts = take_record_batch(&self.data, &UInt32Array::from(positions))
             .map_err(arrow_err("collecting state changes"))?;
         let mut removed: Vec<&Box<[u8]>> = self.removed.iter().collect();
@@ -300,7 +335,7 @@ impl StateTable {
 
     /// Forgets the changes (after they were persisted).
     pub fn clear_changes(&mut self) {
-        self.upserted.clear();
+        self.changed.iter_mut().for_each(|c| *c = false);
         self.removed.clear();
     }
 
@@ -313,13 +348,16 @@ impl StateTable {
 
     /// Whether anything changed since the last [`Self::clear_changes`].
     pub fn has_changes(&self) -> bool {
-        !self.upserted.is_empty() || !self.removed.is_empty()
+        !self.removed.is_empty() || self.changed.iter().any(|c| *c)
     }
 
     /// Bytes held: the Arrow buffers of the rows plus the key index.
     pub fn memory_size(&self) -> usize {
-        let entry = std::mem::size_of::<(Box<[u8]>, usize)>() + 8;
-        self.data.get_array_memory_size() + self.key_bytes + self.index.capacity() * entry
+        let entry = std::mem::size_of::<(Box<[u8]>, usize)>() + 1;
+        self.data.get_array_memory_size()
+            + self.key_bytes
+            + self.index.capacity() * entry
+            + self.changed.capacity()
     }
 
     fn check_schema(&self, rows: &RecordBatch) -> Result<()> {
@@ -415,13 +453,8 @@ mod tests {
             .unwrap();
         assert_eq!(removed.num_rows(), 1);
         assert_eq!(contents(&t), vec![("b".into(), 20), ("c".into(), 3)]);
-        assert_eq!(
-            t.lookup(
-                &t.encode_keys(&[Arc::new(StringArray::from(vec!["c"]))], 1)
-                    .unwrap()[0]
-            ),
-            Some(1)
-        );
+        let c = t.key_rows(&[Arc::new(StringArray::from(vec!["c"]))]).unwrap();
+        assert_eq!(t.lookup(c.get(0)), Some(1));
         t.upsert(&rows(&["c", "d"], &[30, 4])).unwrap();
         let ch = t.take_changes().unwrap();
         assert_eq!(ch.upserts.num_rows(), 2);

@@ -34,7 +34,9 @@ const FLOWS: [&str; 3] = ["bronze_events", "windowed_agg", "silver_orders"];
 
 fn progress_fixture(name: &str) -> Vec<weir::engine::progress::StreamingQueryProgress> {
     let text = std::fs::read_to_string(fixture(&format!("progress/{name}.jsonl"))).unwrap();
-    text.lines().map(|l| parse_progress_line(l).expect("fixture record")).collect()
+    text.lines()
+        .map(|l| parse_progress_line(l).expect("fixture record"))
+        .collect()
 }
 
 fn fixture_app(mode: Mode, theme: Theme) -> App {
@@ -106,7 +108,10 @@ fn code(c: KeyCode) -> KeyEvent {
 }
 
 fn unicode() -> Theme {
-    Theme { color: true, ascii: false }
+    Theme {
+        color: true,
+        ascii: false,
+    }
 }
 
 #[test]
@@ -115,7 +120,16 @@ fn console_overview_snapshots() {
         let s = Session::new(fixture_app(Mode::Run, unicode()), None);
         insta::assert_snapshot!(format!("overview_{w}x{h}"), screen(&s, w, h));
     }
-    let s = Session::new(fixture_app(Mode::Attach, Theme { color: false, ascii: true }), None);
+    let s = Session::new(
+        fixture_app(
+            Mode::Attach,
+            Theme {
+                color: false,
+                ascii: true,
+            },
+        ),
+        None,
+    );
     insta::assert_snapshot!("overview_attach_ascii_80x24", screen(&s, 80, 24));
 }
 
@@ -127,9 +141,15 @@ fn console_detail_snapshots_every_pane() {
         insta::assert_snapshot!(format!("detail_{flow}_120x40"), screen(&s, 120, 40));
         for (i, pane) in Pane::ALL.iter().enumerate() {
             s.act(Action::GoPane(i as u8));
-            insta::assert_snapshot!(format!("detail_{flow}_{}_80x24", pane.short()), screen(&s, 80, 24));
+            insta::assert_snapshot!(
+                format!("detail_{flow}_{}_80x24", pane.short()),
+                screen(&s, 80, 24)
+            );
             s.act(Action::Enter);
-            insta::assert_snapshot!(format!("detail_{flow}_{}_zoom_120x40", pane.short()), screen(&s, 120, 40));
+            insta::assert_snapshot!(
+                format!("detail_{flow}_{}_zoom_120x40", pane.short()),
+                screen(&s, 120, 40)
+            );
             s.act(Action::Enter);
         }
     }
@@ -137,7 +157,16 @@ fn console_detail_snapshots_every_pane() {
 
 #[test]
 fn console_ascii_help_and_prompt_snapshots() {
-    let mut s = Session::new(fixture_app(Mode::Run, Theme { color: false, ascii: true }), None);
+    let mut s = Session::new(
+        fixture_app(
+            Mode::Run,
+            Theme {
+                color: false,
+                ascii: true,
+            },
+        ),
+        None,
+    );
     s.act(Action::SelectFlow("windowed_agg".into()));
     let text = screen(&s, 120, 40);
     assert!(text.is_ascii(), "--ascii draws only ASCII:\n{text}");
@@ -151,7 +180,10 @@ fn console_ascii_help_and_prompt_snapshots() {
     }
     insta::assert_snapshot!("command_line_80x24", screen(&s, 80, 24));
     s.key(code(KeyCode::Enter));
-    assert!(screen(&s, 80, 24).contains("› bronze_events") || screen(&s, 80, 24).contains("> bronze_events"));
+    assert!(
+        screen(&s, 80, 24).contains("› bronze_events")
+            || screen(&s, 80, 24).contains("> bronze_events")
+    );
 }
 
 #[test]
@@ -203,7 +235,9 @@ fn session_with_fake_engine() -> (Session, FakeEngine) {
 }
 
 fn overview_row<'a>(text: &'a str, flow: &str) -> &'a str {
-    text.lines().find(|l| l.contains(flow)).unwrap_or_else(|| panic!("no row for {flow} in\n{text}"))
+    text.lines()
+        .find(|l| l.contains(flow))
+        .unwrap_or_else(|| panic!("no row for {flow} in\n{text}"))
 }
 
 #[test]
@@ -217,7 +251,10 @@ fn console_controls_reach_the_engine_and_change_the_screen() {
     // Overview, bronze_events selected: the hints offer pause, not resume.
     let text = screen(&s, 120, 40);
     let hints = text.lines().last().unwrap().to_string();
-    assert!(hints.contains("p pause") && !hints.contains("r resume"), "{hints}");
+    assert!(
+        hints.contains("p pause") && !hints.contains("r resume"),
+        "{hints}"
+    );
 
     s.key(key('p'));
     let bronze = engine.commands.get_mut("bronze_events").unwrap();
@@ -232,10 +269,16 @@ fn console_controls_reach_the_engine_and_change_the_screen() {
         at_ms: NOW_MS,
     }));
     let text = screen(&s, 120, 40);
-    assert!(overview_row(&text, "bronze_events").contains("paused"), "{text}");
+    assert!(
+        overview_row(&text, "bronze_events").contains("paused"),
+        "{text}"
+    );
     assert!(text.contains("pause applied by the engine"), "{text}");
     let hints = text.lines().last().unwrap().to_string();
-    assert!(hints.contains("r resume") && !hints.contains("p pause"), "{hints}");
+    assert!(
+        hints.contains("r resume") && !hints.contains("p pause"),
+        "{hints}"
+    );
 
     s.key(key('t'));
     assert_eq!(bronze.try_recv().ok(), Some(ControlCommand::TriggerNow));
@@ -257,7 +300,15 @@ fn console_controls_reach_the_engine_and_change_the_screen() {
         s.key(key(c));
     }
     s.key(code(KeyCode::Enter));
-    assert_eq!(engine.commands.get_mut("windowed_agg").unwrap().try_recv().ok(), Some(ControlCommand::Pause));
+    assert_eq!(
+        engine
+            .commands
+            .get_mut("windowed_agg")
+            .unwrap()
+            .try_recv()
+            .ok(),
+        Some(ControlCommand::Pause)
+    );
 
     // q: stop all (the engine sees the stop), then exit once the flows have returned.
     s.key(key('q'));
@@ -297,8 +348,14 @@ fn console_freeze_holds_the_picture_while_flows_keep_running() {
     s.key(key('f'));
     let live = screen(&s, 120, 40);
     assert!(live.contains("LIVE"));
-    assert!(overview_row(&live, "bronze_events").contains(" 40 "), "{live}");
-    assert!(overview_row(&live, "bronze_events").contains("7.8k/s"), "{live}");
+    assert!(
+        overview_row(&live, "bronze_events").contains(" 40 "),
+        "{live}"
+    );
+    assert!(
+        overview_row(&live, "bronze_events").contains("7.8k/s"),
+        "{live}"
+    );
 }
 
 #[test]
@@ -329,7 +386,10 @@ struct Tmux {
 
 impl Tmux {
     fn available() -> bool {
-        Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success())
+        Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
     }
 
     fn start(name: &str, w: u16, h: u16, dir: &Path, command: &str) -> Tmux {
@@ -341,10 +401,26 @@ impl Tmux {
             "{command}; echo WEIR-EXITED-$?; echo TTY: $(stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '); sleep 600"
         );
         let ok = Command::new("tmux")
-            .args(["-L", &t.socket, "-f", "/dev/null", "new-session", "-d", "-s", name])
+            .args([
+                "-L",
+                &t.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                name,
+            ])
             .args(["-x", &w.to_string(), "-y", &h.to_string(), "-c"])
             .arg(dir)
-            .args(["-e", "LANG=C.UTF-8", "-e", "WEIR_LOG=info", "-e", "NO_COLOR="])
+            .args([
+                "-e",
+                "LANG=C.UTF-8",
+                "-e",
+                "WEIR_LOG=info",
+                "-e",
+                "NO_COLOR=",
+            ])
             .args(["sh", "-c", &shell])
             .status()
             .unwrap();
@@ -354,7 +430,14 @@ impl Tmux {
 
     fn capture(&self) -> String {
         let out = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", &self.session])
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -362,7 +445,15 @@ impl Tmux {
 
     fn alternate_on(&self) -> bool {
         let out = Command::new("tmux")
-            .args(["-L", &self.socket, "display-message", "-p", "-t", &self.session, "#{alternate_on}"])
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                &self.session,
+                "#{alternate_on}",
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim() == "1"
@@ -386,7 +477,10 @@ impl Tmux {
             if pred(&screen) {
                 return screen;
             }
-            assert!(start.elapsed() < timeout, "timed out waiting for {what}; screen:\n{screen}");
+            assert!(
+                start.elapsed() < timeout,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -394,7 +488,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
     }
 }
 
@@ -444,47 +540,88 @@ fn console_run_in_tmux() {
     }
     let tmp = tempfile::tempdir().unwrap();
     json_pipeline(tmp.path(), "1 second");
-    let t = Tmux::start("run", 120, 40, tmp.path(), &format!("{} run pipeline.toml", weir_bin()));
+    let t = Tmux::start(
+        "run",
+        120,
+        40,
+        tmp.path(),
+        &format!("{} run pipeline.toml", weir_bin()),
+    );
     let commits = tmp.path().join("checkpoints/bronze_events/commits");
-    let screen = t.wait_for("a committed batch on screen", Duration::from_secs(90), |s| {
-        commits.join("0").exists() && s.contains("bronze_events") && s.contains("LIVE")
-    });
-    assert!(t.alternate_on(), "the console runs on the alternate screen:\n{screen}");
+    let screen = t.wait_for(
+        "a committed batch on screen",
+        Duration::from_secs(90),
+        |s| commits.join("0").exists() && s.contains("bronze_events") && s.contains("LIVE"),
+    );
+    assert!(
+        t.alternate_on(),
+        "the console runs on the alternate screen:\n{screen}"
+    );
     assert!(screen.contains("weir run"), "{screen}");
     // The flow detail, then the checkpoint history pane zoomed.
     t.keys(&["Enter"]);
-    t.wait_for("the detail panes", Duration::from_secs(10), |s| s.contains("Checkpoint history") && s.contains("Rates"));
+    t.wait_for("the detail panes", Duration::from_secs(10), |s| {
+        s.contains("Checkpoint history") && s.contains("Rates")
+    });
     t.keys(&["6", "Enter"]);
-    t.wait_for("a committed batch in the history", Duration::from_secs(20), |s| s.contains("committed"));
+    t.wait_for(
+        "a committed batch in the history",
+        Duration::from_secs(20),
+        |s| s.contains("committed"),
+    );
     t.keys(&["Enter", "Escape"]);
     // Help is generated from the live bindings: pause is there in run.
     t.keys(&["?"]);
-    t.wait_for("the help", Duration::from_secs(10), |s| s.contains("pause the flow"));
+    t.wait_for("the help", Duration::from_secs(10), |s| {
+        s.contains("pause the flow")
+    });
     t.keys(&["Escape"]);
     // Pause: the engine applies it and the overview shows it.
     t.keys(&["p"]);
-    t.wait_for("the paused flow", Duration::from_secs(20), |s| s.contains("paused") && s.contains("pause applied"));
+    t.wait_for("the paused flow", Duration::from_secs(20), |s| {
+        s.contains("paused") && s.contains("pause applied")
+    });
     t.keys(&["r"]);
-    t.wait_for("the resumed flow", Duration::from_secs(20), |s| s.contains("resume applied"));
+    t.wait_for("the resumed flow", Duration::from_secs(20), |s| {
+        s.contains("resume applied")
+    });
     // Quit: flows stop after their batch, the terminal comes back, the summary is printed.
     t.keys(&["q"]);
-    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| s.contains("WEIR-EXITED-"));
+    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
+        s.contains("WEIR-EXITED-")
+    });
     assert!(end.contains("WEIR-EXITED-0"), "{end}");
     assert!(!t.alternate_on(), "left the alternate screen:\n{end}");
-    assert!(end.contains("flow bronze_events:") && end.contains("batch(es)"), "summary after the console:\n{end}");
-    assert!(end.contains("TTY: icanon echo"), "raw mode was turned off:\n{end}");
+    assert!(
+        end.contains("flow bronze_events:") && end.contains("batch(es)"),
+        "summary after the console:\n{end}"
+    );
+    assert!(
+        end.contains("TTY: icanon echo"),
+        "raw mode was turned off:\n{end}"
+    );
 }
 
 #[test]
 fn console_attach_in_tmux() {
     if !Tmux::available() {
-        println!("skipping console_attach_in_tmux: tmux is not installed (the CI script installs it)");
+        println!(
+            "skipping console_attach_in_tmux: tmux is not installed (the CI script installs it)"
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = json_pipeline(tmp.path(), "available_now");
-    let out = weir().args(["run", "--headless"]).arg(&pipeline).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let checkpoint = tmp.path().join("checkpoints/bronze_events");
     let before = listing(&checkpoint);
     let t = Tmux::start(
@@ -499,17 +636,30 @@ fn console_attach_in_tmux() {
     });
     assert!(!screen.contains("pause"), "no control in attach:\n{screen}");
     t.keys(&["Enter", "6"]);
-    t.wait_for("the history of three batches", Duration::from_secs(20), |s| {
-        s.contains("Checkpoint history") || s.contains("6 history")
+    t.wait_for(
+        "the history of three batches",
+        Duration::from_secs(20),
+        |s| s.contains("Checkpoint history") || s.contains("6 history"),
+    );
+    let history = t.wait_for("three committed batches", Duration::from_secs(20), |s| {
+        s.matches("committed").count() >= 3
     });
-    let history = t.wait_for("three committed batches", Duration::from_secs(20), |s| s.matches("committed").count() >= 3);
     assert!(history.contains("committed"), "{history}");
     t.keys(&["p", "q"]);
-    let end = t.wait_for("weir to exit", Duration::from_secs(30), |s| s.contains("WEIR-EXITED-"));
+    let end = t.wait_for("weir to exit", Duration::from_secs(30), |s| {
+        s.contains("WEIR-EXITED-")
+    });
     assert!(end.contains("WEIR-EXITED-0"), "{end}");
     assert!(!t.alternate_on(), "left the alternate screen:\n{end}");
-    assert!(end.contains("TTY: icanon echo"), "raw mode was turned off:\n{end}");
-    assert_eq!(listing(&checkpoint), before, "attach wrote nothing in the checkpoint");
+    assert!(
+        end.contains("TTY: icanon echo"),
+        "raw mode was turned off:\n{end}"
+    );
+    assert_eq!(
+        listing(&checkpoint),
+        before,
+        "attach wrote nothing in the checkpoint"
+    );
 }
 
 /// Every file of a directory tree with its size and modification time.

@@ -8,3 +8,4 @@ mod console;
 mod crash;
 mod ingest;
 mod pipeline_files;
+mod stateful;

@@ -34,10 +34,36 @@
 //! **Corrupt records.** A JSON line that is not a JSON object (broken syntax, bare
 //! `NaN`/`Infinity` tokens, invalid UTF-8), or a CSV record with invalid UTF-8,
 //! becomes a row whose data columns are all null and whose `_rescued_data` is
-//! `{"_corrupt_record": "<raw text, lossy UTF-8>", "_file_path": "<path>", "_line": N}`
-//! (N counts lines from 1 in the decompressed file; for CSV it is the line where the
-//! record starts). It is counted in [`DecodedFile::num_records_corrupt`]; the other
-//! records of the file are kept.
+//! `{"_corrupt_record": "<raw text>", "_error": "<why>", "_file_path": "<path>", "_line": N}`
+//! (keys in this order; N counts lines from 1 in the decompressed file; for CSV it is
+//! the line where the record starts). It is counted in
+//! [`DecodedFile::num_records_corrupt`]; the other records of the file are kept. With
+//! a `bad_records_path` the engine moves these rows to the quarantine instead of the
+//! table ([`crate::sink::quarantine`]).
+//!
+//! **Encodings.** Files are read as UTF-8 (a leading byte-order mark is dropped).
+//! A line (JSON) or record (CSV) that is not valid UTF-8 — a Latin-1 or Windows-1252
+//! file, a truncated multi-byte character — is a **corrupt record**, never decoded
+//! lossily into the table: weir does not guess encodings, and a replacement
+//! character would silently change the data. So that nothing is lost, its
+//! `_corrupt_record` text is the raw bytes decoded as ISO-8859-1 (one character per
+//! byte, U+0000..U+00FF, so the original bytes can be recovered exactly, and Latin-1
+//! text reads correctly), and `_error` says so and where the first invalid byte is.
+//! The other lines of the file are unaffected.
+//!
+//! **Drift.** Besides the rows, each file reports what it shows beyond the schema:
+//! [`DecodedFile::new_fields`], the fields the schema lacks (top level, and nested
+//! inside structs, list items and map values), each once with the type the typed
+//! inference rules of [`crate::schema::infer`] give its values in this file
+//! ([`DataType::Null`] when every value is null); and
+//! [`DecodedFile::type_mismatches`], per known field the number of values that did
+//! not fit its type. A name differing from a known field only by letter case is not
+//! a new field (its values are rescued), and between two new spellings the first one
+//! in the file wins; CSV fields without a name of their own (past the header's
+//! width, an empty or repeated header name) are not new fields either, except in a
+//! file without a header, where a field past the schema's width is the new column
+//! `_c<index>` as inference names it. The values themselves are rescued as always;
+//! [`crate::schema::evolve`] decides what the new fields do to the schema.
 //!
 //! **Without `_rescued_data`** ([`ReadSpec::rescued_data`] = false) a value that does
 //! not fit leaves its column null and is still counted in `num_rows_rescued`;
@@ -56,7 +82,7 @@
 //! | double, float | any number (integers included) | the number; strings (also `"NaN"`) are rescued; a value beyond `float`'s range is rescued |
 //! | boolean | `true`, `false` | the value |
 //! | date | `"YYYY-MM-DD"` | the day |
-//! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = UTC); integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued |
+//! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = UTC); integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued, and so is any value outside years 0001..=9999 (Spark's and Delta's range), which is how a number in milliseconds or microseconds (year 50,000+ when read as seconds) ends in `_rescued_data` instead of a wrong date |
 //! | decimal(p,s) | numbers (written without an exponent) | rounded half-up to `s` digits like Spark's cast; rescued when more than `p - s` integer digits |
 //! | binary | base64 strings (Spark's JSON encoding of binary) | the decoded bytes |
 //! | array<T> | arrays whose every element fits `T` | otherwise the whole array is rescued |
@@ -116,9 +142,12 @@ use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use super::options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
 
 mod csv_file;
+mod drift;
 mod json_lines;
 mod parquet_file;
 mod rescue;
+
+pub use crate::schema::evolve::{FieldMismatch, NewField};
 
 pub(crate) use csv_file::reader_builder as csv_reader_builder;
 
@@ -178,6 +207,10 @@ pub struct DecodedFile {
     pub num_rows_rescued: usize,
     /// Records that could not be parsed at all.
     pub num_records_corrupt: usize,
+    /// Fields present in the file and absent from the schema (see "Drift" above).
+    pub new_fields: Vec<NewField>,
+    /// Known fields with values that did not fit their type (all rescued), with counts.
+    pub type_mismatches: Vec<FieldMismatch>,
 }
 
 /// Why a file could not be decoded.
@@ -346,6 +379,22 @@ fn assemble(
 /// The `_file_path` written into `_rescued_data`.
 fn display_path(meta: &FileMeta) -> String {
     meta.path.to_string_lossy().into_owned()
+}
+
+/// The `_corrupt_record` text of a raw line: as is when it is UTF-8, otherwise
+/// decoded as ISO-8859-1 (lossless), with the error saying so.
+fn corrupt_text(raw: &[u8]) -> (String, Option<String>) {
+    match std::str::from_utf8(raw) {
+        Ok(text) => (text.to_string(), None),
+        Err(e) => (
+            raw.iter().map(|&b| char::from(b)).collect(),
+            Some(format!(
+                "invalid UTF-8 at byte {} of the record (the raw text is shown decoded as \
+                 ISO-8859-1, one character per byte)",
+                e.valid_up_to() + 1
+            )),
+        ),
+    }
 }
 
 #[cfg(test)]

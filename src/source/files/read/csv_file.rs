@@ -1,6 +1,9 @@
 //! CSV decoding: fields into string columns, then one `cast` per column; only the
 //! values the cast rejects (found with a validity-mask comparison) are touched row by row.
+//! New columns are known from the header once per file; only their values (which are
+//! rescued anyway) are classified for the new field's type.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanBufferBuilder, StringArray, new_null_array};
@@ -9,9 +12,11 @@ use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
 use arrow::datatypes::{DataType, Fields, SchemaRef};
 use serde_json::Value;
 
+use super::drift::{Drift, Slot};
 use super::rescue::Rescues;
 use super::{
-    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, data_fields, display_path,
+    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
+    data_fields, display_path,
 };
 use crate::source::files::CsvOptions;
 
@@ -42,6 +47,7 @@ pub(super) fn decode(
     };
 
     // Where each column comes from, and what the other fields are rescued as.
+    let mut drift = Drift::default();
     let layout = if options.header {
         if !read(&mut reader, &mut record)? {
             return Ok(DecodedFile::default());
@@ -50,10 +56,12 @@ pub(super) fn decode(
             .iter()
             .map(|f| String::from_utf8_lossy(f).into_owned())
             .collect();
-        Layout::by_header(&fields, &names)
+        Layout::by_header(&fields, &names, &mut drift)
     } else {
         Layout::by_position(&fields)
     };
+    // Without a header, fields past the schema's width are the new columns `_c<index>`.
+    let mut extra_slots: Vec<Option<Slot>> = Vec::new();
 
     let mut batch = BatchBuilder::new(&layout, fields.len());
     let mut out = DecodedFile::default();
@@ -71,9 +79,9 @@ pub(super) fn decode(
             let raw = data.get(start..end).unwrap_or_default();
             let raw = trim_line_end(raw);
             let line = record.position().map_or(0, |p| p.line() as usize);
-            batch
-                .rescues
-                .corrupt(row, String::from_utf8_lossy(raw).into_owned(), line);
+            let (raw, error) = corrupt_text(raw);
+            let error = error.unwrap_or_else(|| "invalid UTF-8".into());
+            batch.rescues.corrupt(row, raw, error, line);
             for column in batch.columns.iter_mut().flatten() {
                 column.push(None);
             }
@@ -83,13 +91,25 @@ pub(super) fn decode(
                     column.push(record.get(*index).filter(|f| !is_null(f)));
                 }
             }
-            for &(index, ref key) in &layout.unmapped {
+            for &(index, ref key, slot) in &layout.unmapped {
                 if let Some(f) = record.get(index).filter(|f| !is_null(f)) {
+                    if let Some(slot) = slot {
+                        absorb_new(&mut drift, slot, f);
+                    }
                     batch.rescues.field(row, index, key.as_str(), text_value(f));
                 }
             }
             for index in layout.width..record.len() {
+                if !options.header {
+                    while extra_slots.len() <= index - layout.width {
+                        let name = format!("_c{}", layout.width + extra_slots.len());
+                        extra_slots.push(drift.new_field(vec![name]));
+                    }
+                }
                 if let Some(f) = record.get(index).filter(|f| !is_null(f)) {
+                    if let Some(&Some(slot)) = extra_slots.get(index - layout.width) {
+                        absorb_new(&mut drift, slot, f);
+                    }
                     batch
                         .rescues
                         .field(row, index, format!("_c{index}"), text_value(f));
@@ -101,13 +121,39 @@ pub(super) fn decode(
             || (batch.rows.is_multiple_of(1024) && batch.text_bytes() > BATCH_TEXT_BYTES)
         {
             let done = std::mem::replace(&mut batch, BatchBuilder::new(&layout, fields.len()));
-            done.finish(&fields, &layout, schema, spec, &file_path, meta, &mut out)?;
+            let context = Context {
+                fields: &fields,
+                layout: &layout,
+                schema,
+                spec,
+                file_path: &file_path,
+                meta,
+            };
+            done.finish(&context, &mut drift, &mut out)?;
         }
     }
     if batch.rows > 0 {
-        batch.finish(&fields, &layout, schema, spec, &file_path, meta, &mut out)?;
+        let context = Context {
+            fields: &fields,
+            layout: &layout,
+            schema,
+            spec,
+            file_path: &file_path,
+            meta,
+        };
+        batch.finish(&context, &mut drift, &mut out)?;
     }
+    drift.finish(&spec.schema, &file_path, &mut out);
     Ok(out)
+}
+
+/// A value of a new column, for its type (until the type is string).
+fn absorb_new(drift: &mut Drift, slot: Slot, field: &[u8]) {
+    if drift.new_is_open(slot)
+        && let Ok(text) = std::str::from_utf8(field)
+    {
+        drift.new_text(slot, text);
+    }
 }
 
 /// The `csv` reader for a dialect. Headers are handled by the caller, rows may be ragged.
@@ -144,25 +190,49 @@ fn text_value(field: &[u8]) -> Value {
 struct Layout {
     /// For each schema column, the index of the field holding it.
     sources: Vec<Option<usize>>,
-    /// Fields within the header's width that no column takes: (index, rescue key).
-    unmapped: Vec<(usize, String)>,
+    /// Fields within the header's width that no column takes: (index, rescue key,
+    /// new-field slot when the field is a new column).
+    unmapped: Vec<(usize, String, Option<Slot>)>,
     /// Number of named fields; fields from here on are rescued as `_c<index>`.
     width: usize,
 }
 
 impl Layout {
-    fn by_header(fields: &Fields, names: &[String]) -> Self {
+    /// Columns by header name. An empty name is `_c<index>` (as inference names it);
+    /// a repeated name is rescued as `_c<index>`; a name the schema lacks (and that is
+    /// not a case variant of a schema column) is a new column.
+    fn by_header(fields: &Fields, names: &[String], drift: &mut Drift) -> Self {
+        let by_name: HashMap<&str, usize> = fields
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, f)| (f.name().as_str(), i))
+            .collect();
+        let folded: HashSet<String> = fields.iter().map(|f| f.name().to_lowercase()).collect();
+        let mut seen: HashSet<String> = HashSet::with_capacity(names.len());
         let mut sources = vec![None; fields.len()];
         let mut unmapped = Vec::new();
         for (index, name) in names.iter().enumerate() {
-            let column = fields.iter().position(|f| f.name() == name);
-            match column {
-                Some(column) if sources[column].is_none() => sources[column] = Some(index),
-                Some(_) => unmapped.push((index, format!("_c{index}"))),
-                None if name.is_empty() || names[..index].contains(name) => {
-                    unmapped.push((index, format!("_c{index}")))
+            let name = if name.is_empty() {
+                format!("_c{index}")
+            } else {
+                name.clone()
+            };
+            let repeated = !seen.insert(name.clone());
+            match by_name.get(name.as_str()) {
+                Some(&column) if !repeated && sources[column].is_none() => {
+                    sources[column] = Some(index)
                 }
-                None => unmapped.push((index, name.clone())),
+                _ if repeated => unmapped.push((index, format!("_c{index}"), None)),
+                Some(_) => unmapped.push((index, format!("_c{index}"), None)),
+                None => {
+                    let slot = if folded.contains(&name.to_lowercase()) {
+                        None
+                    } else {
+                        drift.new_field(vec![name.clone()])
+                    };
+                    unmapped.push((index, name, slot));
+                }
             }
         }
         Layout {
@@ -256,17 +326,20 @@ impl BatchBuilder {
             .unwrap_or(0)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn finish(
         self,
-        fields: &Fields,
-        layout: &Layout,
-        schema: &SchemaRef,
-        spec: &ReadSpec,
-        file_path: &str,
-        meta: &FileMeta,
+        context: &Context<'_>,
+        drift: &mut Drift,
         out: &mut DecodedFile,
     ) -> Result<(), FileReadError> {
+        let Context {
+            fields,
+            layout,
+            schema,
+            spec,
+            file_path,
+            meta,
+        } = *context;
         let BatchBuilder {
             columns,
             mut rescues,
@@ -287,6 +360,7 @@ impl BatchBuilder {
                 field.name(),
                 *source,
                 &mut rescues,
+                drift,
             ));
         }
         let rescue = rescues.finish(rows, file_path, spec.rescued_data);
@@ -302,14 +376,25 @@ impl BatchBuilder {
     }
 }
 
+/// What finishing a batch needs besides the batch.
+struct Context<'a> {
+    fields: &'a Fields,
+    layout: &'a Layout,
+    schema: &'a SchemaRef,
+    spec: &'a ReadSpec,
+    file_path: &'a str,
+    meta: &'a FileMeta,
+}
+
 /// Casts a string column to its type; values the cast turns into null are rescued
-/// under `name` (ordered by the field's position `source`).
+/// under `name` (ordered by the field's position `source`) and reported as mismatches.
 fn convert(
     text: StringArray,
     target: &DataType,
     name: &str,
     source: usize,
     rescues: &mut Rescues,
+    drift: &mut Drift,
 ) -> ArrayRef {
     if target == &DataType::Utf8 {
         return Arc::new(text);
@@ -326,6 +411,7 @@ fn convert(
     let Some(cast) = cast else {
         // Not castable from text (nested types): every value is rescued.
         for row in (0..text.len()).filter(|r| text.is_valid(*r)) {
+            drift.mismatch_text(&[name], text.value(row));
             rescues.field(row, source, name, Value::String(text.value(row).into()));
         }
         return new_null_array(target, text.len());
@@ -340,6 +426,7 @@ fn convert(
     if let Some(after) = cast.logical_nulls() {
         let failed = &before & &!after.inner();
         for row in failed.set_indices() {
+            drift.mismatch_text(&[name], text.value(row));
             rescues.field(row, source, name, Value::String(text.value(row).into()));
         }
     }

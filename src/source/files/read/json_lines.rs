@@ -2,7 +2,7 @@
 //! checked against its column (a misfit moves to `_rescued_data`), and the cleaned
 //! objects are turned into columns by arrow-json's `Decoder::serialize`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::timezone::Tz;
@@ -16,9 +16,11 @@ use arrow::json::reader::Decoder;
 use chrono::{DateTime, NaiveDate, TimeZone};
 use serde_json::{Map, Value};
 
+use super::drift::Drift;
 use super::rescue::Rescues;
 use super::{
-    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, data_fields, display_path,
+    BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
+    data_fields, display_path,
 };
 
 pub(super) fn decode(
@@ -44,12 +46,14 @@ pub(super) fn decode(
         rows: Vec::with_capacity(BATCH_ROWS.min(data.len() / 16 + 1)),
         rescues: Rescues::default(),
         out: DecodedFile::default(),
+        drift: Drift::default(),
         file_path: display_path(meta),
         meta,
         spec,
         schema,
     };
 
+    let mut path: Vec<&str> = Vec::new();
     for (index, line) in data.split(|b| *b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -58,15 +62,23 @@ pub(super) fn decode(
         let row = state.rows.len();
         match serde_json::from_slice::<Value>(line) {
             Ok(Value::Object(object)) => {
-                let (cleaned, rescued) = shape.fit_object(object);
+                let (cleaned, rescued) = shape.fit_object(object, &mut path, &mut state.drift);
                 for (order, (key, value)) in rescued.into_iter().enumerate() {
                     state.rescues.field(row, order, key, value);
                 }
                 state.rows.push(Value::Object(cleaned));
             }
-            _ => {
-                let raw = String::from_utf8_lossy(line).into_owned();
-                state.rescues.corrupt(row, raw, index + 1);
+            parsed => {
+                let (raw, utf8_error) = corrupt_text(line);
+                let error = match (utf8_error, parsed) {
+                    (Some(e), _) => e,
+                    (None, Err(e)) => format!("invalid JSON: {e}"),
+                    (None, Ok(other)) => format!(
+                        "not a JSON object: a JSON lines record is one object per line, found {}",
+                        json_kind(&other)
+                    ),
+                };
+                state.rescues.corrupt(row, raw, error, index + 1);
                 state.rows.push(Value::Object(Map::new()));
             }
         }
@@ -75,7 +87,20 @@ pub(super) fn decode(
         }
     }
     state.flush()?;
-    Ok(state.out)
+    let mut out = state.out;
+    state.drift.finish(&spec.schema, &state.file_path, &mut out);
+    Ok(out)
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 struct State<'a> {
@@ -83,6 +108,7 @@ struct State<'a> {
     rows: Vec<Value>,
     rescues: Rescues,
     out: DecodedFile,
+    drift: Drift,
     file_path: String,
     meta: &'a FileMeta,
     spec: &'a ReadSpec,
@@ -140,6 +166,8 @@ struct StructShape {
     names: Vec<String>,
     shapes: Vec<Shape>,
     index: HashMap<String, usize>,
+    /// Lower-cased names: an unknown key folding to one of them is a case variant, not a new field.
+    folded: HashSet<String>,
 }
 
 /// The result of checking one value against its column.
@@ -148,6 +176,9 @@ enum Fit {
     Keep(Value),
     /// The value does not fit; here it is, unchanged.
     Rescue(Value),
+    /// The value is rescued whole because of nested values that did not fit, which
+    /// were already reported as drift (the caller records no mismatch of its own).
+    RescueReported(Value),
     /// An object that fits except for some nested fields (rescued as nested objects).
     Partial(Value, Map<String, Value>),
 }
@@ -158,6 +189,7 @@ impl StructShape {
             names: Vec::with_capacity(fields.len()),
             shapes: Vec::with_capacity(fields.len()),
             index: HashMap::with_capacity(fields.len()),
+            folded: HashSet::with_capacity(fields.len()),
         };
         for field in fields {
             let column = Shape::new(field.data_type()).map_err(|t| {
@@ -167,6 +199,7 @@ impl StructShape {
                 .index
                 .entry(field.name().clone())
                 .or_insert(shape.names.len());
+            shape.folded.insert(field.name().to_lowercase());
             shape.names.push(field.name().clone());
             shape.shapes.push(column);
         }
@@ -175,22 +208,37 @@ impl StructShape {
 
     /// Splits an object into the part that fits (keys in the schema, converted) and
     /// the rescued part (unknown keys, misfits, and nested rescues), in key order.
-    fn fit_object(&self, object: Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
+    /// `path` leads to this object (schema names); unknown keys and misfits are
+    /// reported to `drift`.
+    fn fit_object<'a>(
+        &'a self,
+        object: Map<String, Value>,
+        path: &mut Vec<&'a str>,
+        drift: &mut Drift,
+    ) -> (Map<String, Value>, Map<String, Value>) {
         let mut cleaned = Map::with_capacity(object.len());
         let mut rescued = Map::new();
         for (key, value) in object {
+            let Some(&i) = self.index.get(&key) else {
+                self.unknown(&key, &value, path, drift);
+                if !value.is_null() {
+                    rescued.insert(key, value);
+                }
+                continue;
+            };
             if value.is_null() {
                 continue;
             }
-            let Some(&i) = self.index.get(&key) else {
-                rescued.insert(key, value);
-                continue;
-            };
-            match self.shapes[i].fit(value) {
+            path.push(&self.names[i]);
+            match self.shapes[i].fit(value, path, drift) {
                 Fit::Keep(v) => {
                     cleaned.insert(key, v);
                 }
                 Fit::Rescue(v) => {
+                    drift.mismatch_json(path, &v);
+                    rescued.insert(key, v);
+                }
+                Fit::RescueReported(v) => {
                     rescued.insert(key, v);
                 }
                 Fit::Partial(v, nested) => {
@@ -198,8 +246,23 @@ impl StructShape {
                     rescued.insert(key, Value::Object(nested));
                 }
             }
+            path.pop();
         }
         (cleaned, rescued)
+    }
+
+    /// Reports a key this struct does not have as a new field, unless it is a case
+    /// variant of one it has.
+    fn unknown(&self, key: &str, value: &Value, path: &[&str], drift: &mut Drift) {
+        if self.folded.contains(&key.to_lowercase()) {
+            return;
+        }
+        let mut full: Vec<String> = Vec::with_capacity(path.len() + 1);
+        full.extend(path.iter().map(|s| (*s).to_string()));
+        full.push(key.to_string());
+        if let Some(slot) = drift.new_field(full) {
+            drift.new_json(slot, value);
+        }
     }
 }
 
@@ -259,8 +322,8 @@ impl Shape {
         })
     }
 
-    /// Checks a non-null value against the column.
-    fn fit(&self, value: Value) -> Fit {
+    /// Checks a non-null value against the column at `path`.
+    fn fit<'a>(&'a self, value: Value, path: &mut Vec<&'a str>, drift: &mut Drift) -> Fit {
         if value.is_null() {
             return Fit::Keep(value);
         }
@@ -289,7 +352,10 @@ impl Shape {
             Shape::Timestamp { tz, per_second } => {
                 let ticks = match &value {
                     Value::String(s) => parse_timestamp(s, tz.as_ref(), *per_second),
-                    Value::Number(n) => n.as_i64().and_then(|s| s.checked_mul(*per_second)),
+                    Value::Number(n) => n
+                        .as_i64()
+                        .filter(|s| (MIN_EPOCH_SECONDS..=MAX_EPOCH_SECONDS).contains(s))
+                        .and_then(|s| s.checked_mul(*per_second)),
                     _ => None,
                 };
                 match ticks {
@@ -311,21 +377,32 @@ impl Shape {
                 Some(hex) => Fit::Keep(Value::String(hex)),
                 None => Fit::Rescue(value),
             },
+            // A list or map is kept or rescued whole; every element is still checked,
+            // so that all of its drift is reported (`element` / `value` in the path).
             Shape::List(item) => {
                 let Value::Array(items) = value else {
                     return Fit::Rescue(value);
                 };
                 let original = items.clone();
                 let mut cleaned = Vec::with_capacity(items.len());
+                let mut whole = false;
+                path.push("element");
                 for v in items {
-                    match item.fit(v) {
+                    match item.fit(v, path, drift) {
                         Fit::Keep(v) => cleaned.push(v),
-                        Fit::Rescue(_) | Fit::Partial(..) => {
-                            return Fit::Rescue(Value::Array(original));
+                        Fit::Rescue(v) => {
+                            drift.mismatch_json(path, &v);
+                            whole = true;
                         }
+                        Fit::RescueReported(_) | Fit::Partial(..) => whole = true,
                     }
                 }
-                Fit::Keep(Value::Array(cleaned))
+                path.pop();
+                if whole {
+                    Fit::RescueReported(Value::Array(original))
+                } else {
+                    Fit::Keep(Value::Array(cleaned))
+                }
             }
             Shape::Map(values) => {
                 let Value::Object(entries) = value else {
@@ -333,23 +410,32 @@ impl Shape {
                 };
                 let original = entries.clone();
                 let mut cleaned = Map::with_capacity(entries.len());
+                let mut whole = false;
+                path.push("value");
                 for (k, v) in entries {
-                    match values.fit(v) {
+                    match values.fit(v, path, drift) {
                         Fit::Keep(v) => {
                             cleaned.insert(k, v);
                         }
-                        Fit::Rescue(_) | Fit::Partial(..) => {
-                            return Fit::Rescue(Value::Object(original));
+                        Fit::Rescue(v) => {
+                            drift.mismatch_json(path, &v);
+                            whole = true;
                         }
+                        Fit::RescueReported(_) | Fit::Partial(..) => whole = true,
                     }
                 }
-                Fit::Keep(Value::Object(cleaned))
+                path.pop();
+                if whole {
+                    Fit::RescueReported(Value::Object(original))
+                } else {
+                    Fit::Keep(Value::Object(cleaned))
+                }
             }
             Shape::Struct(shape) => {
                 let Value::Object(object) = value else {
                     return Fit::Rescue(value);
                 };
-                let (cleaned, rescued) = shape.fit_object(object);
+                let (cleaned, rescued) = shape.fit_object(object, path, drift);
                 if rescued.is_empty() {
                     Fit::Keep(Value::Object(cleaned))
                 } else {
@@ -359,6 +445,11 @@ impl Shape {
         }
     }
 }
+
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z in seconds: the range of Spark's
+/// and Delta's timestamps; an epoch number outside it is rescued.
+const MIN_EPOCH_SECONDS: i64 = -62_135_596_800;
+const MAX_EPOCH_SECONDS: i64 = 253_402_300_799;
 
 fn keep_if(fits: bool, value: Value) -> Fit {
     if fits {

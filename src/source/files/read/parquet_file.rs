@@ -7,12 +7,14 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};
 use arrow::buffer::BooleanBuffer;
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options, take};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
+use super::drift::Drift;
 use super::rescue::Rescues;
+use crate::schema::infer::normalize_parquet_type;
 use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, data_fields, display_path,
 };
@@ -42,6 +44,8 @@ pub(super) fn decode(
     let fields = data_fields(&spec.schema);
     let file_path = display_path(meta);
     let mut out = DecodedFile::default();
+    let mut drift = Drift::default();
+    let mut diffed = false;
     for batch in reader {
         let batch = batch.map_err(|e| FileReadError::Corrupt {
             path: meta.path.clone(),
@@ -49,6 +53,10 @@ pub(super) fn decode(
         })?;
         let rows = batch.num_rows();
         let file_schema = batch.schema();
+        if !diffed {
+            diffed = true;
+            new_fields(&fields, file_schema.fields(), &mut Vec::new(), &mut drift);
+        }
         let mut rescues = Rescues::default();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
         for field in &fields {
@@ -62,6 +70,7 @@ pub(super) fn decode(
                 field.name(),
                 index,
                 &mut rescues,
+                &mut drift,
             ));
         }
         for (index, file_field) in file_schema.fields().iter().enumerate() {
@@ -83,7 +92,48 @@ pub(super) fn decode(
             out.batches.push(batch);
         }
     }
+    drift.finish(&spec.schema, &file_path, &mut out);
     Ok(out)
+}
+
+/// Reports the fields of a file's (struct) fields that the schema's lack: by exact
+/// name, case variants excepted, recursing into structs and list items.
+fn new_fields(schema: &Fields, file: &Fields, path: &mut Vec<String>, drift: &mut Drift) {
+    for file_field in file {
+        match schema.find(file_field.name()) {
+            Some((_, field)) => {
+                path.push(file_field.name().clone());
+                nested_new_fields(field.data_type(), file_field.data_type(), path, drift);
+                path.pop();
+            }
+            None => {
+                let folded = file_field.name().to_lowercase();
+                if schema.iter().any(|f| f.name().to_lowercase() == folded) {
+                    continue;
+                }
+                let mut full = path.clone();
+                full.push(file_field.name().clone());
+                if let Some(slot) = drift.new_field(full) {
+                    drift.new_declared(slot, normalize_parquet_type(file_field.data_type()));
+                }
+            }
+        }
+    }
+}
+
+fn nested_new_fields(schema: &DataType, file: &DataType, path: &mut Vec<String>, drift: &mut Drift) {
+    match (schema, file) {
+        (DataType::Struct(schema), DataType::Struct(file)) => new_fields(schema, file, path, drift),
+        (
+            DataType::List(schema) | DataType::LargeList(schema),
+            DataType::List(file) | DataType::LargeList(file),
+        ) => {
+            path.push("element".into());
+            nested_new_fields(schema.data_type(), file.data_type(), path, drift);
+            path.pop();
+        }
+        _ => {}
+    }
 }
 
 /// Casts a file column to the schema's type; values the cast turns into null are rescued.
@@ -93,6 +143,7 @@ fn convert(
     name: &str,
     index: usize,
     rescues: &mut Rescues,
+    drift: &mut Drift,
 ) -> ArrayRef {
     if column.data_type() == target {
         return Arc::clone(column);
@@ -108,6 +159,9 @@ fn convert(
     };
     let Some(cast) = cast else {
         let valid: Vec<usize> = (0..column.len()).filter(|r| column.is_valid(*r)).collect();
+        if !valid.is_empty() {
+            drift.mismatch_declared(&[name], valid.len(), normalize_parquet_type(column.data_type()));
+        }
         rescue_rows(column, name, index, &valid, rescues);
         return new_null_array(target, column.len());
     };
@@ -120,6 +174,9 @@ fn convert(
         .unwrap_or_else(|| BooleanBuffer::new_set(column.len()));
     if let Some(after) = cast.logical_nulls() {
         let failed: Vec<usize> = (&before & &!after.inner()).set_indices().collect();
+        if !failed.is_empty() {
+            drift.mismatch_declared(&[name], failed.len(), normalize_parquet_type(column.data_type()));
+        }
         rescue_rows(column, name, index, &failed, rescues);
     }
     cast

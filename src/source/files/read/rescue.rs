@@ -8,7 +8,11 @@ use serde_json::{Map, Value};
 
 enum Entry {
     Field { key: String, value: Value },
-    Corrupt { raw: String, line: usize },
+    Corrupt {
+        raw: String,
+        error: String,
+        line: usize,
+    },
 }
 
 /// The rescued values of one batch, in any order; sorted when the column is built.
@@ -39,9 +43,10 @@ impl Rescues {
         ));
     }
 
-    /// `row` is a record that could not be parsed; `line` counts from 1.
-    pub fn corrupt(&mut self, row: usize, raw: String, line: usize) {
-        self.entries.push((row, 0, Entry::Corrupt { raw, line }));
+    /// `row` is a record that could not be parsed (`error` says why); `line` counts from 1.
+    pub fn corrupt(&mut self, row: usize, raw: String, error: String, line: usize) {
+        self.entries
+            .push((row, 0, Entry::Corrupt { raw, error, line }));
     }
 
     pub fn finish(mut self, num_rows: usize, file_path: &str, enabled: bool) -> RescueColumn {
@@ -57,7 +62,7 @@ impl Rescues {
                 group.push(entry);
             }
             let corrupt = group.iter().find_map(|e| match e {
-                Entry::Corrupt { raw, line } => Some((raw, *line)),
+                Entry::Corrupt { raw, error, line } => Some((raw, error, *line)),
                 Entry::Field { .. } => None,
             });
             if corrupt.is_some() {
@@ -73,8 +78,10 @@ impl Rescues {
                 next_row += 1;
             }
             let mut object = Map::new();
-            if let Some((raw, line)) = corrupt {
+            if let Some((raw, error, line)) = corrupt {
+                // `_corrupt_record` first: the quarantine finds these rows by that prefix.
                 object.insert("_corrupt_record".into(), Value::String(raw.clone()));
+                object.insert("_error".into(), Value::String(error.clone()));
                 object.insert("_file_path".into(), Value::String(file_path.into()));
                 object.insert("_line".into(), Value::from(line));
             } else {

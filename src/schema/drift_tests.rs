@@ -1,0 +1,1 @@
+//! Drift across file sequences (placeholder).
