@@ -26,7 +26,6 @@
 //! dropped in append mode, dropped without output in update mode, and kept in complete
 //! mode.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,8 +36,9 @@ use arrow::array::{
     UInt32Array,
 };
 use arrow::compute::kernels::cmp::{lt, lt_eq};
-use arrow::compute::{cast, take};
+use arrow::compute::{cast, interleave, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::HashMap;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -53,7 +53,7 @@ use super::stateful::{
 use super::watermark::event_time_micros;
 use super::window::{WindowSpec, split_alias};
 use crate::error::{Error, Result};
-use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name for a streaming aggregation.
 pub const OPERATOR_NAME: &str = "stateStoreSave";
@@ -423,9 +423,13 @@ impl AggregateOperator {
 
     /// Folds the input into the state; returns the new state rows of the touched groups.
     fn update(&mut self, input: Vec<RecordBatch>) -> Result<Option<RecordBatch>> {
-        let mut local: HashMap<Box<[u8]>, usize> = HashMap::new();
-        let mut local_keys: Vec<Box<[u8]>> = Vec::new();
-        let mut prepared: Vec<(RecordBatch, Vec<usize>)> = Vec::new();
+        // Batch-local group ids 0..n: a group in state is found by one hash lookup and
+        // mapped through `local_of_row`; a new group gets its key bytes allocated once.
+        let mut local_of_row: Vec<u32> = Vec::new();
+        let mut stored_rows: Vec<(usize, usize)> = Vec::new(); // (local id, state row)
+        let mut new_keys: HashMap<Box<[u8]>, usize> = HashMap::default();
+        let mut first_seen: Vec<(usize, usize)> = Vec::new(); // (batch, row) per local id
+        let mut prepared: Vec<(RecordBatch, Vec<ArrayRef>, Vec<usize>)> = Vec::new();
         for batch in input {
             if batch.num_rows() == 0 {
                 continue;
@@ -449,23 +453,37 @@ impl AggregateOperator {
                 .map(|e| self.eval(e, &batch))
                 .collect::<Result<Vec<_>>>()?;
             let encoded = self.table.key_rows(&keys)?;
+            let b = prepared.len();
             let mut indices = Vec::with_capacity(batch.num_rows());
             for i in 0..batch.num_rows() {
                 let key = encoded.get(i);
-                let id = match local.get(key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = local_keys.len();
-                        local_keys.push(Box::from(key));
-                        local.insert(Box::from(key), id);
-                        id
+                let next = first_seen.len();
+                let id = match self.table.lookup(key) {
+                    Some(p) => {
+                        if local_of_row.is_empty() {
+                            local_of_row = vec![u32::MAX; self.table.len()];
+                        }
+                        if local_of_row[p] == u32::MAX {
+                            local_of_row[p] = u32::try_from(next).unwrap_or(u32::MAX);
+                            stored_rows.push((next, p));
+                            first_seen.push((b, i));
+                        }
+                        local_of_row[p] as usize
                     }
+                    None => match new_keys.get(key) {
+                        Some(&id) => id,
+                        None => {
+                            new_keys.insert(Box::from(key), next);
+                            first_seen.push((b, i));
+                            next
+                        }
+                    },
                 };
                 indices.push(id);
             }
-            prepared.push((batch, indices));
+            prepared.push((batch, keys, indices));
         }
-        let n = local_keys.len();
+        let n = first_seen.len();
         if n == 0 {
             return Ok(None);
         }
@@ -478,16 +496,12 @@ impl AggregateOperator {
             .map_err(|e| self.sql_error("creating accumulators", e))?;
         // Stored partial states first, then the new rows (order-sensitive aggregates see
         // the earlier rows first).
-        let mut ids = Vec::new();
-        let mut positions = Vec::new();
-        for (id, key) in local_keys.iter().enumerate() {
-            if let Some(p) = self.table.lookup(key) {
-                ids.push(id);
-                positions.push(u32::try_from(p).unwrap_or(u32::MAX));
-            }
-        }
-        if !ids.is_empty() {
-            let positions = UInt32Array::from(positions);
+        if !stored_rows.is_empty() {
+            let ids: Vec<usize> = stored_rows.iter().map(|(id, _)| *id).collect();
+            let positions: UInt32Array = stored_rows
+                .iter()
+                .map(|(_, p)| u32::try_from(*p).unwrap_or(u32::MAX))
+                .collect();
             for (agg, acc) in self.plan.aggregates.iter().zip(accumulators.iter_mut()) {
                 let stored = self.table.data().columns()[agg.state_columns.clone()]
                     .iter()
@@ -498,7 +512,7 @@ impl AggregateOperator {
                     .map_err(|e| self.sql_error("merging stored aggregate states", e))?;
             }
         }
-        for (batch, indices) in &prepared {
+        for (batch, _, indices) in &prepared {
             for (agg, acc) in self.plan.aggregates.iter().zip(accumulators.iter_mut()) {
                 let values = agg
                     .args
@@ -524,7 +538,18 @@ impl AggregateOperator {
                     .map_err(|e| self.sql_error("updating aggregates", e))?;
             }
         }
-        let mut columns = self.table.decode_keys(local_keys.iter().map(|k| &k[..]))?;
+        // Group keys: the evaluated key values of each group's first row.
+        let mut columns = Vec::with_capacity(self.plan.state_schema.fields().len());
+        for k in 0..self.plan.num_keys() {
+            let sources: Vec<&dyn Array> = prepared
+                .iter()
+                .map(|(_, keys, _)| keys[k].as_ref())
+                .collect();
+            columns.push(
+                interleave(&sources, &first_seen)
+                    .map_err(|e| self.arrow_error("collecting group keys", e))?,
+            );
+        }
         for acc in accumulators.iter_mut() {
             columns.extend(
                 acc.state(EmitTo::All)
@@ -537,7 +562,18 @@ impl AggregateOperator {
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )
         .map_err(|e| self.arrow_error("building aggregate state rows", e))?;
-        self.table.upsert(&updates)?;
+        let mut slots: Vec<Option<Slot>> = vec![None; n];
+        for (id, p) in stored_rows {
+            slots[id] = Some(Slot::At(p));
+        }
+        for (key, id) in new_keys {
+            slots[id] = Some(Slot::New(key));
+        }
+        let slots = slots
+            .into_iter()
+            .map(|s| s.unwrap_or(Slot::At(usize::MAX)))
+            .collect();
+        self.table.upsert_slots(&updates, slots)?;
         Ok(Some(updates))
     }
 
@@ -1235,7 +1271,11 @@ mod tests {
         let mut s = spec("window(ts, '10 seconds')", OutputMode::Append, "10 seconds");
         assert_eq!(validate(&s, &schema), Ok(()));
         // Function names in any case, SQL keywords, `INTERVAL` durations.
-        let mut upper = spec("WINDOW(ts, INTERVAL '10 seconds')", OutputMode::Append, "10 seconds");
+        let mut upper = spec(
+            "WINDOW(ts, INTERVAL '10 seconds')",
+            OutputMode::Append,
+            "10 seconds",
+        );
         upper.aggregates = vec!["COUNT(*) AS n".into(), "Sum(v) as total".into()];
         assert_eq!(validate(&upper, &schema), Ok(()));
         s.watermark = None;

@@ -17,7 +17,6 @@
 //! Expired keys are removed after the batch's rows are processed, with the batch's
 //! watermark; a no-data batch runs when the next watermark would expire a key.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,12 +25,13 @@ use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, Scalar, UInt
 use arrow::compute::kernels::cmp::lt;
 use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::HashSet;
 
 use super::aggregate::check_batch_id;
 use super::stateful::{StateOperatorMetrics, StatefulOperator, StatefulSpec, elapsed_ms};
 use super::watermark::{WatermarkSpec, event_time_column};
 use crate::error::{Error, Result};
-use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name for `dropDuplicates`.
 pub const DEDUPE: &str = "dedupe";
@@ -156,15 +156,17 @@ impl DedupOperator {
             key_columns.push(column.clone());
         }
         let encoded = self.table.key_rows(&key_columns)?;
-        let mut seen: HashSet<&[u8]> = HashSet::new();
+        let mut seen: HashSet<&[u8]> = HashSet::default();
         let mut keep = Vec::with_capacity(batch.num_rows());
         let mut first_rows: Vec<u32> = Vec::new();
+        let mut slots: Vec<Slot> = Vec::new();
         for i in 0..batch.num_rows() {
             let key = encoded.get(i);
             let new = self.table.lookup(key).is_none() && seen.insert(key);
             keep.push(new);
             if new {
                 first_rows.push(u32::try_from(i).unwrap_or(u32::MAX));
+                slots.push(Slot::New(Box::from(key)));
             }
         }
         let n_new = first_rows.len();
@@ -197,7 +199,7 @@ impl DedupOperator {
         columns.push(Arc::new(expires));
         let rows = RecordBatch::try_new(self.state_schema.clone(), columns)
             .map_err(|e| self.arrow_error("deduplicating", e))?;
-        self.table.upsert(&rows)?;
+        self.table.upsert_slots(&rows, slots)?;
         let out = if n_new == batch.num_rows() {
             batch.clone()
         } else {

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{create_dir_private, write_atomic};
 use crate::error::{Error, Result};
-pub use table::{Changes, KeyRows, StateTable};
+pub use table::{Changes, KeyRows, Slot, StateTable};
 
 /// A snapshot is written when `version % SNAPSHOT_INTERVAL == 0`.
 pub const SNAPSHOT_INTERVAL: u64 = 10;

@@ -260,7 +260,8 @@ impl StateTable {
         let removed =
             filter_record_batch(&self.data, &mask).map_err(arrow_err("removing state rows"))?;
         let keep = not(&mask).map_err(arrow_err("removing state rows"))?;
-        let kept = filter_record_batch(&self.data, &keep).map_err(arrow_err("removing state rows"))?;
+        let kept =
+            filter_record_batch(&self.data, &keep).map_err(arrow_err("removing state rows"))?;
         let keys = self.key_rows(&self.key_columns(&removed))?;
         for i in 0..removed.num_rows() {
             if let Some((key, _)) = self.index.remove_entry(keys.get(i)) {
@@ -453,7 +454,9 @@ mod tests {
             .unwrap();
         assert_eq!(removed.num_rows(), 1);
         assert_eq!(contents(&t), vec![("b".into(), 20), ("c".into(), 3)]);
-        let c = t.key_rows(&[Arc::new(StringArray::from(vec!["c"]))]).unwrap();
+        let c = t
+            .key_rows(&[Arc::new(StringArray::from(vec!["c"]))])
+            .unwrap();
         assert_eq!(t.lookup(c.get(0)), Some(1));
         t.upsert(&rows(&["c", "d"], &[30, 4])).unwrap();
         let ch = t.take_changes().unwrap();
