@@ -14,8 +14,15 @@
 //!    `max_bytes_per_trigger = "64 MiB"`), with the lineage columns of the demo.
 //!    Peak memory is the child's max RSS (getrusage).
 //!
+//! 3. **window-count** (issue 4): the synthetic events of `bench/spark/gen_events.py`
+//!    (`$WEIR_BENCH_DIR/events`, made by `bench/spark/gen_inputs.sh`; skipped when
+//!    absent): a 5-minute tumbling count per key with a 10-minute watermark, append,
+//!    into Delta, in one batch like Spark's `availableNow` run, so the output must
+//!    have Spark's row count.
+//!
 //! Prints one JSON line per measurement. Runs `WEIR_BENCH_RUNS` (default 3) times
-//! each and reports the best and the median.
+//! each and reports the best and the median. `WEIR_BENCH_CASES` (default
+//! `ingest,window`) selects cases.
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -31,11 +38,59 @@ const SCHEMA: &str = "year INT, month INT, day INT, dep_time INT, sched_dep_time
 arr_time INT, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, flight INT, tailnum STRING, \
 origin STRING, dest STRING, air_time DOUBLE, distance DOUBLE, hour INT, minute INT, time_hour TIMESTAMP";
 
+/// Runs `cmd` as a child of a fresh process so getrusage(RUSAGE_CHILDREN) is this
+/// child's alone; returns (seconds, max RSS in KiB, stdout).
+fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
+    let start = Instant::now();
+    let exe = std::env::current_exe().expect("current exe");
+    let mut wrapper = std::process::Command::new(exe);
+    wrapper.arg("--measure").arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapper.env(k, v);
+        }
+    }
+    let out = wrapper.stderr(std::process::Stdio::piped()).output().expect("measure");
+    let secs = start.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "benchmarked command failed: {stderr}");
+    let rss = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("MAXRSS_KIB "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (secs, rss, out.stdout)
+}
+
+fn measure_mode(args: &[String]) -> ! {
+    let status = std::process::Command::new(&args[0])
+        .args(&args[1..])
+        .status()
+        .expect("spawn");
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).expect("rusage");
+    eprintln!("MAXRSS_KIB {}", usage.max_rss());
+    std::process::exit(status.code().unwrap_or(1));
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; ignore arguments.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--measure") {
+        measure_mode(&args[1..]);
+    }
+    // `cargo bench` passes `--bench`; other arguments are ignored.
     let base = std::env::var("WEIR_BENCH_DIR").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into());
     let input = Path::new(&base).join("flights_x10");
     let runs: usize = std::env::var("WEIR_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let cases = std::env::var("WEIR_BENCH_CASES").unwrap_or_else(|_| "ledger,ingest,window".into());
+    if cases.contains("ledger") {
+        bench_ledger();
+    }
+    if cases.contains("window") {
+        bench_window(Path::new(&base).join("events").as_path(), runs);
+    }
+    if !cases.contains("ingest") {
+        return;
+    }
     let (files, bytes) = ensure_input(&input);
     let rows = count_rows(&files);
     eprintln!("input: {} files, {} bytes, {rows} rows in {}", files.len(), bytes, input.display());
@@ -185,6 +240,121 @@ fn regex_na() -> regex::Regex {
     regex::Regex::new("^(NA)?$").expect("regex")
 }
 
+/// The file ledger with a million files: planning in batches of 1,000 and one
+/// lookup per listed file (what each trigger does), timed.
+fn bench_ledger() {
+    use weir::source::files::ledger::{FileOutcome, Ledger, ListedFile};
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut ledger = Ledger::open(&dir.path().join("ledger.sqlite")).expect("ledger");
+    let n = 1_000_000u64;
+    let file = |i: u64| ListedFile {
+        path: format!("/landing/events/2026/11/{:02}/part-{i:09}.json", i % 30),
+        size: 1000 + i % 977,
+        modification_time_ms: 1_764_000_000_000 + i as i64,
+    };
+    let start = Instant::now();
+    for batch in 0..n / 1000 {
+        let files: Vec<ListedFile> = (batch * 1000..(batch + 1) * 1000).map(file).collect();
+        ledger.plan_batch(batch, &files, 0).expect("plan");
+        let outcomes: Vec<(String, FileOutcome)> = files
+            .iter()
+            .map(|f| (f.path.clone(), FileOutcome::Ingested { num_rows: 10 }))
+            .collect();
+        ledger.commit_batch(batch, &outcomes, 0).expect("commit");
+    }
+    let record_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let mut known = 0;
+    for i in 0..n {
+        if ledger.lookup(&file(i).path).expect("lookup").is_some() {
+            known += 1;
+        }
+    }
+    let lookup_s = start.elapsed().as_secs_f64();
+    assert_eq!(known, n);
+    let size = std::fs::metadata(dir.path().join("ledger.sqlite")).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "{{\"case\":\"ledger (1M files)\",\"record_files_per_s\":{:.0},\"lookups_per_s\":{:.0},\"full_listing_check_s\":{lookup_s:.2},\"ledger_bytes\":{size}}}",
+        n as f64 / record_s,
+        n as f64 / lookup_s
+    );
+}
+
+const WINDOW_PIPELINE: &str = r#"
+[[flow]]
+name = "window_count"
+trigger = "available_now"
+watermark = { column = "event_time", delay = "10 minutes" }
+group_by = ["window(event_time, '5 minutes')", "key"]
+aggregates = ["count(*) AS count"]
+output_mode = "append"
+
+[flow.source]
+type = "files"
+path = "INPUT"
+format = "json"
+schema = "id STRING, event_time TIMESTAMP, key STRING, value DOUBLE"
+max_files_per_trigger = 100000
+
+[flow.sink]
+type = "delta"
+path = "sink"
+"#;
+
+fn bench_window(input: &Path, runs: usize) {
+    if !input.is_dir() {
+        eprintln!("window-count: {} is missing; run bench/spark/gen_inputs.sh first", input.display());
+        return;
+    }
+    let files: Vec<PathBuf> = std::fs::read_dir(input)
+        .expect("events dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let rows = count_lines(&files);
+    let mut secs = Vec::new();
+    let mut peak = 0;
+    let mut rows_out = 0;
+    let mut batches = 0;
+    for _ in 0..runs {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pipeline = dir.path().join("pipeline.toml");
+        std::fs::write(&pipeline, WINDOW_PIPELINE.replace("INPUT", &input.display().to_string())).expect("pipeline");
+        let (t, rss, stdout) = measured(
+            std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+                .args(["run", "--headless"])
+                .arg(&pipeline)
+                .env("WEIR_LOG", "warn"),
+        );
+        secs.push(t);
+        peak = peak.max(rss);
+        let records: Vec<serde_json::Value> = String::from_utf8_lossy(&stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        batches = records.len();
+        rows_out = records.iter().map(|r| r["sink"]["numOutputRows"].as_i64().unwrap_or(0)).sum::<i64>();
+        if let Some(last) = records.iter().rev().find(|r| r["stateOperators"].as_array().is_some_and(|a| !a.is_empty())) {
+            eprintln!("window-count state: {}", last["stateOperators"][0]);
+        }
+    }
+    let best = secs.iter().cloned().fold(f64::MAX, f64::min);
+    println!(
+        "{{\"case\":\"window-count (weir, one batch)\",\"rows\":{rows},\"bytes\":{bytes},\"runs\":{},\"best_s\":{best:.3},\"median_s\":{:.3},\"rows_per_s\":{:.0},\"rows_out\":{rows_out},\"batches\":{batches},\"peak_rss_mib\":{}}}",
+        secs.len(),
+        median(&secs),
+        rows as f64 / best,
+        peak_rss_mib(Some(peak))
+    );
+}
+
+fn count_lines(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| std::io::BufReader::new(std::fs::File::open(f).expect("open")).lines().count() as u64)
+        .sum()
+}
+
 fn run_weir(input: &Path) -> (f64, u64) {
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
@@ -192,16 +362,11 @@ fn run_weir(input: &Path) -> (f64, u64) {
         .replace("path = \"landing/flights\"", &format!("path = {:?}", input.display().to_string()))
         .replace("max_files_per_trigger = 100", "max_files_per_trigger = 1000");
     std::fs::write(&pipeline, toml).expect("pipeline");
-    let start = Instant::now();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["run", "--headless", "--trigger", "available-now"])
-        .arg(&pipeline)
-        .env("WEIR_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("weir");
-    let secs = start.elapsed().as_secs_f64();
-    assert!(status.success(), "weir failed");
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).expect("rusage");
-    (secs, usage.max_rss() as u64)
+    let (secs, rss, _) = measured(
+        std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["run", "--headless", "--trigger", "available-now"])
+            .arg(&pipeline)
+            .env("WEIR_LOG", "warn"),
+    );
+    (secs, rss)
 }

@@ -54,35 +54,33 @@ type = "delta"
 path = "lake/bronze/orders"
 TOML
 
-# Lands files: a burst first (a backlog to drain), then a steady trickle.
-land() {
-  local n=0
-  while true; do
-    local burst=1
-    [ $n -eq 0 ] && burst=40
-    for _ in $(seq $burst); do
-      n=$((n + 1))
-      python3 - "$WORK/landing/events/part-$(printf %05d $n).json" "$n" <<'PY'
-import json, sys, random
+# One JSON file of 800-2400 rows, written in staging and renamed in (files land atomically).
+land_one() {
+  python3 - "$WORK/staging/part-$(printf %05d "$1").json" "$1" <<'PY'
+import json, random, sys
 random.seed(int(sys.argv[2]))
-with open(sys.argv[1] + ".tmp", "w") as f:
+with open(sys.argv[1], "w") as f:
     for i in range(random.randint(800, 2400)):
         f.write(json.dumps({"id": i, "user": random.randint(1, 500), "kind": random.choice(["view", "click", "buy"])}) + "\n")
-import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 PY
-    done
-    if [ $((n % 3)) -eq 0 ]; then
-      printf 'order_id,qty,price\n%s,2,9.99\n%s,1,4.50\n' "$n" "$((n + 1))" > "$WORK/landing/orders/o-$n.csv"
-    fi
-    sleep 1
-  done
+  mv "$WORK/staging/part-$(printf %05d "$1").json" "$WORK/landing/events/"
+  if [ $(($1 % 3)) -eq 0 ]; then
+    printf 'order_id,qty,price\n%s,2,9.99\n%s,1,4.50\n' "$1" "$(($1 + 1))" > "$WORK/staging/o-$1.csv"
+    mv "$WORK/staging/o-$1.csv" "$WORK/landing/orders/"
+  fi
 }
-land &
+mkdir -p "$WORK/staging"
+# A burst before the run (a backlog to drain), then a steady trickle while it runs.
+for n in $(seq 1 60); do land_one "$n"; done
+( n=60; while true; do n=$((n + 1)); land_one "$n"; sleep 0.7; done ) &
 LANDER=$!
 
 tmux -L $SOCK -f /dev/null new-session -d -s shots -x 120 -y 40 -c "$WORK" \
   -e LANG=C.UTF-8 -e TERM=xterm-256color "$WEIR" run pipeline.toml
 sleep 45
+# A one-minute window: the run is young.
+tmux -L $SOCK send-keys -t shots +
+sleep 1
 tmux -L $SOCK capture-pane -e -p -t shots > "$WORK/overview.ansi"
 tmux -L $SOCK send-keys -t shots Enter
 sleep 3
@@ -103,6 +101,9 @@ BG, FG = (24, 26, 33), (214, 218, 224)
 PALETTE = [(40, 42, 54), (224, 96, 96), (120, 200, 120), (230, 200, 100), (110, 150, 230), (200, 120, 210), (100, 200, 210), (200, 204, 210),
            (110, 114, 125), (255, 120, 120), (150, 230, 150), (255, 230, 130), (140, 180, 255), (230, 150, 240), (130, 230, 240), (255, 255, 255)]
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+# Light box-drawing glyphs as (up, down, left, right) strokes, drawn edge to edge so lines join.
+BOX = {"│": (1, 1, 0, 0), "─": (0, 0, 1, 1), "┌": (0, 1, 0, 1), "┐": (0, 1, 1, 0), "└": (1, 0, 0, 1), "┘": (1, 0, 1, 0),
+       "├": (1, 1, 0, 1), "┤": (1, 1, 1, 0), "┬": (0, 1, 1, 1), "┴": (1, 0, 1, 1), "┼": (1, 1, 1, 1)}
 
 def color256(n):
     if n < 16:
@@ -127,7 +128,21 @@ def render(path, out):
                 px, py = 8 + x * CW, 8 + y * CH
                 if b:
                     d.rectangle([px, py, px + CW - 1, py + CH - 1], fill=b)
-                if ch != " ":
+                if ch in BOX:
+                    up, down, left, right = BOX[ch]
+                    cx, cy = px + CW // 2, py + CH // 2
+                    if up: d.line([cx, py, cx, cy], fill=f)
+                    if down: d.line([cx, cy, cx, py + CH - 1], fill=f)
+                    if left: d.line([px, cy, cx, cy], fill=f)
+                    if right: d.line([cx, cy, px + CW - 1, cy], fill=f)
+                elif 0x2800 < ord(ch) <= 0x28FF:
+                    # Braille: 2x4 dots, drawn (DejaVu Sans Mono has no braille glyphs).
+                    bits = ord(ch) - 0x2800
+                    for bit, (dx, dy) in enumerate([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (0, 3), (1, 3)]):
+                        if bits & (1 << bit):
+                            x0, y0 = px + 1 + dx * 4, py + 1 + dy * 4 + 1
+                            d.rectangle([x0, y0, x0 + 2, y0 + 2], fill=f)
+                elif ch != " ":
                     d.text((px, py), ch, font=bold if is_bold else font, fill=f)
                 x += 1
             if not m:

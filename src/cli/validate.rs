@@ -41,10 +41,20 @@ pub fn run(path: &Path) -> ExitCode {
             let read_schema = Arc::new(arrow::datatypes::Schema::new(fields));
             let input = batch_schema(&read_schema);
             let projection = Projection::new(&flow.name, &input, flow.where_.as_deref(), flow.select.as_deref());
-            if let Err(e) = rt.block_on(projection.check(&input)) {
-                eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
-                ok = false;
-                continue;
+            let projected = match rt.block_on(projection.check(&input)) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                    ok = false;
+                    continue;
+                }
+            };
+            if flow.stateful.is_stateful() || flow.stateful.watermark.is_some() {
+                if let Err(message) = crate::ops::stateful::validate(&flow.stateful, &projected) {
+                    eprintln!("error: {}: flow {:?}: {message}", path.display(), flow.name);
+                    ok = false;
+                    continue;
+                }
             }
         }
         let sink = match &flow.sink {

@@ -225,19 +225,17 @@ pub async fn follow(
             && newest_schema != schemas_seen
             && let Ok(history) = schema_store::history(&cp)
         {
-            {
-                for (version, entry) in history {
-                    if schemas_seen.is_none_or(|seen| version > seen) {
-                        inputs.push(Input::Schema {
-                            flow: flow.clone(),
-                            version,
-                            at_ms: entry.created_at_ms,
-                            text: entry.reason.clone(),
-                        });
-                    }
+            for (version, entry) in history {
+                if schemas_seen.is_none_or(|seen| version > seen) {
+                    inputs.push(Input::Schema {
+                        flow: flow.clone(),
+                        version,
+                        at_ms: entry.created_at_ms,
+                        text: entry.reason.clone(),
+                    });
                 }
-                schemas_seen = newest_schema;
             }
+            schemas_seen = newest_schema;
         }
         for input in inputs {
             if tx.send(input).await.is_err() {

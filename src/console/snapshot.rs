@@ -509,26 +509,24 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     if let Some(pending) = f.batches.pending().filter(|_| live)
         && last.is_none_or(|s| s.batch_id < pending)
     {
-        {
-            history.push(HistoryRow {
-                batch: pending.to_string(),
-                offsets: f
-                    .batches
-                    .last_committed
-                    .map_or("-".into(), |c| c.to_string())
-                    + app.theme.arrow()
-                    + &pending.to_string(),
-                files: "-".into(),
-                input_rows: "-".into(),
-                output_rows: "-".into(),
-                duration: f.batches.pending_since_ms.map_or("-".into(), |t| {
-                    format!("{} so far", units::duration_ms(app.now_ms - t))
-                }),
-                delta_version: "-".into(),
-                state: "pending".into(),
-                role: Role::Warn,
-            });
-        }
+        history.push(HistoryRow {
+            batch: pending.to_string(),
+            offsets: f
+                .batches
+                .last_committed
+                .map_or("-".into(), |c| c.to_string())
+                + app.theme.arrow()
+                + &pending.to_string(),
+            files: "-".into(),
+            input_rows: "-".into(),
+            output_rows: "-".into(),
+            duration: f.batches.pending_since_ms.map_or("-".into(), |t| {
+                format!("{} so far", units::duration_ms(app.now_ms - t))
+            }),
+            delta_version: "-".into(),
+            state: "pending".into(),
+            role: Role::Warn,
+        });
     }
     history.extend(all_until.iter().rev().take(TABLE_ROWS).map(|s| HistoryRow {
         batch: s.batch_id.to_string(),

@@ -21,14 +21,7 @@ async fn oracle(dir: &Path) -> (Vec<i64>, Vec<arrow::record_batch::RecordBatch>)
         .unwrap();
     let raw = dir.join("raw_flights.csv");
     std::fs::write(&raw, text).unwrap();
-    // Every column as text: the oracle does not parse values, it counts the `NA` markers.
-    let header = "year,month,day,dep_time,sched_dep_time,dep_delay,arr_time,sched_arr_time,arr_delay,carrier,flight,tailnum,origin,dest,air_time,distance,hour,minute,time_hour";
-    let schema = arrow::datatypes::Schema::new(
-        header
-            .split(',')
-            .map(|n| arrow::datatypes::Field::new(n, arrow::datatypes::DataType::Utf8, true))
-            .collect::<Vec<_>>(),
-    );
+    let schema = raw_flights_schema();
     let ctx = SessionContext::new();
     ctx.register_csv("raw", raw.to_str().unwrap(), CsvReadOptions::new().has_header(true).schema(&schema))
         .await

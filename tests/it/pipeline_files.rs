@@ -103,3 +103,50 @@ fn relative_paths_resolve_against_the_pipeline_file() {
     assert_eq!(src.csv.null_value.as_deref(), Some("NA"));
     assert_eq!(flow.trigger, weir::pipeline::Trigger::AvailableNow);
 }
+
+#[test]
+fn validate_refuses_a_wrong_output_mode_and_says_which_would_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = write_pipeline(
+        tmp.path(),
+        r#"
+[[flow]]
+name = "gold"
+group_by = ["origin"]
+aggregates = ["count(*) AS n"]
+output_mode = "append"
+[flow.source]
+type = "files"
+path = "in"
+format = "json"
+schema = "origin STRING, ts TIMESTAMP"
+[flow.sink]
+type = "memory"
+"#,
+    );
+    let out = weir().arg("validate").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("output_mode = \"append\""), "{stderr}");
+    assert!(stderr.contains("output_mode = \"update\""), "says which mode would work: {stderr}");
+
+    let complete = write_pipeline(
+        tmp.path(),
+        r#"
+[[flow]]
+name = "copy"
+output_mode = "complete"
+[flow.source]
+type = "files"
+path = "in"
+format = "json"
+[flow.sink]
+type = "memory"
+"#,
+    );
+    let out = weir().arg("validate").arg(&complete).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("pipeline.toml:4:15: flow[0].output_mode: output_mode = \"complete\""), "{stderr}");
+    assert!(stderr.contains("needs an aggregation"), "{stderr}");
+}

@@ -204,13 +204,7 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
 
     // Oracle: DataFusion over the raw CSV text, excluding day 4 and the windows the
     // final watermark has not closed yet.
-    let header = "year,month,day,dep_time,sched_dep_time,dep_delay,arr_time,sched_arr_time,arr_delay,carrier,flight,tailnum,origin,dest,air_time,distance,hour,minute,time_hour";
-    let schema = arrow::datatypes::Schema::new(
-        header
-            .split(',')
-            .map(|n| arrow::datatypes::Field::new(n, arrow::datatypes::DataType::Utf8, true))
-            .collect::<Vec<_>>(),
-    );
+    let schema = raw_flights_schema();
     let ctx = datafusion::prelude::SessionContext::new();
     ctx.register_csv(
         "raw",

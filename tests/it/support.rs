@@ -112,3 +112,15 @@ pub fn flights_pipeline(max_files: u32) -> String {
         &format!("max_files_per_trigger = {max_files}"),
     )
 }
+
+/// The header of the flights CSV, every column as text: oracles count and parse
+/// values themselves instead of trusting a CSV reader's type inference.
+pub fn raw_flights_schema() -> arrow::datatypes::Schema {
+    let header = "year,month,day,dep_time,sched_dep_time,dep_delay,arr_time,sched_arr_time,arr_delay,carrier,flight,tailnum,origin,dest,air_time,distance,hour,minute,time_hour";
+    arrow::datatypes::Schema::new(
+        header
+            .split(',')
+            .map(|n| arrow::datatypes::Field::new(n, arrow::datatypes::DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    )
+}

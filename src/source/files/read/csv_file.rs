@@ -694,7 +694,15 @@ mod tests {
         let rescued = rescued(&decoded.batches);
         let corrupt = rescued[1].as_ref().unwrap();
         assert_eq!(corrupt["_line"], json!(3));
-        assert_eq!(corrupt["_corrupt_record"], json!("2,\u{fffd}\u{fffd}"));
+        // Not UTF-8: the raw bytes as ISO-8859-1, one character per byte (lossless).
+        assert_eq!(corrupt["_corrupt_record"], json!("2,\u{ff}\u{fe}"));
+        assert!(
+            corrupt["_error"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid UTF-8 at byte 3"),
+            "{corrupt}"
+        );
     }
 
     #[test]
@@ -728,6 +736,145 @@ mod tests {
         assert_eq!(decoded.batches[0].num_rows(), 1);
         assert_eq!(decoded.batches[0].num_columns(), 0);
         assert_eq!(decoded.num_rows_rescued, 1);
+    }
+
+    fn new_fields(decoded: &super::super::DecodedFile) -> Vec<(String, String)> {
+        decoded
+            .new_fields
+            .iter()
+            .map(|f| (f.path_string(), crate::schema::type_to_ddl(&f.data_type)))
+            .collect()
+    }
+
+    #[test]
+    fn drift_b08_header_tells_the_new_column_and_values_its_type() {
+        let spec = csv_spec("id BIGINT, temp DOUBLE, depth BIGINT");
+        let path = case_file("B08/step3/h3.csv");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(new_fields(&decoded), [("salinity".into(), "DOUBLE".into())]);
+        assert_eq!(decoded.new_fields[0].file, path.to_string_lossy());
+        assert!(decoded.type_mismatches.is_empty());
+        for file in ["B08/step2/h2.csv", "B08/step4/h4.csv"] {
+            let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
+            assert!(decoded.new_fields.is_empty(), "{file}");
+        }
+    }
+
+    #[test]
+    fn drift_csv_names_case_variants_empty_and_repeated_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.csv");
+        // BOM; `ID` is a case variant of `id`; the 3rd name is empty (`_c2`, a schema
+        // column); `x` repeats; `Extra`/`extra` differ by case; `blank` has no value.
+        std::fs::write(
+            &path,
+            b"\xef\xbb\xbfid,ID,,x,x,Extra,extra,blank,when\n\
+              1,2,c,4,5,2024-01-01T00:00:00Z,s,,2024-01-01 10:00:00\n\
+              6,7,h,9,10,11,t,,2024-01-02T00:00:00Z\n",
+        )
+        .unwrap();
+        let spec = csv_spec("id BIGINT, _c2 STRING, x BIGINT");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(rows(&decoded.batches), [["1", "c", "4"], ["6", "h", "9"]]);
+        assert_eq!(
+            new_fields(&decoded),
+            [
+                ("Extra".into(), "STRING".into()),
+                ("blank".into(), "Null".into()),
+                ("when".into(), "TIMESTAMP".into()),
+            ]
+        );
+        let r = rescued(&decoded.batches);
+        let row0 = r[0].as_ref().unwrap();
+        assert_eq!(row0["ID"], json!("2"));
+        assert_eq!(row0["_c4"], json!("5"));
+        assert_eq!(row0["extra"], json!("s"));
+        assert_eq!(row0["Extra"], json!("2024-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn drift_csv_without_header_names_wider_rows_like_inference() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nohdr.csv");
+        std::fs::write(&path, "1,x\n2,y,3\n4,z,5,\n").unwrap();
+        let mut spec = csv_spec("_c0 BIGINT, _c1 STRING");
+        spec.csv.header = false;
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(
+            new_fields(&decoded),
+            [("_c2".into(), "BIGINT".into()), ("_c3".into(), "Null".into())]
+        );
+        // With a header, a field past the header's width is a ragged row, not a column.
+        let decoded = decode_file(
+            &meta(&case_file("B13/step1/ragged.csv")),
+            &csv_spec("a BIGINT, b BIGINT, c BIGINT"),
+        )
+        .unwrap();
+        assert!(decoded.new_fields.is_empty());
+    }
+
+    #[test]
+    fn drift_csv_mismatches_epoch_timestamps_and_too_wide_decimals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.csv");
+        std::fs::write(
+            &path,
+            "n,ts,amount\n\
+             1,2024-01-02T03:04:05Z,1.25\n\
+             2.5,1704164645,12345678901.5\n\
+             x,yesterday,-0.005\n",
+        )
+        .unwrap();
+        let decoded = decode_file(
+            &meta(&path),
+            &csv_spec("n BIGINT, ts TIMESTAMP, amount DECIMAL(10,2)"),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [
+                ["1", "2024-01-02T03:04:05Z", "1.25"],
+                ["null", "null", "null"],
+                ["null", "null", "-0.01"],
+            ]
+        );
+        let found: Vec<(String, usize, String)> = decoded
+            .type_mismatches
+            .iter()
+            .map(|m| (m.path_string(), m.count, crate::schema::type_to_ddl(&m.found)))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("n".into(), 2, "STRING".into()),
+                ("ts".into(), 2, "STRING".into()),
+                ("amount".into(), 1, "DOUBLE".into()),
+            ]
+        );
+        let r = rescued(&decoded.batches);
+        // An epoch number is not a CSV timestamp (documented): rescued as text.
+        assert_eq!(r[1].as_ref().unwrap()["ts"], json!("1704164645"));
+        // A decimal wider than its precision is rescued, never truncated.
+        assert_eq!(r[1].as_ref().unwrap()["amount"], json!("12345678901.5"));
+        assert_eq!(r[1].as_ref().unwrap()["n"], json!("2.5"));
+    }
+
+    #[test]
+    fn latin1_csv_records_are_corrupt_and_readable_in_the_raw_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.csv");
+        std::fs::write(&path, b"id,city\n1,Z\xfcrich\n2,Paris\n3,S\xe3o Paulo\n").unwrap();
+        let decoded = decode_file(&meta(&path), &csv_spec("id BIGINT, city STRING")).unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [["null", "null"], ["2", "Paris"], ["null", "null"]]
+        );
+        assert_eq!(decoded.num_records_corrupt, 2);
+        let r = rescued(&decoded.batches);
+        assert_eq!(r[0].as_ref().unwrap()["_corrupt_record"], json!("1,Zürich"));
+        assert_eq!(r[0].as_ref().unwrap()["_line"], json!(2));
+        assert_eq!(r[2].as_ref().unwrap()["_corrupt_record"], json!("3,São Paulo"));
+        assert_eq!(r[2].as_ref().unwrap()["_line"], json!(4));
     }
 
     #[test]

@@ -720,23 +720,39 @@ mod tests {
         assert_eq!(decoded.num_rows_rescued, 0);
         let file = path.to_string_lossy();
         let r = rescued(&decoded.batches);
+        let corrupt = |row: usize| {
+            let mut v = r[row].clone().unwrap();
+            let error = v.as_object_mut().unwrap().remove("_error").unwrap();
+            (v, error.as_str().unwrap().to_string())
+        };
+        let (row, error) = corrupt(2);
         assert_eq!(
-            r[2],
-            Some(
-                json!({"_corrupt_record": "{\"sensor\":\"s3\",\"val\":NaN}", "_file_path": file, "_line": 3})
-            )
+            row,
+            json!({"_corrupt_record": "{\"sensor\":\"s3\",\"val\":NaN}", "_file_path": file, "_line": 3})
         );
+        assert!(error.starts_with("invalid JSON: "), "{error}");
+        let (row, error) = corrupt(4);
         assert_eq!(
-            r[4],
-            Some(
-                json!({"_corrupt_record": "garbage line, not json", "_file_path": file, "_line": 5})
-            )
+            row,
+            json!({"_corrupt_record": "garbage line, not json", "_file_path": file, "_line": 5})
         );
+        assert!(error.starts_with("invalid JSON: "), "{error}");
+        let (row, error) = corrupt(6);
         assert_eq!(
-            r[6],
-            Some(
-                json!({"_corrupt_record": "{\"sensor\":\"s6\",\"val\":4.0", "_file_path": file, "_line": 7})
-            )
+            row,
+            json!({"_corrupt_record": "{\"sensor\":\"s6\",\"val\":4.0", "_file_path": file, "_line": 7})
+        );
+        assert!(error.contains("EOF"), "{error}");
+        // The keys in the documented order: `_corrupt_record` first.
+        let text = decoded.batches[0]
+            .column_by_name("_rescued_data")
+            .unwrap()
+            .as_string::<i32>()
+            .value(4)
+            .to_string();
+        assert!(
+            text.starts_with("{\"_corrupt_record\":\"garbage line, not json\",\"_error\":"),
+            "{text}"
         );
     }
 
@@ -852,6 +868,205 @@ mod tests {
         let b = decoded.batches[0].column(4).as_binary::<i32>();
         assert_eq!(b.value(0), b"hi");
         assert!(b.is_null(1));
+    }
+
+    fn new_fields(decoded: &super::super::DecodedFile) -> Vec<(String, String)> {
+        decoded
+            .new_fields
+            .iter()
+            .map(|f| (f.path_string(), crate::schema::type_to_ddl(&f.data_type)))
+            .collect()
+    }
+
+    fn mismatches(decoded: &super::super::DecodedFile) -> Vec<(String, usize, String, String)> {
+        decoded
+            .type_mismatches
+            .iter()
+            .map(|m| {
+                (
+                    m.path_string(),
+                    m.count,
+                    crate::schema::type_to_ddl(&m.expected),
+                    crate::schema::type_to_ddl(&m.found),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn drift_b04_new_nested_field_and_struct_turned_string() {
+        let spec = json_spec("id BIGINT, meta STRUCT<src: STRING>");
+        let step2 = decode_file(&meta(&case_file("B04/step2/n2.json")), &spec).unwrap();
+        assert_eq!(new_fields(&step2), [("meta.ver".into(), "BIGINT".into())]);
+        assert!(step2.type_mismatches.is_empty());
+        let path = case_file("B04/step3/n3.json");
+        let step3 = decode_file(&meta(&path), &spec).unwrap();
+        assert!(step3.new_fields.is_empty());
+        assert_eq!(
+            mismatches(&step3),
+            [(
+                "meta".into(),
+                1,
+                "STRUCT<src: STRING>".into(),
+                "STRING".into()
+            )]
+        );
+        assert_eq!(step3.type_mismatches[0].file, path.to_string_lossy());
+        let step1 = decode_file(&meta(&case_file("B04/step1/n1.json")), &spec).unwrap();
+        assert!(step1.new_fields.is_empty() && step1.type_mismatches.is_empty());
+    }
+
+    #[test]
+    fn drift_b01_mismatches_merge_their_found_types() {
+        let spec = json_spec("order_id BIGINT, user_id STRING, qty BIGINT");
+        let decoded = decode_file(&meta(&case_file("B01/step2/orders_2.json")), &spec).unwrap();
+        // "3" and 5.5 in a BIGINT column: a string and a double merge to string.
+        assert_eq!(
+            mismatches(&decoded),
+            [("qty".into(), 2, "BIGINT".into(), "STRING".into())]
+        );
+        assert!(decoded.new_fields.is_empty());
+    }
+
+    #[test]
+    fn drift_b06_null_only_new_field_is_reported_as_null() {
+        let spec = json_spec("id BIGINT, amount BIGINT");
+        let t2 = decode_file(&meta(&case_file("B06/step2/t2.json")), &spec).unwrap();
+        assert_eq!(new_fields(&t2), [("coupon".into(), "Null".into())]);
+        assert_eq!(t2.new_fields[0].data_type, arrow::datatypes::DataType::Null);
+        assert_eq!(t2.num_rows_rescued, 0, "a null is never rescued");
+        let t3 = decode_file(&meta(&case_file("B06/step3/t3.json")), &spec).unwrap();
+        assert_eq!(new_fields(&t3), [("coupon".into(), "STRING".into())]);
+    }
+
+    #[test]
+    fn drift_b02_case_variants_are_not_new_fields() {
+        let spec = json_spec("id BIGINT, Photo STRING");
+        for file in ["B02/step2/b.json", "B02/step3/c.json"] {
+            let decoded = decode_file(&meta(&case_file(file)), &spec).unwrap();
+            assert!(decoded.new_fields.is_empty(), "{file}");
+            assert_eq!(decoded.num_rows_rescued, 1, "{file}");
+        }
+        // Two new spellings in one object: the first wins.
+        let spec = json_spec("Code STRING");
+        let decoded =
+            decode_file(&meta(&case_file("B02/variant_single_object/d.json")), &spec).unwrap();
+        assert_eq!(new_fields(&decoded), [("Qty".into(), "BIGINT".into())]);
+        let r = rescued(&decoded.batches)[0].clone().unwrap();
+        assert_eq!((r["Qty"].clone(), r["qty"].clone()), (json!(5), json!(7)));
+    }
+
+    #[test]
+    fn drift_b03_dotted_names_are_single_fields() {
+        let spec = json_spec("geo STRUCT<lat: STRING>");
+        let decoded = decode_file(&meta(&case_file("B03/step1/names.json")), &spec).unwrap();
+        assert_eq!(
+            new_fields(&decoded),
+            [
+                ("`geo.lat`".into(), "STRING".into()),
+                ("`order id`".into(), "BIGINT".into()),
+                ("`unit price(EUR)`".into(), "DOUBLE".into()),
+                ("`k=v`".into(), "STRING".into()),
+            ]
+        );
+        assert_eq!(decoded.new_fields[0].path, ["geo.lat"]);
+        assert_eq!(rows(&decoded.batches), [["{lat: nested}"]]);
+    }
+
+    #[test]
+    fn drift_inside_lists_and_maps_and_typed_new_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.json");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"items":[{"a":1},{"a":2,"b":"x"}],"tags":[1,"two",3],"m":{"k":{"j":1,"z":true}}}"#,
+                "\n",
+                r#"{"items":[{"a":"bad"}],"ts":"2024-01-02T03:04:05Z","n":{"deep":{"x":null}},"f":1}"#,
+                "\n",
+                r#"{"f":2.5,"e":{},"arr":[null]}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let spec = json_spec(
+            "items ARRAY<STRUCT<a: BIGINT>>, tags ARRAY<BIGINT>, m MAP<STRING, STRUCT<j: BIGINT>>",
+        );
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(
+            new_fields(&decoded),
+            [
+                ("items.element.b".into(), "STRING".into()),
+                ("m.value.z".into(), "BOOLEAN".into()),
+                ("ts".into(), "TIMESTAMP".into()),
+                ("n".into(), "STRUCT<deep: STRUCT<x: STRING>>".into()),
+                ("f".into(), "DOUBLE".into()),
+                ("e".into(), "STRING".into()),
+                ("arr".into(), "ARRAY<STRING>".into()),
+            ]
+        );
+        assert_eq!(
+            mismatches(&decoded),
+            [
+                ("tags.element".into(), 1, "BIGINT".into(), "STRING".into()),
+                ("items.element.a".into(), 1, "BIGINT".into(), "STRING".into()),
+            ]
+        );
+        // Lists and maps are kept or rescued whole.
+        let r = rescued(&decoded.batches);
+        let row0 = r[0].as_ref().unwrap();
+        assert_eq!(row0["items"], json!([{"a":1},{"a":2,"b":"x"}]));
+        assert_eq!(row0["tags"], json!([1, "two", 3]));
+        assert_eq!(row0["m"], json!({"k":{"j":1,"z":true}}));
+    }
+
+    #[test]
+    fn epoch_numbers_in_a_timestamp_column_are_seconds_within_years_1_to_9999() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.json");
+        std::fs::write(
+            &path,
+            "{\"ts\":1704164645}\n{\"ts\":1704164645000}\n{\"ts\":-62135596800}\n{\"ts\":253402300800}\n{\"ts\":1.5}\n",
+        )
+        .unwrap();
+        let decoded = decode_file(&meta(&path), &json_spec("ts TIMESTAMP")).unwrap();
+        let r = rows(&decoded.batches);
+        assert_eq!(r[0], ["2024-01-02T03:04:05Z"]);
+        // Milliseconds read as seconds would be year 55,975: rescued, not a wrong date.
+        assert_eq!(r[1], ["null"]);
+        assert_eq!(r[2], ["0001-01-01T00:00:00Z"]);
+        assert_eq!(r[3], ["null"]);
+        assert_eq!(r[4], ["null"]);
+        let rescued = rescued(&decoded.batches);
+        assert_eq!(rescued[1].as_ref().unwrap()["ts"], json!(1704164645000i64));
+        assert_eq!(rescued[3].as_ref().unwrap()["ts"], json!(253402300800i64));
+        assert_eq!(
+            mismatches(&decoded),
+            [("ts".into(), 3, "TIMESTAMP".into(), "DOUBLE".into())]
+        );
+    }
+
+    #[test]
+    fn latin1_lines_are_corrupt_records_with_lossless_raw_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.json");
+        std::fs::write(&path, b"{\"id\":1,\"name\":\"caf\xe9\"}\n{\"id\":2,\"name\":\"ok\"}\n").unwrap();
+        let decoded = decode_file(&meta(&path), &json_spec("id BIGINT, name STRING")).unwrap();
+        assert_eq!(rows(&decoded.batches), [["null", "null"], ["2", "ok"]]);
+        assert_eq!(decoded.num_records_corrupt, 1);
+        let r = rescued(&decoded.batches)[0].clone().unwrap();
+        assert_eq!(r["_corrupt_record"], json!("{\"id\":1,\"name\":\"café\"}"));
+        let bytes: Vec<u8> = r["_corrupt_record"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap())
+            .collect();
+        assert_eq!(bytes, b"{\"id\":1,\"name\":\"caf\xe9\"}");
+        assert!(
+            r["_error"].as_str().unwrap().contains("invalid UTF-8 at byte 20"),
+            "{r}"
+        );
     }
 
     #[test]

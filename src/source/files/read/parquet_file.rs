@@ -292,6 +292,83 @@ mod tests {
     }
 
     #[test]
+    fn drift_new_columns_nested_fields_and_mismatches() {
+        use arrow::array::{ArrayRef, StructArray};
+        use arrow::datatypes::Fields;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.parquet");
+        let meta_fields = Fields::from(vec![
+            Field::new("src", DataType::Utf8, true),
+            Field::new("ver", DataType::Int32, true),
+        ]);
+        let meta_array = StructArray::new(
+            meta_fields.clone(),
+            vec![
+                Arc::new(StringArray::from(vec!["web", "app"])) as ArrayRef,
+                Arc::new(Int32Array::from(vec![Some(1), None])) as ArrayRef,
+            ],
+            None,
+        );
+        let file_schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("amount", DataType::Utf8, true),
+            Field::new("meta", DataType::Struct(meta_fields), true),
+            Field::new("Id", DataType::Int64, true),
+            Field::new("extra", DataType::UInt32, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            file_schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(StringArray::from(vec!["1.5", "x"])),
+                Arc::new(meta_array),
+                Arc::new(Int64Array::from(vec![9, 9])),
+                Arc::new(arrow::array::UInt32Array::from(vec![None, Some(3)])),
+            ],
+        )
+        .unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), file_schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let spec = spec(
+            FileFormat::Parquet,
+            Arc::new(parse_ddl("id BIGINT, amount DOUBLE, meta STRUCT<src: STRING>").unwrap()),
+        );
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        let new: Vec<(String, String)> = decoded
+            .new_fields
+            .iter()
+            .map(|f| (f.path_string(), crate::schema::type_to_ddl(&f.data_type)))
+            .collect();
+        assert_eq!(
+            new,
+            [
+                ("meta.ver".into(), "INT".into()),
+                ("extra".into(), "BIGINT".into())
+            ]
+        );
+        let mismatched: Vec<(String, usize)> = decoded
+            .type_mismatches
+            .iter()
+            .map(|m| (m.path_string(), m.count))
+            .collect();
+        assert!(mismatched.contains(&("amount".into(), 1)), "{mismatched:?}");
+        // Every value is either in a column or in `_rescued_data`.
+        let r = rescued(&decoded.batches);
+        assert_eq!(r[1].as_ref().unwrap()["amount"], json!("x"));
+        assert_eq!(r[1].as_ref().unwrap()["extra"], json!(3));
+        assert_eq!(r[0].as_ref().unwrap()["Id"], json!(9));
+        let values = rows(&decoded.batches);
+        eprintln!("VALUES {values:?} RESCUED {r:?} MISMATCH {mismatched:?}");
+        let meta_kept = values[0][2] == "{src: web}";
+        let meta_rescued = r[0].as_ref().unwrap().get("meta").is_some();
+        assert!(meta_kept || meta_rescued, "{values:?} {r:?}");
+    }
+
+    #[test]
     fn zero_byte_parquet_is_empty_and_bad_footer_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let spec = spec(
