@@ -63,6 +63,25 @@ pub enum Error {
     #[error("delta table {path}: schema mismatch: {message}")]
     SinkSchemaMismatch { path: String, message: String },
 
+    /// A batch met new columns and the schema was widened (Auto Loader's `addNewColumns`
+    /// stop): the flow stops before writing; the next start re-runs the batch with the new schema.
+    #[error(
+        "flow {flow}: schema changed: new column(s) {} in {file}; recorded schema version {version}. \
+         Restart the flow to continue with the wider schema (batch {batch_id} is re-read, nothing is lost)",
+        added.join(", ")
+    )]
+    SchemaChanged {
+        flow: String,
+        batch_id: u64,
+        added: Vec<String>,
+        file: String,
+        version: u64,
+    },
+
+    /// The source's data does not fit its schema and the evolution mode refuses to go on.
+    #[error("flow {flow}: {message}")]
+    SchemaMismatch { flow: String, message: String },
+
     /// A SQL expression in the flow failed to plan or evaluate.
     #[error("flow {flow}: {context}: {source}")]
     Sql {
@@ -114,6 +133,7 @@ impl Error {
             Error::Pipeline(_) | Error::Sql { .. } | Error::SinkSchemaMismatch { .. } => {
                 Domain::User
             }
+            Error::SchemaChanged { .. } | Error::SchemaMismatch { .. } => Domain::User,
             Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => Domain::User,
             Error::CheckpointLocked { .. }
             | Error::SourceIo { .. }
@@ -129,7 +149,11 @@ impl Error {
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            Error::SourceIo { .. } | Error::Delta { .. } | Error::Io { .. } | Error::Ledger { .. }
+            Error::SourceIo { .. }
+                | Error::Delta { .. }
+                | Error::Io { .. }
+                | Error::Ledger { .. }
+                | Error::SchemaChanged { .. }
         )
     }
 
@@ -137,6 +161,8 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Pipeline(_) => "invalid_pipeline",
+            Error::SchemaChanged { .. } => "schema_changed",
+            Error::SchemaMismatch { .. } => "schema_mismatch",
             Error::Checkpoint { .. } => "checkpoint_corrupt",
             Error::CheckpointLocked { .. } => "checkpoint_locked",
             Error::SourceIo { .. } => "source_unavailable",

@@ -2,7 +2,8 @@
 //! calls [`run`].
 //!
 //! Exit codes: 0 success; 1 a flow or command failed; 2 invalid pipeline file
-//! or usage; 130 aborted by a second SIGINT/SIGTERM.
+//! or usage; 3 a flow stopped on a schema change (restart it to go on with the
+//! wider schema); 130 aborted by a second SIGINT/SIGTERM.
 
 pub mod attach;
 pub mod demo;
@@ -45,6 +46,9 @@ pub enum Command {
 
 /// Exit code for an invalid pipeline file or usage.
 pub const EXIT_INVALID: u8 = 2;
+/// Exit code when a flow stopped because its source schema changed (Auto Loader's
+/// `addNewColumns` stop): restart it to continue with the wider schema.
+pub const EXIT_SCHEMA_CHANGED: u8 = 3;
 /// Exit code after an abort by a second signal.
 pub const EXIT_ABORTED: u8 = 130;
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use tokio::sync::watch;
 
-use super::{EXIT_ABORTED, EXIT_INVALID, init_logging, report, runtime};
+use super::{EXIT_ABORTED, EXIT_INVALID, EXIT_SCHEMA_CHANGED, init_logging, report, runtime};
 use crate::engine::progress::StreamingQueryProgress;
 use crate::engine::{FlowSummary, RunOptions, run_flow};
 use crate::pipeline::{self, FlowSpec, Pipeline, Trigger};
@@ -80,18 +80,37 @@ pub fn run(args: &RunArgs) -> ExitCode {
     } else {
         rt.block_on(run_flows(&flows, args.trigger, true))
     };
+    for (_, result) in &results {
+        if let Ok(summary) = result {
+            print_summary(summary);
+        }
+    }
+    exit_code(&results)
+}
+
+/// 0 when every flow succeeded; 3 when the only failures are schema changes (restart to
+/// continue with the wider schema, Auto Loader's behaviour); 1 otherwise. Reports failures.
+pub fn exit_code(results: &[(String, crate::Result<FlowSummary>)]) -> ExitCode {
+    let mut schema_changed = false;
     let mut failed = false;
     for (name, result) in results {
-        match result {
-            Ok(summary) => print_summary(&summary),
-            Err(e) => {
+        if let Err(e) = result {
+            eprint!("flow {name}: ");
+            report(e);
+            if e.kind() == "schema_changed" {
+                schema_changed = true;
+            } else {
                 failed = true;
-                eprint!("flow {name}: ");
-                report(&e);
             }
         }
     }
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::FAILURE
+    } else if schema_changed {
+        ExitCode::from(EXIT_SCHEMA_CHANGED)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The flows a run covers, in file order.

@@ -108,10 +108,12 @@ pub fn load(location: &Path) -> Result<SchemaHistory, String> {
     let mut versions = Vec::with_capacity(history.len());
     let mut previous: Option<Fields> = None;
     for (version, entry) in history {
-        let fields = entry
-            .schema()
-            .map(|s| s.fields().clone())
-            .map_err(|e| format!("{}: stored schema is invalid: {e}", dir.join(version.to_string()).display()))?;
+        let fields = entry.schema().map(|s| s.fields().clone()).map_err(|e| {
+            format!(
+                "{}: stored schema is invalid: {e}",
+                dir.join(version.to_string()).display()
+            )
+        })?;
         let diff = diff(previous.as_ref().unwrap_or(&Fields::empty()), &fields);
         versions.push(report_of(version, entry, diff));
         previous = Some(fields);
@@ -199,7 +201,10 @@ pub fn render_text(history: &SchemaHistory) -> String {
         if history.versions.len() == 1 { "" } else { "s" }
     );
     for (i, v) in history.versions.iter().enumerate() {
-        out.push_str(&format!("\nversion {}  {}  {}\n", v.version, v.created_at, v.reason));
+        out.push_str(&format!(
+            "\nversion {}  {}  {}\n",
+            v.version, v.created_at, v.reason
+        ));
         if !v.added.is_empty() {
             out.push_str(&format!("  added   {}\n", v.added.join(", ")));
         }
@@ -237,7 +242,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cp = tmp.path();
         let v0 = parse_ddl("id BIGINT, meta STRUCT<src: STRING>, qty BIGINT").unwrap();
-        record_version(cp, &v0, "inferred from 1 file(s)", &["/l/n1.json".into()], &[]).unwrap();
+        record_version(
+            cp,
+            &v0,
+            "inferred from 1 file(s)",
+            &["/l/n1.json".into()],
+            &[],
+        )
+        .unwrap();
         let v1 = parse_ddl(
             "id BIGINT, meta STRUCT<src: STRING, ver: BIGINT>, qty BIGINT, `order id` STRING",
         )
@@ -317,7 +329,10 @@ mod tests {
     fn no_history_is_an_error_naming_the_directory() {
         let tmp = tempfile::tempdir().unwrap();
         let err = load(tmp.path()).unwrap_err();
-        assert!(err.contains("no schema history") && err.contains("_schemas"), "{err}");
+        assert!(
+            err.contains("no schema history") && err.contains("_schemas"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -350,6 +350,7 @@ impl App {
                     FlowEvent::Status { flow, .. }
                     | FlowEvent::Progress { flow, .. }
                     | FlowEvent::Error { flow, .. }
+                    | FlowEvent::Schema { flow, .. }
                     | FlowEvent::Command { flow, .. } => flow.clone(),
                 };
                 if let Some(i) = self.flow_index(&name) {

@@ -197,7 +197,10 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
         ("BATCH", Constraint::Length(6)),
         ("IN", Constraint::Length(7)),
         ("PROC", Constraint::Length(7)),
-        ("BACKLOG", Constraint::Length(if w >= 100 { 15 } else { 13 })),
+        (
+            "BACKLOG",
+            Constraint::Length(if w >= 100 { 15 } else { 13 }),
+        ),
     ];
     let show_wm = w >= 100;
     let show_state = w >= 110;

@@ -168,6 +168,7 @@ mod tests {
             end_offset: None,
             replayed: false,
             files_failed: 0,
+            late_rows_written: 0,
         }
     }
 

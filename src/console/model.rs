@@ -57,6 +57,8 @@ pub struct Sample {
     pub end_offset: Option<String>,
     pub replayed: bool,
     pub files_failed: u64,
+    /// Late and invalid-event-time rows written to the flow's late-rows table.
+    pub late_rows_written: u64,
 }
 
 impl Sample {
@@ -110,6 +112,7 @@ impl Sample {
             end_offset: source.and_then(|s| offset_text(&s.end_offset)),
             replayed: p.weir.replayed,
             files_failed: p.weir.num_files_failed,
+            late_rows_written: p.weir.num_late_rows_written,
         })
     }
 }
@@ -402,6 +405,20 @@ impl FlowModel {
                 let text = format!("{kind} [{domain}, {retry}]: {message}");
                 self.push_event(*at_ms, EventKind::Error, text.clone());
                 self.last_error = Some(LastError { t_ms: *at_ms, text });
+            }
+            FlowEvent::Schema { detail, at_ms, .. } => {
+                let text = match detail {
+                    crate::schema::events::SchemaEvent::SchemaChanged { added, file, version } => {
+                        format!("schema changed (version {version}): new {} in {file}", added.join(", "))
+                    }
+                    crate::schema::events::SchemaEvent::TypeMismatch { field, file, count } => {
+                        format!("type mismatch: {count} value(s) of {field} rescued in {file}")
+                    }
+                    crate::schema::events::SchemaEvent::SinkSchemaMismatch { table, message } => {
+                        format!("sink schema mismatch on {table}: {message}")
+                    }
+                };
+                self.push_event(*at_ms, EventKind::Schema, text);
             }
             FlowEvent::Command { command, at_ms, .. } => {
                 self.push_event(

@@ -608,6 +608,10 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
                 format!("{} row(s) in batch {}", d, s.batch_id)
             }),
         ),
+        (
+            "late rows written".into(),
+            format!("{} in batch {}", s.late_rows_written, s.batch_id),
+        ),
     ];
     WatermarkSnap {
         lines,

@@ -90,6 +90,12 @@ pub enum FlowEvent {
         message: String,
         at_ms: i64,
     },
+    /// A schema event (schema changed, type mismatch, sink schema mismatch) with its evidence.
+    Schema {
+        flow: String,
+        detail: crate::schema::events::SchemaEvent,
+        at_ms: i64,
+    },
     /// An operator's command was applied.
     Command {
         flow: String,

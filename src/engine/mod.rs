@@ -27,6 +27,9 @@ use tokio::sync::{mpsc, watch};
 use crate::checkpoint::{Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord};
 use crate::error::{Error, Result};
 use crate::ops::Projection;
+use crate::schema::evolve::{Decision, evolve, strings_only};
+use crate::schema::events::SchemaEvent;
+use crate::sink::quarantine::{QuarantineWriter, split_batches};
 use crate::ops::stateful::{OutputMode, StatefulOperator, StatefulSpec};
 use crate::ops::watermark::{EventTimeStats, Split, next_watermark, split_late};
 use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
@@ -101,6 +104,16 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
     match &result {
         Ok(_) => emit_status(FlowStatus::Stopped),
         Err(e) => {
+            if let (Some(ev), Error::SinkSchemaMismatch { path, message }) = (&events, e) {
+                ev.send(FlowEvent::Schema {
+                    flow: spec.name.clone(),
+                    detail: SchemaEvent::SinkSchemaMismatch {
+                        table: path.clone(),
+                        message: message.clone(),
+                    },
+                    at_ms: now_ms(),
+                });
+            }
             if let Some(ev) = &events {
                 ev.send(FlowEvent::Error {
                     flow: spec.name.clone(),
@@ -238,7 +251,9 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         // The schema is known once files exist (or given); until then there is nothing to plan.
         if source.is_none() {
             let ledger = ledger_slot.take().ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
-            match crate::source::files::schema_store::resolve(files_spec, &checkpoint)? {
+            let schema_location =
+                crate::source::files::schema_store::location(&checkpoint, files_spec.schema_location.as_deref());
+            match crate::source::files::schema_store::resolve_at(files_spec, schema_location, files_spec.schema_hints.as_deref())? {
                 Some(schema) => {
                     let src = FileSource::new(files_spec.clone(), ledger, schema);
                     let projection = Projection::new(
@@ -274,11 +289,7 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if !idle {
-                                status(FlowStatus::Idle);
-                                idle = true;
-                            }
-                            if control.wait(interval.max(IDLE_POLL_INTERVAL), command_event).await == Wake::Stop {
+                            if idle_wait(&mut control, &mut idle, interval, &status, command_event).await {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -329,11 +340,7 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if !idle {
-                                status(FlowStatus::Idle);
-                                idle = true;
-                            }
-                            if control.wait(interval.max(IDLE_POLL_INTERVAL), command_event).await == Wake::Stop {
+                            if idle_wait(&mut control, &mut idle, interval, &status, command_event).await {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -380,11 +387,67 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         let t_get = Instant::now();
         let read = src.reader().read(&files).await?;
         let get_batch_ms = ms_since(t_get);
+        let schema_event = |event: SchemaEvent| {
+            if let Some(e) = events {
+                e.send(FlowEvent::Schema {
+                    flow: spec.name.clone(),
+                    detail: event,
+                    at_ms: now_ms(),
+                });
+            }
+        };
+        for event in SchemaEvent::type_mismatches(&read.type_mismatches) {
+            schema_event(event);
+        }
+        // Schema evolution (Auto Loader): new columns widen the schema and stop the flow
+        // before anything is written; the next start re-runs this batch with the new schema.
+        let new_fields = if files_spec.infer_column_types {
+            read.new_fields.clone()
+        } else {
+            strings_only(&read.new_fields)
+        };
+        let decision = evolve(src.data_schema(), &new_fields, files_spec.schema_evolution);
+        match &decision {
+            Decision::Unchanged => {}
+            Decision::Widen { schema, added, files, reason } => {
+                let location =
+                    crate::source::files::schema_store::location(&checkpoint, files_spec.schema_location.as_deref());
+                let version =
+                    crate::source::files::schema_store::record_version(location, schema, reason, files, added)?;
+                if let Some(event) = SchemaEvent::schema_changed(&decision, version) {
+                    schema_event(event);
+                }
+                return Err(Error::SchemaChanged {
+                    flow: spec.name.clone(),
+                    batch_id,
+                    added: added.clone(),
+                    file: files.first().cloned().unwrap_or_default(),
+                    version,
+                });
+            }
+            Decision::Fail { message } => {
+                return Err(Error::SchemaMismatch {
+                    flow: spec.name.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
+        // Records that cannot be parsed at all go to the quarantine instead of the table.
+        let mut num_quarantined = 0u64;
+        let read_batches = match &files_spec.bad_records_path {
+            None => read.batches,
+            Some(dir) => {
+                let (good, quarantined) = split_batches(read.batches, batch_id)?;
+                num_quarantined = quarantined.len() as u64;
+                QuarantineWriter::new(dir.clone()).write(batch_id, &quarantined)?;
+                good
+            }
+        };
 
         // addBatch: transform and write.
         let t_add = Instant::now();
         let batch_watermark_ms = offsets_seq.metadata.batch_watermark_ms;
-        let projected = projection.apply(read.batches).await?;
+        let projected = projection.apply(read_batches).await?;
         let mut event_stats = None;
         let mut num_late = 0u64;
         let mut num_invalid_event_time = 0u64;
@@ -545,6 +608,7 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 num_files_retried: num_retried,
                 num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
                 num_rows_invalid_event_time: num_invalid_event_time,
+                num_records_quarantined: num_quarantined,
                 num_late_rows_written: if spec.late_rows.is_some() { num_late + num_invalid_event_time } else { 0 },
                 errors: read
                     .errors
@@ -605,6 +669,21 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// Waits for the next poll of an idle processing-time flow; `true` when a stop was requested.
+async fn idle_wait(
+    control: &mut Control,
+    idle: &mut bool,
+    interval: Duration,
+    status: &impl Fn(FlowStatus),
+    on_command: impl FnMut(ControlCommand),
+) -> bool {
+    if !*idle {
+        status(FlowStatus::Idle);
+        *idle = true;
+    }
+    control.wait(interval.max(IDLE_POLL_INTERVAL), on_command).await == Wake::Stop
 }
 
 /// Without a stateful operator a watermark drops nothing: on-time, late and

@@ -79,6 +79,9 @@ pub struct WeirProgress {
     /// Rows whose event time is null or unparseable (never aggregated; see docs/event-time.md).
     #[serde(default)]
     pub num_rows_invalid_event_time: u64,
+    /// Records that could not be parsed at all, written to `bad_records_path`.
+    #[serde(default)]
+    pub num_records_quarantined: u64,
     /// Late and invalid-event-time rows written to the flow's `late_rows` table.
     #[serde(default)]
     pub num_late_rows_written: u64,

@@ -18,6 +18,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::ops::stateful::{OutputMode, StatefulSpec};
 use crate::ops::watermark::WatermarkSpec;
+use crate::schema::evolve::EvolutionMode;
 use crate::source::files::{CsvOptions, FileFormat};
 pub use units::{ByteSize, HumanDuration};
 
@@ -136,6 +137,10 @@ pub struct FilesSource {
     pub max_bytes_per_trigger: Option<u64>,
     pub min_file_age: Duration,
     pub allow_overwrites: bool,
+    pub schema_evolution: EvolutionMode,
+    pub schema_hints: Option<String>,
+    pub schema_location: Option<PathBuf>,
+    pub bad_records_path: Option<PathBuf>,
 }
 
 /// Where a flow writes.
@@ -566,7 +571,34 @@ fn resolve_files(
         }
         Some(n) => *n.get_ref(),
     };
+    let schema_evolution = match &files.schema_evolution {
+        None => EvolutionMode::default_for(schema.is_some()),
+        Some(m) => {
+            let mode = m.get_ref().parse::<EvolutionMode>().map_err(|e| cx.error(m.span(), e))?;
+            if schema.is_some() && mode == EvolutionMode::AddNewColumns {
+                return Err(cx.error(
+                    m.span(),
+                    "schema_evolution = \"add_new_columns\" needs an inferred schema (a given `schema` is never widened); \
+                     remove `schema` (use `schema_hints` to pin types) or use \"rescue\" / \"none\""
+                        .into(),
+                ));
+            }
+            mode
+        }
+    };
+    if let Some(h) = &files.schema_hints {
+        crate::schema::hints::parse_hints(h.get_ref()).map_err(|e| {
+            cx.error(
+                h.span(),
+                format!("invalid schema_hints: {e}; write Spark DDL for the columns to pin, e.g. \"amount DECIMAL(12,2), ts TIMESTAMP\""),
+            )
+        })?;
+    }
     Ok(FilesSource {
+        schema_evolution,
+        schema_hints: files.schema_hints.as_ref().map(|h| h.get_ref().clone()),
+        schema_location: files.schema_location.as_deref().map(|p| resolve_path(base, p)),
+        bad_records_path: files.bad_records_path.as_deref().map(|p| resolve_path(base, p)),
         path: resolve_path(base, &files.path),
         format,
         csv,

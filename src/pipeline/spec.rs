@@ -86,6 +86,14 @@ pub struct FilesSourceFile {
     #[serde(default)]
     pub allow_overwrites: bool,
     pub csv: Option<CsvFile>,
+    /// `add_new_columns` | `rescue` | `fail_on_new_columns` | `none` (Auto Loader's `schemaEvolutionMode`).
+    pub schema_evolution: Option<Spanned<String>>,
+    /// DDL pinning some columns' types while the rest is inferred (Auto Loader's `schemaHints`).
+    pub schema_hints: Option<Spanned<String>>,
+    /// Directory holding `_schemas/` (default: the checkpoint).
+    pub schema_location: Option<String>,
+    /// Directory receiving records that cannot be parsed at all (JSON lines per batch).
+    pub bad_records_path: Option<String>,
 }
 
 fn default_true() -> bool {

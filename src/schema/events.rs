@@ -109,7 +109,10 @@ mod tests {
         );
         for (event, value) in events.iter().zip(json) {
             assert_eq!(value["event"], event.kind());
-            assert_eq!(&serde_json::from_value::<SchemaEvent>(value).unwrap(), event);
+            assert_eq!(
+                &serde_json::from_value::<SchemaEvent>(value).unwrap(),
+                event
+            );
         }
     }
 

@@ -27,6 +27,8 @@
 //!   `meta STRUCT<src>`; `items.element.x` into `items ARRAY<STRUCT<...>>`;
 //!   `m.value.x` into a map's struct values); under a parent of another type
 //!   the values are type mismatches, not new fields;
+//! - `_rescued_data` and `_metadata` at the top level are the reader's own columns
+//!   and are never added (a file's fields of those names stay rescued);
 //! - the same field reported by several files is added once, with the types
 //!   merged by the inference rules (`BIGINT` and `DOUBLE` give `DOUBLE`; any
 //!   other disagreement gives `STRING`).
@@ -223,6 +225,9 @@ pub fn additions(current: &Schema, new_fields: &[NewField]) -> Vec<NewField> {
         if field.data_type == DataType::Null || field.path.is_empty() {
             continue;
         }
+        if field.path.len() == 1 && RESERVED.contains(&field.path[0].as_str()) {
+            continue;
+        }
         if locate(current.fields(), &field.path) != Slot::Insertable {
             continue;
         }
@@ -258,6 +263,13 @@ pub fn strings_only(new_fields: &[NewField]) -> Vec<NewField> {
         })
         .collect()
 }
+
+/// Top-level names the reader adds itself: a file's own field of that name stays
+/// rescued and is never added as a data column.
+const RESERVED: [&str; 2] = [
+    crate::source::files::RESCUED_DATA_COLUMN,
+    crate::ops::METADATA_COLUMN,
+];
 
 /// A field path as text: names joined by `.`, each back-quoted when it is not a
 /// plain identifier (`` `geo.lat` `` is one column, `geo.lat` is `lat` inside `geo`).
@@ -333,7 +345,10 @@ fn locate(fields: &Fields, path: &[String]) -> Slot {
     };
     match fields.iter().find(|f| f.name() == first) {
         Some(field) => locate_below(field.data_type(), rest),
-        None if fields.iter().any(|f| f.name().to_lowercase() == first.to_lowercase()) => {
+        None if fields
+            .iter()
+            .any(|f| f.name().to_lowercase() == first.to_lowercase()) =>
+        {
             Slot::CaseVariant
         }
         None if rest.is_empty() => Slot::Insertable,
@@ -399,13 +414,19 @@ fn insert_below(parent: &DataType, path: &[String], data_type: &DataType) -> Dat
         )),
         DataType::Map(entries, sorted) if first == "value" => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => {
-                let value = kv[1]
-                    .as_ref()
-                    .clone()
-                    .with_data_type(insert_below(kv[1].data_type(), rest, data_type));
+                let value = kv[1].as_ref().clone().with_data_type(insert_below(
+                    kv[1].data_type(),
+                    rest,
+                    data_type,
+                ));
                 let kv = Fields::from(vec![kv[0].as_ref().clone(), value]);
                 DataType::Map(
-                    Arc::new(entries.as_ref().clone().with_data_type(DataType::Struct(kv))),
+                    Arc::new(
+                        entries
+                            .as_ref()
+                            .clone()
+                            .with_data_type(DataType::Struct(kv)),
+                    ),
                     *sorted,
                 )
             }
@@ -486,14 +507,22 @@ mod tests {
             evolve(&current, &fields, EvolutionMode::None),
             Decision::Unchanged
         );
-        let Decision::Fail { message } =
-            evolve(&current, &fields, EvolutionMode::FailOnNewColumns)
+        let Decision::Fail { message } = evolve(&current, &fields, EvolutionMode::FailOnNewColumns)
         else {
             panic!()
         };
         assert!(
             message.contains("x DOUBLE (in /l/a.json)") && message.contains("fail_on_new_columns"),
             "{message}"
+        );
+        // The reader's own column names are never added.
+        let reserved = [
+            nf(&["_rescued_data"], "STRING", "/l/a.json"),
+            nf(&["_metadata"], "STRUCT<file_path: STRING>", "/l/a.json"),
+        ];
+        assert_eq!(
+            evolve(&current, &reserved, EvolutionMode::AddNewColumns),
+            Decision::Unchanged
         );
         // Nothing new: unchanged in every mode.
         for mode in [
@@ -596,10 +625,9 @@ mod tests {
 
     #[test]
     fn nested_fields_need_a_struct_parent() {
-        let current = parse_ddl(
-            "s STRING, items ARRAY<STRUCT<a: BIGINT>>, m MAP<STRING, STRUCT<k: STRING>>",
-        )
-        .unwrap();
+        let current =
+            parse_ddl("s STRING, items ARRAY<STRUCT<a: BIGINT>>, m MAP<STRING, STRUCT<k: STRING>>")
+                .unwrap();
         // Under a string: a type mismatch, not a new field. Under a missing parent: the
         // decoder reports the parent itself.
         assert!(
@@ -626,7 +654,10 @@ mod tests {
         );
         assert_eq!(added, ["items.element.b", "m.value.j"]);
         assert_eq!(
-            type_at(&parse_ddl(&ddl).unwrap(), &["m".into(), "value".into(), "j".into()]),
+            type_at(
+                &parse_ddl(&ddl).unwrap(),
+                &["m".into(), "value".into(), "j".into()]
+            ),
             Some(&DataType::Int64)
         );
     }
@@ -657,7 +688,10 @@ mod tests {
         );
         let err = "sometimes".parse::<EvolutionMode>().unwrap_err();
         assert!(err.contains("add_new_columns"), "{err}");
-        assert_eq!(EvolutionMode::default_for(false), EvolutionMode::AddNewColumns);
+        assert_eq!(
+            EvolutionMode::default_for(false),
+            EvolutionMode::AddNewColumns
+        );
         assert_eq!(EvolutionMode::default_for(true), EvolutionMode::None);
     }
 }

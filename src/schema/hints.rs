@@ -95,10 +95,12 @@ pub fn parse_hints(hints_ddl: &str) -> Result<Vec<Hint>, SchemaError> {
         let name = path.last().cloned().unwrap_or_default();
         let field = hinted.as_ref().clone().with_name(name);
         let folded: Vec<String> = path.iter().map(|s| s.to_lowercase()).collect();
-        if hints
-            .iter()
-            .any(|h| h.path.iter().map(|s| s.to_lowercase()).eq(folded.iter().cloned()))
-        {
+        if hints.iter().any(|h| {
+            h.path
+                .iter()
+                .map(|s| s.to_lowercase())
+                .eq(folded.iter().cloned())
+        }) {
             return Err(SchemaError::Hint {
                 hint: column,
                 message: "hinted more than once".into(),
@@ -227,13 +229,12 @@ fn apply(fields: &Fields, path: &[String], hint: &Field) -> Result<Fields, Strin
     let Some((first, rest)) = path.split_first() else {
         return Ok(fields.clone());
     };
-    let index = fields
-        .iter()
-        .position(|f| f.name() == first)
-        .or_else(|| {
-            let folded = first.to_lowercase();
-            fields.iter().position(|f| f.name().to_lowercase() == folded)
-        });
+    let index = fields.iter().position(|f| f.name() == first).or_else(|| {
+        let folded = first.to_lowercase();
+        fields
+            .iter()
+            .position(|f| f.name().to_lowercase() == folded)
+    });
     let mut out: Vec<FieldRef> = fields.iter().cloned().collect();
     match index {
         Some(i) => {
@@ -294,7 +295,12 @@ fn apply_below(
             DataType::Struct(kv) if kv.len() == 2 => {
                 let kv = Fields::from(vec![Arc::clone(&kv[0]), with_item(&kv[1])?]);
                 Ok(DataType::Map(
-                    Arc::new(entries.as_ref().clone().with_data_type(DataType::Struct(kv))),
+                    Arc::new(
+                        entries
+                            .as_ref()
+                            .clone()
+                            .with_data_type(DataType::Struct(kv)),
+                    ),
                     *sorted,
                 ))
             }
@@ -355,7 +361,11 @@ mod tests {
         );
         // A whole-struct hint replaces the inferred struct.
         assert_eq!(
-            hinted("meta STRUCT<src: STRING, ver: BIGINT>", "meta STRUCT<src: STRING>").unwrap(),
+            hinted(
+                "meta STRUCT<src: STRING, ver: BIGINT>",
+                "meta STRUCT<src: STRING>"
+            )
+            .unwrap(),
             "meta STRUCT<src: STRING>"
         );
     }
@@ -376,8 +386,11 @@ mod tests {
     #[test]
     fn names_match_ignoring_case_and_keep_the_inferred_spelling() {
         assert_eq!(
-            hinted("Amount DOUBLE, Meta STRUCT<Ver: STRING>", "AMOUNT DECIMAL(10,2), meta.ver INT")
-                .unwrap(),
+            hinted(
+                "Amount DOUBLE, Meta STRUCT<Ver: STRING>",
+                "AMOUNT DECIMAL(10,2), meta.ver INT"
+            )
+            .unwrap(),
             "Amount DECIMAL(10,2), Meta STRUCT<Ver: INT>"
         );
     }
@@ -390,7 +403,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            schema.field(0).metadata().get(COMMENT_KEY).map(String::as_str),
+            schema
+                .field(0)
+                .metadata()
+                .get(COMMENT_KEY)
+                .map(String::as_str),
             Some("x, y")
         );
         assert!(schema.field(0).is_nullable());
@@ -427,7 +444,9 @@ mod tests {
             matches!(&err, SchemaError::Hint { message, .. } if message.contains("more than once")),
             "{err}"
         );
-        for bad in ["", " ", "a", "a INT,", ",a INT", "a INT b", "`a INT", "a.", "a-b INT"] {
+        for bad in [
+            "", " ", "a", "a INT,", ",a INT", "a INT b", "`a INT", "a.", "a-b INT",
+        ] {
             assert!(hinted("x INT", bad).is_err(), "{bad:?} should fail");
         }
         assert!(!err.retryable());

@@ -255,8 +255,8 @@ mod tests {
     use super::*;
     use crate::schema::parse_ddl;
     use crate::source::files::FileFormat;
-    use crate::source::files::read::test_support::{meta, spec};
     use crate::source::files::read::decode_file;
+    use crate::source::files::read::test_support::{meta, spec};
 
     fn batch(ids: Vec<Option<i64>>, rescued: Vec<Option<&str>>) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
@@ -289,7 +289,10 @@ mod tests {
             ],
         );
         let split = split_corrupt(&b, 7).unwrap();
-        let ids = split.good.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+        let ids = split
+            .good
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>();
         assert_eq!(ids.iter().collect::<Vec<_>>(), [Some(1), Some(3), Some(5)]);
         assert_eq!(
             split.quarantined,
@@ -343,7 +346,11 @@ mod tests {
         let lines_quarantined: Vec<_> = quarantined.iter().map(|r| r.line).collect();
         assert_eq!(lines_quarantined, [Some(3), Some(5), Some(7)]);
         assert_eq!(quarantined[1].raw, "garbage line, not json");
-        assert!(quarantined[1].error.starts_with("invalid JSON"), "{:?}", quarantined[1]);
+        assert!(
+            quarantined[1].error.starts_with("invalid JSON"),
+            "{:?}",
+            quarantined[1]
+        );
         assert!(quarantined.iter().all(|r| r.file.ends_with("bad.json")));
 
         let tmp = tempfile::tempdir().unwrap();
@@ -363,6 +370,11 @@ mod tests {
         // No records: no file, and an earlier one for the batch is removed.
         assert_eq!(writer.write(4, &[]).unwrap(), None);
         assert!(!writer.path_for(4).exists());
-        assert!(QuarantineWriter::new(tmp.path().join("none")).read_all().unwrap().is_empty());
+        assert!(
+            QuarantineWriter::new(tmp.path().join("none"))
+                .read_all()
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -8,4 +8,5 @@ mod console;
 mod crash;
 mod ingest;
 mod pipeline_files;
+mod schema_drift;
 mod stateful;

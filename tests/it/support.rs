@@ -45,7 +45,30 @@ pub async fn delta_rows(table: &Path) -> Vec<RecordBatch> {
             out.push(b.unwrap());
         }
     }
-    out
+    // Files written before a schema change lack the new columns: align every batch to the
+    // widest column set (by name, missing columns null), as a Delta reader does.
+    let mut fields: Vec<arrow::datatypes::FieldRef> = Vec::new();
+    for b in &out {
+        for f in b.schema().fields() {
+            if !fields.iter().any(|x| x.name() == f.name()) {
+                fields.push(f.clone());
+            }
+        }
+    }
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    out.iter()
+        .map(|b| {
+            let cols = schema
+                .fields()
+                .iter()
+                .map(|f| match b.column_by_name(f.name()) {
+                    Some(c) => c.clone(),
+                    None => arrow::array::new_null_array(f.data_type(), b.num_rows()),
+                })
+                .collect();
+            RecordBatch::try_new(schema.clone(), cols).unwrap()
+        })
+        .collect()
 }
 
 /// The latest version of a Delta table, or None.

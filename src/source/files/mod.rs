@@ -92,6 +92,10 @@ pub struct BatchRead {
     pub outcomes: Vec<(String, FileOutcome)>,
     /// Per failed file: path and error (also in `outcomes`).
     pub errors: Vec<(String, String)>,
+    /// Fields the files have and the schema lacks (for schema evolution).
+    pub new_fields: Vec<crate::schema::evolve::NewField>,
+    /// Values whose type disagrees with their column (rescued), per field and file.
+    pub type_mismatches: Vec<crate::schema::evolve::FieldMismatch>,
 }
 
 pub struct FileSource {
@@ -123,6 +127,11 @@ impl FileSource {
 
     pub fn description(&self) -> String {
         format!("FileStreamSource[{}]", file_url(&self.options.path))
+    }
+
+    /// The data columns (the schema files are decoded to, without `_rescued_data`).
+    pub fn data_schema(&self) -> &SchemaRef {
+        &self.read_spec.schema
     }
 
     /// Data columns + `_rescued_data` + `_metadata`.
@@ -238,6 +247,8 @@ impl BatchReader {
                     out.num_rows += decoded.num_rows as u64;
                     out.num_rows_rescued += decoded.num_rows_rescued as u64;
                     out.num_records_corrupt += decoded.num_records_corrupt as u64;
+                    out.new_fields.extend(decoded.new_fields);
+                    out.type_mismatches.extend(decoded.type_mismatches);
                     for batch in decoded.batches {
                         out.batches.push(with_metadata(&batch, &file, &self.batch_schema)?);
                     }

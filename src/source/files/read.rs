@@ -129,6 +129,9 @@
 //! exact name; a column whose type differs is converted with the `cast` kernel;
 //! values the cast rejects, and non-null values of columns the schema lacks, are
 //! rescued as their JSON form (as written by arrow-json). Missing columns are null.
+//! Struct columns are matched field by field by name (recursively), like JSON
+//! objects: a nested field the schema lacks is rescued under its nested path
+//! (`{"meta":{"ver":1}}`) while the known fields stay in the column.
 //! A 0-byte Parquet file has 0 rows; a file whose footer cannot be read is
 //! [`FileReadError::Corrupt`].
 

@@ -95,8 +95,7 @@ pub fn history_at(location: &Path) -> Result<Vec<(u64, SchemaVersion)>> {
 }
 
 fn read_version(path: &Path) -> Result<SchemaVersion> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::checkpoint(path, e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::checkpoint(path, e.to_string()))?;
     let mut lines = text.lines();
     if lines.next().map(str::trim) != Some("v1") {
         return Err(Error::checkpoint(
@@ -192,10 +191,21 @@ pub fn resolve_at(
     if let Some(schema) = &spec.schema {
         return Ok(Some(schema.clone()));
     }
+    resolve_with(location, hints, &spec.path, || infer(spec))
+}
+
+/// [`resolve_at`] for an inferred schema, with the inference given:
+/// `infer` returns the schema and the sampled files, or `None` when there is no record yet.
+pub fn resolve_with(
+    location: &Path,
+    hints: Option<&str>,
+    source_path: &Path,
+    infer: impl FnOnce() -> Result<Option<(Schema, Vec<String>)>>,
+) -> Result<Option<SchemaRef>> {
     let hint = |schema: Schema| -> Result<Schema> {
         match hints {
             Some(h) => crate::schema::apply_hints(schema, h).map_err(|e| Error::Source {
-                path: spec.path.clone(),
+                path: source_path.to_path_buf(),
                 message: format!("schema_hints: {e}"),
             }),
             None => Ok(schema),
@@ -203,17 +213,33 @@ pub fn resolve_at(
     };
     if let Some((_, stored)) = latest(location)? {
         let hinted = hint(stored.clone())?;
-        if hints.is_some() && crate::schema::to_ddl(&hinted) != crate::schema::to_ddl(&stored) {
+        if let Some(h) = hints
+            && crate::schema::to_ddl(&hinted) != crate::schema::to_ddl(&stored)
+        {
             record_version(
                 location,
                 &hinted,
-                &format!("schema hints changed: {}", hints.unwrap_or_default()),
+                &format!("schema hints changed: {h}"),
                 &[],
                 &[],
             )?;
         }
         return Ok(Some(Arc::new(hinted)));
     }
+    let Some((schema, files)) = infer()? else {
+        return Ok(None);
+    };
+    let schema = hint(schema)?;
+    let mut reason = format!("inferred from {} file(s)", files.len());
+    if let Some(h) = hints {
+        reason.push_str(&format!("; schema hints: {h}"));
+    }
+    record_version(location, &schema, &reason, &files, &[])?;
+    Ok(Some(Arc::new(schema)))
+}
+
+/// Infers the schema from the oldest `schema_inference_max_files` files.
+fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
     let mut files = Vec::new();
     super::list_for_inference(spec, &mut files)?;
     if files.is_empty() {
@@ -233,30 +259,15 @@ pub fn resolve_at(
             modification_time_ms: f.modification_time_ms,
         })
         .collect();
-    let schema = match crate::schema::infer_schema(
-        &metas,
-        spec.format,
-        &spec.csv,
-        spec.infer_column_types,
-    ) {
-        Ok(schema) => schema,
+    match crate::schema::infer_schema(&metas, spec.format, &spec.csv, spec.infer_column_types) {
+        Ok(schema) => Ok(Some((schema, files.into_iter().map(|f| f.path).collect()))),
         // Only empty or blank files so far: wait for data.
-        Err(crate::schema::SchemaError::NothingToInfer { .. }) => return Ok(None),
-        Err(e) => {
-            return Err(Error::Source {
-                path: spec.path.clone(),
-                message: format!("schema inference failed: {e}"),
-            });
-        }
-    };
-    let schema = hint(schema)?;
-    let mut reason = format!("inferred from {} file(s)", metas.len());
-    if let Some(h) = hints {
-        reason.push_str(&format!("; schema hints: {h}"));
+        Err(crate::schema::SchemaError::NothingToInfer { .. }) => Ok(None),
+        Err(e) => Err(Error::Source {
+            path: spec.path.clone(),
+            message: format!("schema inference failed: {e}"),
+        }),
     }
-    let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
-    record_version(location, &schema, &reason, &paths, &[])?;
-    Ok(Some(Arc::new(schema)))
 }
 
 #[cfg(test)]
@@ -308,7 +319,10 @@ mod tests {
         assert_eq!(history[1].1.files, ["/l/t3.json"]);
         assert!(history[1].1.created_at_ms > 0);
         let (id, latest) = latest(location).unwrap().unwrap();
-        assert_eq!((id, to_ddl(&latest)), (1, "id BIGINT, coupon STRING".into()));
+        assert_eq!(
+            (id, to_ddl(&latest)),
+            (1, "id BIGINT, coupon STRING".into())
+        );
 
         // The file format: a version line, then JSON; `added` only when not empty.
         let text = std::fs::read_to_string(location.join("_schemas/0")).unwrap();
@@ -343,6 +357,68 @@ mod tests {
         std::fs::write(dir.join("2"), "v2\n{}").unwrap();
         let err = history_at(tmp.path()).unwrap_err();
         assert!(err.to_string().contains("_schemas/2"), "{err}");
+    }
+
+    #[test]
+    fn resolve_infers_once_applies_hints_and_records_hint_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let location = tmp.path();
+        let source = Path::new("/landing");
+        // Nothing to infer from yet.
+        assert!(
+            resolve_with(location, None, source, || Ok(None))
+                .unwrap()
+                .is_none()
+        );
+        let inferred = || {
+            Ok(Some((
+                schema("id BIGINT, amount DOUBLE, ts STRING"),
+                vec!["/landing/a.json".to_string()],
+            )))
+        };
+        let hints = "amount DECIMAL(12,2), ts TIMESTAMP";
+        let first = resolve_with(location, Some(hints), source, inferred)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            to_ddl(&first),
+            "id BIGINT, amount DECIMAL(12,2), ts TIMESTAMP"
+        );
+        let history = history_at(location).unwrap();
+        assert_eq!(history.len(), 1);
+        assert_eq!(
+            history[0].1.reason,
+            "inferred from 1 file(s); schema hints: amount DECIMAL(12,2), ts TIMESTAMP"
+        );
+        assert_eq!(history[0].1.files, ["/landing/a.json"]);
+        // A restart reads the stored version and never infers again.
+        let again = resolve_with(location, Some(hints), source, || panic!("inferred again"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again, first);
+        assert_eq!(history_at(location).unwrap().len(), 1);
+        // Changed hints make a new version.
+        let changed = resolve_with(location, Some("amount DECIMAL(14,2)"), source, || {
+            panic!("inferred again")
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            to_ddl(&changed),
+            "id BIGINT, amount DECIMAL(14,2), ts TIMESTAMP"
+        );
+        let history = history_at(location).unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(
+            history[1].1.reason,
+            "schema hints changed: amount DECIMAL(14,2)"
+        );
+        // Invalid hints are an error naming the source and the hint.
+        let err = resolve_with(location, Some("id.x INT"), source, || Ok(None)).unwrap_err();
+        assert!(
+            err.to_string().contains("/landing") && err.to_string().contains("`id.x`"),
+            "{err}"
+        );
     }
 
     #[test]

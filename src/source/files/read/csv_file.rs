@@ -802,7 +802,10 @@ mod tests {
         let decoded = decode_file(&meta(&path), &spec).unwrap();
         assert_eq!(
             new_fields(&decoded),
-            [("_c2".into(), "BIGINT".into()), ("_c3".into(), "Null".into())]
+            [
+                ("_c2".into(), "BIGINT".into()),
+                ("_c3".into(), "Null".into())
+            ]
         );
         // With a header, a field past the header's width is a ragged row, not a column.
         let decoded = decode_file(
@@ -841,7 +844,13 @@ mod tests {
         let found: Vec<(String, usize, String)> = decoded
             .type_mismatches
             .iter()
-            .map(|m| (m.path_string(), m.count, crate::schema::type_to_ddl(&m.found)))
+            .map(|m| {
+                (
+                    m.path_string(),
+                    m.count,
+                    crate::schema::type_to_ddl(&m.found),
+                )
+            })
             .collect();
         assert_eq!(
             found,
@@ -873,7 +882,10 @@ mod tests {
         let r = rescued(&decoded.batches);
         assert_eq!(r[0].as_ref().unwrap()["_corrupt_record"], json!("1,Zürich"));
         assert_eq!(r[0].as_ref().unwrap()["_line"], json!(2));
-        assert_eq!(r[2].as_ref().unwrap()["_corrupt_record"], json!("3,São Paulo"));
+        assert_eq!(
+            r[2].as_ref().unwrap()["_corrupt_record"],
+            json!("3,São Paulo")
+        );
         assert_eq!(r[2].as_ref().unwrap()["_line"], json!(4));
     }
 

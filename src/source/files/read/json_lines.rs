@@ -1009,7 +1009,12 @@ mod tests {
             mismatches(&decoded),
             [
                 ("tags.element".into(), 1, "BIGINT".into(), "STRING".into()),
-                ("items.element.a".into(), 1, "BIGINT".into(), "STRING".into()),
+                (
+                    "items.element.a".into(),
+                    1,
+                    "BIGINT".into(),
+                    "STRING".into()
+                ),
             ]
         );
         // Lists and maps are kept or rescued whole.
@@ -1050,7 +1055,11 @@ mod tests {
     fn latin1_lines_are_corrupt_records_with_lossless_raw_text() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("latin1.json");
-        std::fs::write(&path, b"{\"id\":1,\"name\":\"caf\xe9\"}\n{\"id\":2,\"name\":\"ok\"}\n").unwrap();
+        std::fs::write(
+            &path,
+            b"{\"id\":1,\"name\":\"caf\xe9\"}\n{\"id\":2,\"name\":\"ok\"}\n",
+        )
+        .unwrap();
         let decoded = decode_file(&meta(&path), &json_spec("id BIGINT, name STRING")).unwrap();
         assert_eq!(rows(&decoded.batches), [["null", "null"], ["2", "ok"]]);
         assert_eq!(decoded.num_records_corrupt, 1);
@@ -1064,7 +1073,10 @@ mod tests {
             .collect();
         assert_eq!(bytes, b"{\"id\":1,\"name\":\"caf\xe9\"}");
         assert!(
-            r["_error"].as_str().unwrap().contains("invalid UTF-8 at byte 20"),
+            r["_error"]
+                .as_str()
+                .unwrap()
+                .contains("invalid UTF-8 at byte 20"),
             "{r}"
         );
     }

@@ -7,7 +7,10 @@ use arrow::array::{ArrayRef, StringBuilder};
 use serde_json::{Map, Value};
 
 enum Entry {
-    Field { key: String, value: Value },
+    Field {
+        key: String,
+        value: Value,
+    },
     Corrupt {
         raw: String,
         error: String,

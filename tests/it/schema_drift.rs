@@ -1,0 +1,132 @@
+//! Schema drift through the real binary: Auto Loader's `addNewColumns` stop
+//! (exit code 3, schema version recorded, batch re-read after the restart with
+//! nothing lost), quarantine of unparseable records, and `weir schema`.
+
+use std::path::Path;
+
+use crate::support::*;
+
+fn pipeline(dir: &Path, format: &str, extra: &str) -> std::path::PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "{format}"
+{extra}
+[flow.sink]
+type = "delta"
+path = "table"
+merge_schema = true
+"#
+        ),
+    )
+}
+
+fn land_step(case: &str, step: &str, landing: &Path) {
+    for e in std::fs::read_dir(fixture(&format!("cases/{case}/{step}"))).unwrap() {
+        let e = e.unwrap();
+        land(landing, &e.file_name().to_string_lossy(), &std::fs::read(e.path()).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+}
+
+fn run(p: &Path) -> std::process::Output {
+    weir().args(["run", "--headless"]).arg(p).output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b08_new_csv_column_stops_with_exit_3_then_continues_with_nothing_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "");
+    let landing = dir.join("landing");
+    land_step("B08", "step1", &landing);
+    assert!(run(&p).status.success());
+    land_step("B08", "step2", &landing);
+    assert!(run(&p).status.success());
+    land_step("B08", "step3", &landing);
+    let stopped = run(&p);
+    assert_eq!(stopped.status.code(), Some(3), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stderr.contains("schema changed: new column(s) salinity"), "{stderr}");
+    assert!(stderr.contains("h3.csv"), "names the file: {stderr}");
+    // The restart re-reads the batch with the wider schema.
+    let restarted = run(&p);
+    assert!(restarted.status.success(), "{}", String::from_utf8_lossy(&restarted.stderr));
+    land_step("B08", "step4", &landing);
+    assert!(run(&p).status.success());
+    let rows = delta_rows(&dir.join("table")).await;
+    let out = sql(&rows, "SELECT id, temp, depth, salinity FROM t ORDER BY id").await;
+    let cols: Vec<Vec<String>> = ["id", "temp", "depth", "salinity"]
+        .iter()
+        .map(|c| column_strings(&out, c))
+        .collect();
+    let lines: Vec<String> = (0..cols[0].len())
+        .map(|i| cols.iter().map(|c| c[i].as_str()).collect::<Vec<_>>().join(","))
+        .collect();
+    assert_eq!(
+        lines,
+        vec!["1,20.5,3,null", "2,21.0,4,null", "3,19.5,5,null", "4,18.0,6,35.1", "5,17.5,null,null"]
+    );
+    // The schema history says when and why.
+    let out = weir().args(["schema", "--json"]).arg(dir.join("_checkpoints/t")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("salinity") && text.contains("h3.csv"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescue_mode_keeps_the_schema_and_the_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "schema_evolution = \"rescue\"");
+    let landing = dir.join("landing");
+    for step in ["step1", "step2", "step3", "step4"] {
+        land_step("B08", step, &landing);
+        let out = run(&p);
+        assert!(out.status.success(), "{step}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let rows = delta_rows(&dir.join("table")).await;
+    assert_eq!(num_rows(&rows), 5);
+    assert!(rows[0].schema().column_with_name("salinity").is_none());
+    let rescued = column_strings(&rows, "_rescued_data");
+    assert!(rescued.iter().any(|r| r.contains("\"salinity\":\"35.1\"")), "{rescued:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unparseable_records_go_to_bad_records_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_path = \"quarantine\"",
+    );
+    land_step("B11", "step1", &dir.join("landing"));
+    let out = run(&p);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = delta_rows(&dir.join("table")).await;
+    let mut sensors = column_strings(&rows, "sensor");
+    sensors.sort();
+    assert_eq!(sensors, vec!["s1", "s2", "s4", "s5"]);
+    let quarantined = std::fs::read_to_string(dir.join("quarantine/0.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = quarantined.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{quarantined}");
+    assert!(lines.iter().all(|l| l["file"].as_str().unwrap().ends_with("bad.json")));
+    let numbers: Vec<u64> = lines.iter().map(|l| l["line"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, vec![3, 5, 7]);
+    assert!(lines[1]["raw"].as_str().unwrap().contains("garbage line"));
+    // Nothing lost: table rows + quarantined records = input lines.
+    assert_eq!(num_rows(&rows) + lines.len(), 7);
+    let progress: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(progress[0]["weir"]["numRecordsQuarantined"], 3);
+}
