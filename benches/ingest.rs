@@ -44,13 +44,19 @@ fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
     let start = Instant::now();
     let exe = std::env::current_exe().expect("current exe");
     let mut wrapper = std::process::Command::new(exe);
-    wrapper.arg("--measure").arg(cmd.get_program()).args(cmd.get_args());
+    wrapper
+        .arg("--measure")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
         if let Some(v) = v {
             wrapper.env(k, v);
         }
     }
-    let out = wrapper.stderr(std::process::Stdio::piped()).output().expect("measure");
+    let out = wrapper
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("measure");
     let secs = start.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "benchmarked command failed: {stderr}");
@@ -67,7 +73,8 @@ fn measure_mode(args: &[String]) -> ! {
         .args(&args[1..])
         .status()
         .expect("spawn");
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).expect("rusage");
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("rusage");
     eprintln!("MAXRSS_KIB {}", usage.max_rss());
     std::process::exit(status.code().unwrap_or(1));
 }
@@ -78,9 +85,13 @@ fn main() {
         measure_mode(&args[1..]);
     }
     // `cargo bench` passes `--bench`; other arguments are ignored.
-    let base = std::env::var("WEIR_BENCH_DIR").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into());
+    let base =
+        std::env::var("WEIR_BENCH_DIR").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into());
     let input = Path::new(&base).join("flights_x10");
-    let runs: usize = std::env::var("WEIR_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let runs: usize = std::env::var("WEIR_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
     let cases = std::env::var("WEIR_BENCH_CASES").unwrap_or_else(|_| "ledger,ingest,window".into());
     if cases.contains("ledger") {
         bench_ledger();
@@ -93,13 +104,24 @@ fn main() {
     }
     let (files, bytes) = ensure_input(&input);
     let rows = count_rows(&files);
-    eprintln!("input: {} files, {} bytes, {rows} rows in {}", files.len(), bytes, input.display());
+    eprintln!(
+        "input: {} files, {} bytes, {rows} rows in {}",
+        files.len(),
+        bytes,
+        input.display()
+    );
 
     let mut limit = Vec::new();
     for _ in 0..runs {
         limit.push(run_limit(&files));
     }
-    report("decode+encode limit (arrow-csv + parquet, 2 threads)", rows, bytes, &limit, None);
+    report(
+        "decode+encode limit (arrow-csv + parquet, 2 threads)",
+        rows,
+        bytes,
+        &limit,
+        None,
+    );
 
     let mut weir = Vec::new();
     let mut peak = 0;
@@ -108,7 +130,13 @@ fn main() {
         weir.push(secs);
         peak = peak.max(rss);
     }
-    report("weir run --headless (CSV -> Delta, available_now)", rows, bytes, &weir, Some(peak));
+    report(
+        "weir run --headless (CSV -> Delta, available_now)",
+        rows,
+        bytes,
+        &weir,
+        Some(peak),
+    );
     let best_limit = limit.iter().cloned().fold(f64::MAX, f64::min);
     let best_weir = weir.iter().cloned().fold(f64::MAX, f64::min);
     println!(
@@ -150,7 +178,10 @@ fn ensure_input(dir: &Path) -> (Vec<PathBuf>, u64) {
         .filter(|p| p.extension().is_some_and(|e| e == "csv"))
         .collect();
     files.sort();
-    let bytes = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let bytes = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
     (files, bytes)
 }
 
@@ -210,26 +241,34 @@ fn run_limit(files: &[PathBuf]) -> f64 {
     let schema = Arc::new(weir::schema::parse_ddl(SCHEMA).expect("schema"));
     let out_dir = tempfile::tempdir().expect("tmp");
     let start = Instant::now();
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(file) = files.get(i) else { break };
-                let reader = ReaderBuilder::new(schema.clone())
-                    .with_header(true)
-                    .with_null_regex(regex_na())
-                    .with_batch_size(8192)
-                    .build(std::fs::File::open(file).expect("open"))
-                    .expect("reader");
-                let out = std::fs::File::create(out_dir.path().join(format!("{i}.parquet"))).expect("create");
-                let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
-                let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(props)).expect("writer");
-                for batch in reader {
-                    writer.write(&batch.expect("decode")).expect("encode");
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(file) = files.get(i) else { break };
+                    let reader = ReaderBuilder::new(schema.clone())
+                        .with_header(true)
+                        .with_null_regex(regex_na())
+                        .with_batch_size(8192)
+                        .build(std::fs::File::open(file).expect("open"))
+                        .expect("reader");
+                    let out = std::fs::File::create(out_dir.path().join(format!("{i}.parquet")))
+                        .expect("create");
+                    let props = WriterProperties::builder()
+                        .set_compression(Compression::SNAPPY)
+                        .build();
+                    let mut writer =
+                        ArrowWriter::try_new(out, schema.clone(), Some(props)).expect("writer");
+                    for batch in reader {
+                        writer.write(&batch.expect("decode")).expect("encode");
+                    }
+                    writer.close().expect("close");
                 }
-                writer.close().expect("close");
             });
         }
     });
@@ -272,7 +311,9 @@ fn bench_ledger() {
     }
     let lookup_s = start.elapsed().as_secs_f64();
     assert_eq!(known, n);
-    let size = std::fs::metadata(dir.path().join("ledger.sqlite")).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(dir.path().join("ledger.sqlite"))
+        .map(|m| m.len())
+        .unwrap_or(0);
     println!(
         "{{\"case\":\"ledger (1M files)\",\"record_files_per_s\":{:.0},\"lookups_per_s\":{:.0},\"full_listing_check_s\":{lookup_s:.2},\"ledger_bytes\":{size}}}",
         n as f64 / record_s,
@@ -303,14 +344,20 @@ path = "sink"
 
 fn bench_window(input: &Path, runs: usize) {
     if !input.is_dir() {
-        eprintln!("window-count: {} is missing; run bench/spark/gen_inputs.sh first", input.display());
+        eprintln!(
+            "window-count: {} is missing; run bench/spark/gen_inputs.sh first",
+            input.display()
+        );
         return;
     }
     let files: Vec<PathBuf> = std::fs::read_dir(input)
         .expect("events dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
     let rows = count_lines(&files);
     let mut secs = Vec::new();
     let mut peak = 0;
@@ -319,7 +366,11 @@ fn bench_window(input: &Path, runs: usize) {
     for _ in 0..runs {
         let dir = tempfile::tempdir().expect("tmp");
         let pipeline = dir.path().join("pipeline.toml");
-        std::fs::write(&pipeline, WINDOW_PIPELINE.replace("INPUT", &input.display().to_string())).expect("pipeline");
+        std::fs::write(
+            &pipeline,
+            WINDOW_PIPELINE.replace("INPUT", &input.display().to_string()),
+        )
+        .expect("pipeline");
         let (t, rss, stdout) = measured(
             std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
                 .args(["run", "--headless"])
@@ -333,8 +384,15 @@ fn bench_window(input: &Path, runs: usize) {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         batches = records.len();
-        rows_out = records.iter().map(|r| r["sink"]["numOutputRows"].as_i64().unwrap_or(0)).sum::<i64>();
-        if let Some(last) = records.iter().rev().find(|r| r["stateOperators"].as_array().is_some_and(|a| !a.is_empty())) {
+        rows_out = records
+            .iter()
+            .map(|r| r["sink"]["numOutputRows"].as_i64().unwrap_or(0))
+            .sum::<i64>();
+        if let Some(last) = records.iter().rev().find(|r| {
+            r["stateOperators"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        }) {
             eprintln!("window-count state: {}", last["stateOperators"][0]);
         }
     }
@@ -351,7 +409,11 @@ fn bench_window(input: &Path, runs: usize) {
 fn count_lines(files: &[PathBuf]) -> u64 {
     files
         .iter()
-        .map(|f| std::io::BufReader::new(std::fs::File::open(f).expect("open")).lines().count() as u64)
+        .map(|f| {
+            std::io::BufReader::new(std::fs::File::open(f).expect("open"))
+                .lines()
+                .count() as u64
+        })
         .sum()
 }
 
@@ -359,8 +421,14 @@ fn run_weir(input: &Path) -> (f64, u64) {
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
     let toml = weir::cli::demo::FLIGHTS_PIPELINE
-        .replace("path = \"landing/flights\"", &format!("path = {:?}", input.display().to_string()))
-        .replace("max_files_per_trigger = 100", "max_files_per_trigger = 1000");
+        .replace(
+            "path = \"landing/flights\"",
+            &format!("path = {:?}", input.display().to_string()),
+        )
+        .replace(
+            "max_files_per_trigger = 100",
+            "max_files_per_trigger = 1000",
+        );
     std::fs::write(&pipeline, toml).expect("pipeline");
     let (secs, rss, _) = measured(
         std::process::Command::new(env!("CARGO_BIN_EXE_weir"))

@@ -134,7 +134,9 @@ impl Error {
                 Domain::User
             }
             Error::SchemaChanged { .. } | Error::SchemaMismatch { .. } => Domain::User,
-            Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => Domain::User,
+            Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => {
+                Domain::User
+            }
             Error::CheckpointLocked { .. }
             | Error::SourceIo { .. }
             | Error::Delta { .. }

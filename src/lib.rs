@@ -8,14 +8,14 @@
 //! # Module map
 //!
 //! ```text
-//! cli/         one module per subcommand (run, validate, inspect, demo, attach)
-//! pipeline/    TOML spec types, validation (errors point at file:line:key), spec -> FlowPlan
+//! cli/         one module per subcommand (run, validate, inspect, schema, demo, attach)
+//! pipeline/    TOML spec types, validation (errors point at file:line:key), resolved FlowSpec
 //! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
-//! source/      Source trait; files/ (listing, ledger, csv/json/parquet decoders)
-//! schema/      DDL parsing, typed inference, rescued data
-//! ops/         filter/project with DataFusion expressions
+//! source/      files/ (listing, ledger, csv/json/parquet decoders, schema location)
+//! schema/      DDL parsing, typed inference, evolution modes, hints, schema events
+//! ops/         where/select (DataFusion), watermark, windows, aggregation, deduplication
 //! state/       versioned state store of stateful operators (snapshots + deltas per batch)
-//! sink/        Sink trait; delta (idempotent commits), memory, console
+//! sink/        delta (idempotent commits), memory, console, quarantine
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
 //! console/     the operations console (run, attach): actions, panes, followers, terminal
 //! ```
@@ -33,7 +33,7 @@ pub mod ops;
 pub mod pipeline;
 pub mod schema;
 pub mod sink;
-pub mod state;
 pub mod source;
+pub mod state;
 
 pub use error::{Error, Result};

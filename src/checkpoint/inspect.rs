@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::lock::{CheckpointLock, LockHolder};
 use super::Checkpoint;
+use super::lock::{CheckpointLock, LockHolder};
 use crate::engine::progress::read_progress;
 use crate::error::Result;
 use crate::source::files::ledger::{Ledger, LedgerStats};
@@ -65,7 +65,10 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
     let cp = Checkpoint::at(root);
     let mut problems = Vec::new();
     if !root.is_dir() {
-        return Err(crate::Error::checkpoint(root, "no such checkpoint directory"));
+        return Err(crate::Error::checkpoint(
+            root,
+            "no such checkpoint directory",
+        ));
     }
     let query_id = match cp.read_metadata() {
         Ok(m) => Some(m.id.to_string()),
@@ -111,7 +114,9 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
             committed,
             batch_timestamp_ms: seq.as_ref().map(|s| s.metadata.batch_timestamp_ms),
             watermark_ms: seq.as_ref().map(|s| s.metadata.batch_watermark_ms),
-            end_offset: seq.as_ref().and_then(|s| s.offsets.first().cloned().flatten()),
+            end_offset: seq
+                .as_ref()
+                .and_then(|s| s.offsets.first().cloned().flatten()),
             num_input_rows: p.map(|p| p.num_input_rows),
             num_output_rows: p.map(|p| p.sink.num_output_rows),
             num_files: p.map(|p| p.weir.num_files),
@@ -170,7 +175,9 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         pending_batch_id,
         watermark_ms,
         sources: vec![SourceReport {
-            description: plan.as_ref().map_or("source 0".into(), |p| p.source.clone()),
+            description: plan
+                .as_ref()
+                .map_or("source 0".into(), |p| p.source.clone()),
             path: plan.as_ref().map(|p| p.source_path.clone()),
             latest_offset,
         }],

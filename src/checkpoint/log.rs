@@ -46,9 +46,9 @@ impl OffsetSeq {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut lines = text.lines();
         check_version(lines.next())?;
-        let meta_line = lines.next().ok_or_else(|| {
-            "truncated: the batch metadata line (line 2) is missing".to_string()
-        })?;
+        let meta_line = lines
+            .next()
+            .ok_or_else(|| "truncated: the batch metadata line (line 2) is missing".to_string())?;
         let metadata: OffsetSeqMetadata = serde_json::from_str(meta_line)
             .map_err(|e| format!("line 2 is not valid batch metadata ({e})"))?;
         let mut offsets = Vec::new();
@@ -140,8 +140,20 @@ mod tests {
     fn truncated_and_foreign_files_are_named() {
         assert!(OffsetSeq::parse("").unwrap_err().contains("truncated"));
         assert!(OffsetSeq::parse("v1\n").unwrap_err().contains("line 2"));
-        assert!(OffsetSeq::parse("v1\n{\"batchWatermarkMs\":0}").unwrap_err().contains("no source offset"));
-        assert!(OffsetSeq::parse("v9\n{}\n{}").unwrap_err().contains("unsupported"));
-        assert!(CommitMetadata::parse("hello").unwrap_err().contains("not a checkpoint log"));
+        assert!(
+            OffsetSeq::parse("v1\n{\"batchWatermarkMs\":0}")
+                .unwrap_err()
+                .contains("no source offset")
+        );
+        assert!(
+            OffsetSeq::parse("v9\n{}\n{}")
+                .unwrap_err()
+                .contains("unsupported")
+        );
+        assert!(
+            CommitMetadata::parse("hello")
+                .unwrap_err()
+                .contains("not a checkpoint log")
+        );
     }
 }

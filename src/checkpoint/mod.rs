@@ -118,7 +118,8 @@ impl Checkpoint {
 
     pub fn read_metadata(&self) -> Result<Metadata> {
         let path = self.metadata_path();
-        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        let text =
+            fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
         serde_json::from_str(text.trim()).map_err(|e| {
             Error::checkpoint(
                 &path,
@@ -137,7 +138,11 @@ impl Checkpoint {
         let mut ids = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::checkpoint(dir, e.to_string()))?;
-            if let Some(id) = entry.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) {
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            {
                 ids.push(id);
             }
         }
@@ -170,13 +175,15 @@ impl Checkpoint {
 
     pub fn read_offsets(&self, batch_id: u64) -> Result<OffsetSeq> {
         let path = self.offsets_path(batch_id);
-        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        let text =
+            fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
         OffsetSeq::parse(&text).map_err(|m| Error::checkpoint(&path, m))
     }
 
     pub fn read_commit(&self, batch_id: u64) -> Result<CommitMetadata> {
         let path = self.commit_path(batch_id);
-        let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+        let text =
+            fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
         CommitMetadata::parse(&text).map_err(|m| Error::checkpoint(&path, m))
     }
 
@@ -227,10 +234,7 @@ pub fn create_dir_private(dir: &Path) -> Result<()> {
 /// Writes a file atomically: temp file in the same directory, fsync, rename, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file");
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {
         let mut file = fs::OpenOptions::new()

@@ -107,7 +107,11 @@ pub fn run(args: &DemoArgs) -> ExitCode {
             }
         }
     } else {
-        rt.block_on(run_flows(&pipeline.flows, Some(Trigger::AvailableNow), args.headless))
+        rt.block_on(run_flows(
+            &pipeline.flows,
+            Some(Trigger::AvailableNow),
+            args.headless,
+        ))
     };
     let mut failed = false;
     eprintln!();
@@ -142,9 +146,19 @@ pub fn run(args: &DemoArgs) -> ExitCode {
     }
     eprintln!("  total time  {:.1} s", started.elapsed().as_secs_f64());
     eprintln!();
-    eprintln!("next: weir run {}        (runs the same flows again)", pipeline_path.display());
-    eprintln!("      weir inspect {}", dir.join("_checkpoints/bronze_flights").display());
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    eprintln!(
+        "next: weir run {}        (runs the same flows again)",
+        pipeline_path.display()
+    );
+    eprintln!(
+        "      weir inspect {}",
+        dir.join("_checkpoints/bronze_flights").display()
+    );
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Creates DIR, writes `pipeline.toml` (unless present) and lands the daily files.
@@ -152,9 +166,14 @@ pub fn prepare(dir: &Path, days: Option<usize>) -> Result<Landed> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let pipeline_path = dir.join("pipeline.toml");
     if !pipeline_path.exists() {
-        std::fs::write(&pipeline_path, FLIGHTS_PIPELINE).map_err(|e| Error::io(&pipeline_path, e))?;
+        std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
+            .map_err(|e| Error::io(&pipeline_path, e))?;
     }
-    land_flights(&dir.join("landing").join("flights"), &dir.join("_staging"), days)
+    land_flights(
+        &dir.join("landing").join("flights"),
+        &dir.join("_staging"),
+        days,
+    )
 }
 
 /// Splits the embedded flights into one CSV per day (header on each) and lands the

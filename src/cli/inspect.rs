@@ -43,7 +43,11 @@ pub fn run(args: &InspectArgs) -> ExitCode {
     } else {
         print!("{}", render_text(&inspection));
     }
-    if inspection.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if inspection.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -67,7 +71,9 @@ pub fn render_text(i: &Inspection) -> String {
         out.push_str(&format!(
             "source      {} {} latest offset {}\n",
             s.description,
-            s.path.as_ref().map_or(String::new(), |p| p.display().to_string()),
+            s.path
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
             opt(s.latest_offset.as_ref())
         ));
     }
@@ -78,10 +84,17 @@ pub fn render_text(i: &Inspection) -> String {
         ));
     }
     if let Some(s) = &i.sink {
-        out.push_str(&format!("sink        {} (Delta version {})\n", s.description, opt(s.delta_version)));
+        out.push_str(&format!(
+            "sink        {} (Delta version {})\n",
+            s.description,
+            opt(s.delta_version)
+        ));
     }
     match &i.lock {
-        Some(h) => out.push_str(&format!("lock        held by pid {} on {} since {}\n", h.pid, h.host, h.started_at)),
+        Some(h) => out.push_str(&format!(
+            "lock        held by pid {} on {} since {}\n",
+            h.pid, h.host, h.started_at
+        )),
         None => out.push_str("lock        free\n"),
     }
     out.push_str("\n batch  state      offset            rows   files  ms      delta\n");

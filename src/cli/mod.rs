@@ -66,8 +66,9 @@ pub fn run(cli: Cli) -> ExitCode {
 
 /// Logs go to stderr (or a file), never to stdout, which carries progress records.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,deltalake=warn,datafusion=warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,deltalake=warn,datafusion=warn")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -77,7 +78,9 @@ pub fn init_logging() {
 
 /// A multi-threaded tokio runtime sized to the machine.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }
 
 /// Prints an error with its chain of causes to stderr.

@@ -117,13 +117,22 @@ pub fn exit_code(results: &[(String, crate::Result<FlowSummary>)]) -> ExitCode {
 pub fn select_flows(pipeline: &Pipeline, only: Option<&str>) -> Result<Vec<FlowSpec>, String> {
     match only {
         None => Ok(pipeline.flows.clone()),
-        Some(name) => pipeline.flow(name).cloned().map(|f| vec![f]).ok_or_else(|| {
-            format!(
-                "{}: no flow named {name:?}; flows in this file: {}",
-                pipeline.path.display(),
-                pipeline.flows.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
-            )
-        }),
+        Some(name) => pipeline
+            .flow(name)
+            .cloned()
+            .map(|f| vec![f])
+            .ok_or_else(|| {
+                format!(
+                    "{}: no flow named {name:?}; flows in this file: {}",
+                    pipeline.path.display(),
+                    pipeline
+                        .flows
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
     }
 }
 
@@ -133,7 +142,10 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             return;
         };
         for n in 0..2 {
@@ -142,7 +154,9 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
                 _ = term.recv() => {}
             }
             if n == 0 {
-                eprintln!("weir: stopping after the current batch (send the signal again to abort now)");
+                eprintln!(
+                    "weir: stopping after the current batch (send the signal again to abort now)"
+                );
                 let _ = tx.send(true);
             } else {
                 eprintln!("weir: aborting; the next run re-runs the unfinished batch");
@@ -175,9 +189,12 @@ pub async fn run_flows(
         },
         ..Default::default()
     };
-    let draining = flows
-        .iter()
-        .all(|f| matches!(trigger.unwrap_or(f.trigger), Trigger::AvailableNow | Trigger::Once));
+    let draining = flows.iter().all(|f| {
+        matches!(
+            trigger.unwrap_or(f.trigger),
+            Trigger::AvailableNow | Trigger::Once
+        )
+    });
     let mut results = Vec::new();
     if draining {
         for flow in flows {
@@ -216,7 +233,11 @@ pub async fn run_flows(
 /// A human summary on stderr.
 pub fn print_summary(s: &FlowSummary) {
     let secs = s.elapsed_ms as f64 / 1000.0;
-    let rate = if secs > 0.0 { s.num_input_rows as f64 / secs } else { 0.0 };
+    let rate = if secs > 0.0 {
+        s.num_input_rows as f64 / secs
+    } else {
+        0.0
+    };
     eprintln!(
         "flow {}: {} batch(es) ({} replayed), {} file(s), {} input rows, {} output rows, {} failed file(s), Delta version {}, {:.1} s, {:.0} rows/s{}",
         s.flow,
@@ -229,6 +250,10 @@ pub fn print_summary(s: &FlowSummary) {
         s.delta_version.map_or("-".to_string(), |v| v.to_string()),
         secs,
         rate,
-        if s.stopped_by_request { " (stopped on request)" } else { "" }
+        if s.stopped_by_request {
+            " (stopped on request)"
+        } else {
+            ""
+        }
     );
 }

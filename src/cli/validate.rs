@@ -40,7 +40,12 @@ pub fn run(path: &Path) -> ExitCode {
             )));
             let read_schema = Arc::new(arrow::datatypes::Schema::new(fields));
             let input = batch_schema(&read_schema);
-            let projection = Projection::new(&flow.name, &input, flow.where_.as_deref(), flow.select.as_deref());
+            let projection = Projection::new(
+                &flow.name,
+                &input,
+                flow.where_.as_deref(),
+                flow.select.as_deref(),
+            );
             let projected = match rt.block_on(projection.check(&input)) {
                 Ok(p) => p,
                 Err(e) => {
@@ -72,7 +77,11 @@ pub fn run(path: &Path) -> ExitCode {
         );
     }
     if ok {
-        println!("{}: valid ({} flow(s))", path.display(), pipeline.flows.len());
+        println!(
+            "{}: valid ({} flow(s))",
+            path.display(),
+            pipeline.flows.len()
+        );
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_INVALID)

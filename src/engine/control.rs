@@ -151,7 +151,10 @@ pub enum Wake {
 }
 
 impl Control {
-    pub fn new(stop: Option<watch::Receiver<bool>>, commands: Option<mpsc::Receiver<ControlCommand>>) -> Self {
+    pub fn new(
+        stop: Option<watch::Receiver<bool>>,
+        commands: Option<mpsc::Receiver<ControlCommand>>,
+    ) -> Self {
         Control {
             stop,
             commands,

@@ -12,7 +12,12 @@
 use std::sync::OnceLock;
 
 /// The steps of the batch protocol that can be crashed at.
-pub const FAILPOINTS: [&str; 4] = ["after_offsets", "after_sink_commit", "after_state", "before_commit"];
+pub const FAILPOINTS: [&str; 4] = [
+    "after_offsets",
+    "after_sink_commit",
+    "after_state",
+    "before_commit",
+];
 
 struct Armed {
     name: String,

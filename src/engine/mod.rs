@@ -24,21 +24,26 @@ use arrow::datatypes::SchemaRef;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use crate::checkpoint::{Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord};
+use crate::checkpoint::{
+    Checkpoint, CheckpointLock, CommitMetadata, OffsetSeq, OffsetSeqMetadata, PlanRecord,
+};
 use crate::error::{Error, Result};
 use crate::ops::Projection;
-use crate::schema::evolve::{Decision, evolve, strings_only};
-use crate::schema::events::SchemaEvent;
-use crate::sink::quarantine::{QuarantineWriter, split_batches};
 use crate::ops::stateful::{OutputMode, StatefulOperator, StatefulSpec};
 use crate::ops::watermark::{EventTimeStats, Split, next_watermark, split_late};
 use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
+use crate::schema::events::SchemaEvent;
+use crate::schema::evolve::{Decision, evolve, strings_only};
 use crate::sink::Sink;
+use crate::sink::quarantine::{QuarantineWriter, split_batches};
 use crate::source::files::ledger::{FileOutcome, Ledger};
 use crate::source::files::{FileSource, IDLE_POLL_INTERVAL, Selection, select};
-pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
 use control::{Control, Wake};
-use progress::{FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis};
+pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
+use progress::{
+    FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress,
+    iso_millis,
+};
 
 /// Options of one run of a flow, beyond its spec.
 #[derive(Default)]
@@ -130,7 +135,11 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
     result
 }
 
-async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option<&EventSink>) -> Result<FlowSummary> {
+async fn run_flow_inner(
+    spec: &FlowSpec,
+    mut options: RunOptions,
+    events: Option<&EventSink>,
+) -> Result<FlowSummary> {
     let status = |status: FlowStatus| {
         if let Some(e) = events {
             e.send(FlowEvent::Status {
@@ -179,13 +188,17 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
     let last_commit_meta = checkpoint.latest_commit()?;
     let last_commit = last_commit_meta.as_ref().map(|(id, _)| *id);
     // The watermark the next batch runs with (Spark: commits/N's nextBatchWatermarkMs).
-    let mut watermark_ms = last_commit_meta.as_ref().map_or(0, |(_, c)| c.next_batch_watermark_ms);
+    let mut watermark_ms = last_commit_meta
+        .as_ref()
+        .map_or(0, |(_, c)| c.next_batch_watermark_ms);
     let last_planned = last_offsets.as_ref().map(|(id, _)| *id);
     match (last_planned, last_commit) {
         (Some(p), Some(c)) if c > p => {
             return Err(Error::checkpoint(
                 checkpoint.commit_path(c),
-                format!("commits/{c} exists but offsets stop at {p}; the checkpoint is inconsistent"),
+                format!(
+                    "commits/{c} exists but offsets stop at {p}; the checkpoint is inconsistent"
+                ),
             ));
         }
         (Some(p), c) if p > c.map_or(0, |c| c + 1) && !(c.is_none() && p == 0) => {
@@ -250,10 +263,18 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
 
         // The schema is known once files exist (or given); until then there is nothing to plan.
         if source.is_none() {
-            let ledger = ledger_slot.take().ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
-            let schema_location =
-                crate::source::files::schema_store::location(&checkpoint, files_spec.schema_location.as_deref());
-            match crate::source::files::schema_store::resolve_at(files_spec, schema_location, files_spec.schema_hints.as_deref())? {
+            let ledger = ledger_slot
+                .take()
+                .ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
+            let schema_location = crate::source::files::schema_store::location(
+                &checkpoint,
+                files_spec.schema_location.as_deref(),
+            );
+            match crate::source::files::schema_store::resolve_at(
+                files_spec,
+                schema_location,
+                files_spec.schema_hints.as_deref(),
+            )? {
                 Some(schema) => {
                     let src = FileSource::new(files_spec.clone(), ledger, schema);
                     let projection = Projection::new(
@@ -272,12 +293,12 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                         )?)
                     } else {
                         if let Some(wm) = &spec.stateful.watermark {
-                            crate::ops::stateful::validate(&spec.stateful, &projected).map_err(|message| {
-                                Error::Plan {
+                            crate::ops::stateful::validate(&spec.stateful, &projected).map_err(
+                                |message| Error::Plan {
                                     flow: spec.name.clone(),
                                     message,
-                                }
-                            })?;
+                                },
+                            )?;
                             tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
                         }
                         None
@@ -289,7 +310,9 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if idle_wait(&mut control, &mut idle, interval, &status, command_event).await {
+                            if idle_wait(&mut control, &mut idle, interval, &status, command_event)
+                                .await
+                            {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -307,8 +330,20 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         let (batch_id, files, replayed, selection, offsets_seq, latest_offset_ms, wal_ms) =
             if let Some((id, seq)) = pending_replay.take() {
                 let files = src.ledger.files_for_batch(id)?;
-                tracing::info!(batch_id = id, files = files.len(), "re-running batch planned before a restart");
-                (id, files, true, Selection::default(), seq, ms_since(t_latest), 0)
+                tracing::info!(
+                    batch_id = id,
+                    files = files.len(),
+                    "re-running batch planned before a restart"
+                );
+                (
+                    id,
+                    files,
+                    true,
+                    Selection::default(),
+                    seq,
+                    ms_since(t_latest),
+                    0,
+                )
             } else {
                 let now = now_ms();
                 let selection = match trigger {
@@ -335,12 +370,16 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 // Spark's no-data batch: the watermark moved past state that can now be
                 // emitted or evicted, but no new data arrived.
                 let no_data = selection.files.is_empty()
-                    && operator.as_ref().is_some_and(|op| op.needs_no_data_batch(watermark_ms));
+                    && operator
+                        .as_ref()
+                        .is_some_and(|op| op.needs_no_data_batch(watermark_ms));
                 if selection.files.is_empty() && !no_data {
                     match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
-                            if idle_wait(&mut control, &mut idle, interval, &status, command_event).await {
+                            if idle_wait(&mut control, &mut idle, interval, &status, command_event)
+                                .await
+                            {
                                 summary.stopped_by_request = true;
                                 break;
                             }
@@ -364,19 +403,34 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                         batch_watermark_ms: watermark_ms,
                         batch_timestamp_ms: now,
                         conf: [
-                            ("weir.source.format".to_string(), src.options.format.as_str().to_string()),
-                            ("weir.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+                            (
+                                "weir.source.format".to_string(),
+                                src.options.format.as_str().to_string(),
+                            ),
+                            (
+                                "weir.version".to_string(),
+                                env!("CARGO_PKG_VERSION").to_string(),
+                            ),
                         ]
                         .into_iter()
                         .collect(),
                     },
                     offsets: vec![Some(end_offset)],
                 };
-                src.ledger.plan_batch(next_batch_id, &selection.files, now)?;
+                src.ledger
+                    .plan_batch(next_batch_id, &selection.files, now)?;
                 checkpoint.write_offsets(next_batch_id, &seq)?;
                 failpoint::hit("after_offsets", next_batch_id);
                 let files = selection.files.clone();
-                (next_batch_id, files, false, selection, seq, latest_offset_ms, ms_since(t_wal))
+                (
+                    next_batch_id,
+                    files,
+                    false,
+                    selection,
+                    seq,
+                    latest_offset_ms,
+                    ms_since(t_wal),
+                )
             };
 
         if idle || summary.batches == 0 {
@@ -409,11 +463,19 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         let decision = evolve(src.data_schema(), &new_fields, files_spec.schema_evolution);
         match &decision {
             Decision::Unchanged => {}
-            Decision::Widen { schema, added, files, reason } => {
-                let location =
-                    crate::source::files::schema_store::location(&checkpoint, files_spec.schema_location.as_deref());
-                let version =
-                    crate::source::files::schema_store::record_version(location, schema, reason, files, added)?;
+            Decision::Widen {
+                schema,
+                added,
+                files,
+                reason,
+            } => {
+                let location = crate::source::files::schema_store::location(
+                    &checkpoint,
+                    files_spec.schema_location.as_deref(),
+                );
+                let version = crate::source::files::schema_store::record_version(
+                    location, schema, reason, files, added,
+                )?;
                 if let Some(event) = SchemaEvent::schema_changed(&decision, version) {
                     schema_event(event);
                 }
@@ -456,7 +518,15 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
             None => projected,
             Some(wm) => {
                 let drops = operator.as_ref().is_some_and(|op| op.drops_late_rows());
-                let split = split_late(&projected, wm, if drops { batch_watermark_ms } else { i64::MIN / 1000 })?;
+                let split = split_late(
+                    &projected,
+                    wm,
+                    if drops {
+                        batch_watermark_ms
+                    } else {
+                        i64::MIN / 1000
+                    },
+                )?;
                 event_stats = split.event_time;
                 num_invalid_event_time = split.num_invalid;
                 if operator.is_none() {
@@ -483,7 +553,9 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         if sink.is_none() {
             sink = Some(Sink::open(&spec.sink, &query_id).await?);
         }
-        let sink_ref = sink.as_mut().ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
+        let sink_ref = sink
+            .as_mut()
+            .ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
         let overwrite = spec.stateful.output_mode == OutputMode::Complete;
         let commit = sink_ref.add_batch_mode(batch_id, out, overwrite).await?;
         if let Some(path) = &spec.late_rows {
@@ -514,7 +586,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         failpoint::hit("before_commit", batch_id);
         let add_batch_ms = ms_since(t_add);
         let next_watermark_ms = match &spec.stateful.watermark {
-            Some(wm) => next_watermark(batch_watermark_ms, event_stats.as_ref().map(|e| e.max_ms), wm.delay_ms),
+            Some(wm) => next_watermark(
+                batch_watermark_ms,
+                event_stats.as_ref().map(|e| e.max_ms),
+                wm.delay_ms,
+            ),
             None => 0,
         };
 
@@ -526,7 +602,8 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 next_batch_watermark_ms: next_watermark_ms,
             },
         )?;
-        src.ledger.commit_batch(batch_id, &read.outcomes, now_ms())?;
+        src.ledger
+            .commit_batch(batch_id, &read.outcomes, now_ms())?;
         let commit_ms = ms_since(t_commit);
         let trigger_ms = ms_since(trigger_start);
 
@@ -543,7 +620,13 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
             .count() as u64;
         let since_last = last_trigger_start.map_or(trigger_ms, |t| ms_since(t));
         last_trigger_start = Some(trigger_start);
-        let rate = |rows: u64, ms: u64| if ms == 0 { 0.0 } else { rows as f64 * 1000.0 / ms as f64 };
+        let rate = |rows: u64, ms: u64| {
+            if ms == 0 {
+                0.0
+            } else {
+                rows as f64 * 1000.0 / ms as f64
+            }
+        };
         let input_rate = rate(read.num_rows, since_last);
         let processed_rate = rate(read.num_rows, trigger_ms);
         let mut duration_ms = std::collections::BTreeMap::new();
@@ -555,8 +638,14 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         duration_ms.insert("commitOffsets".into(), commit_ms);
         duration_ms.insert("triggerExecution".into(), trigger_ms);
         let mut metrics = std::collections::BTreeMap::new();
-        metrics.insert("numFilesOutstanding".into(), selection.backlog_files.to_string());
-        metrics.insert("numBytesOutstanding".into(), selection.backlog_bytes.to_string());
+        metrics.insert(
+            "numFilesOutstanding".into(),
+            selection.backlog_files.to_string(),
+        );
+        metrics.insert(
+            "numBytesOutstanding".into(),
+            selection.backlog_bytes.to_string(),
+        );
         let record = StreamingQueryProgress {
             id: query_id.clone(),
             run_id: run_id.clone(),
@@ -568,7 +657,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
             input_rows_per_second: input_rate,
             processed_rows_per_second: processed_rate,
             duration_ms,
-            event_time: event_time_progress(&spec.stateful, event_stats.as_ref(), batch_watermark_ms),
+            event_time: event_time_progress(
+                &spec.stateful,
+                event_stats.as_ref(),
+                batch_watermark_ms,
+            ),
             state_operators: operator
                 .as_ref()
                 .map(|op| {
@@ -584,7 +677,12 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 } else {
                     serde_json::json!({ "logOffset": batch_id - 1 })
                 },
-                end_offset: offsets_seq.offsets.first().cloned().flatten().unwrap_or_default(),
+                end_offset: offsets_seq
+                    .offsets
+                    .first()
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_default(),
                 latest_offset: serde_json::Value::Null,
                 num_input_rows: read.num_rows,
                 input_rows_per_second: input_rate,
@@ -593,7 +691,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
             }],
             sink: SinkProgress {
                 description: sink_ref.description(),
-                num_output_rows: if commit.skipped { 0 } else { commit.num_output_rows as i64 },
+                num_output_rows: if commit.skipped {
+                    0
+                } else {
+                    commit.num_output_rows as i64
+                },
             },
             weir: WeirProgress {
                 trigger: trigger.to_string(),
@@ -609,7 +711,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
                 num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
                 num_rows_invalid_event_time: num_invalid_event_time,
                 num_records_quarantined: num_quarantined,
-                num_late_rows_written: if spec.late_rows.is_some() { num_late + num_invalid_event_time } else { 0 },
+                num_late_rows_written: if spec.late_rows.is_some() {
+                    num_late + num_invalid_event_time
+                } else {
+                    0
+                },
                 errors: read
                     .errors
                     .iter()
@@ -635,7 +741,11 @@ async fn run_flow_inner(spec: &FlowSpec, mut options: RunOptions, events: Option
         summary.batches += 1;
         summary.replayed_batches += u64::from(replayed);
         summary.num_input_rows += read.num_rows;
-        summary.num_output_rows += if commit.skipped { 0 } else { commit.num_output_rows };
+        summary.num_output_rows += if commit.skipped {
+            0
+        } else {
+            commit.num_output_rows
+        };
         summary.num_files += files.len() as u64;
         summary.num_bytes += read.num_bytes;
         summary.num_files_failed += num_failed;
@@ -683,7 +793,10 @@ async fn idle_wait(
         status(FlowStatus::Idle);
         *idle = true;
     }
-    control.wait(interval.max(IDLE_POLL_INTERVAL), on_command).await == Wake::Stop
+    control
+        .wait(interval.max(IDLE_POLL_INTERVAL), on_command)
+        .await
+        == Wake::Stop
 }
 
 /// Without a stateful operator a watermark drops nothing: on-time, late and

@@ -14,7 +14,9 @@ pub mod stateful;
 pub mod watermark;
 pub mod window;
 
-pub use stateful::{OutputMode, StateOperatorMetrics, StatefulOperator, StatefulSpec, build, validate};
+pub use stateful::{
+    OutputMode, StateOperatorMetrics, StatefulOperator, StatefulSpec, build, validate,
+};
 pub use watermark::{Split, WatermarkSpec, split_late};
 
 use std::sync::Arc;
@@ -94,10 +96,7 @@ impl Projection {
             Some(sql)
         };
         let mut config = SessionConfig::new().with_target_partitions(1);
-        config
-            .options_mut()
-            .sql_parser
-            .enable_ident_normalization = false;
+        config.options_mut().sql_parser.enable_ident_normalization = false;
         Projection {
             flow: flow.to_string(),
             sql,

@@ -564,17 +564,17 @@ fn resolve_files(
     let max_files_per_trigger = match &files.max_files_per_trigger {
         None => DEFAULT_MAX_FILES_PER_TRIGGER,
         Some(n) if *n.get_ref() == 0 => {
-            return Err(cx.error(
-                n.span(),
-                "max_files_per_trigger must be at least 1".into(),
-            ));
+            return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));
         }
         Some(n) => *n.get_ref(),
     };
     let schema_evolution = match &files.schema_evolution {
         None => EvolutionMode::default_for(schema.is_some()),
         Some(m) => {
-            let mode = m.get_ref().parse::<EvolutionMode>().map_err(|e| cx.error(m.span(), e))?;
+            let mode = m
+                .get_ref()
+                .parse::<EvolutionMode>()
+                .map_err(|e| cx.error(m.span(), e))?;
             if schema.is_some() && mode == EvolutionMode::AddNewColumns {
                 return Err(cx.error(
                     m.span(),
@@ -597,8 +597,14 @@ fn resolve_files(
     Ok(FilesSource {
         schema_evolution,
         schema_hints: files.schema_hints.as_ref().map(|h| h.get_ref().clone()),
-        schema_location: files.schema_location.as_deref().map(|p| resolve_path(base, p)),
-        bad_records_path: files.bad_records_path.as_deref().map(|p| resolve_path(base, p)),
+        schema_location: files
+            .schema_location
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
+        bad_records_path: files
+            .bad_records_path
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
         path: resolve_path(base, &files.path),
         format,
         csv,

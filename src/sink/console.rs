@@ -31,7 +31,9 @@ impl ConsoleSink {
             context: "formatting a batch for the console sink".into(),
             source,
         })?;
-        eprintln!("-------------------------------------------\nBatch: {batch_id}\n-------------------------------------------\n{table}");
+        eprintln!(
+            "-------------------------------------------\nBatch: {batch_id}\n-------------------------------------------\n{table}"
+        );
         if rows > self.num_rows {
             eprintln!("only showing top {} rows of {rows}", self.num_rows);
         }

@@ -15,8 +15,8 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::Transaction;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 
@@ -32,7 +32,12 @@ pub struct DeltaSink {
 }
 
 impl DeltaSink {
-    pub async fn open(path: &Path, partition_by: Vec<String>, merge_schema: bool, app_id: &str) -> Result<Self> {
+    pub async fn open(
+        path: &Path,
+        partition_by: Vec<String>,
+        merge_schema: bool,
+        app_id: &str,
+    ) -> Result<Self> {
         let table = open_table(path).await?;
         Ok(DeltaSink {
             path: path.to_path_buf(),
@@ -57,9 +62,17 @@ impl DeltaSink {
 
     /// Appends the batch in one commit with txn (app id, batch id), unless the table
     /// already records this batch for this app id.
-    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>, overwrite: bool) -> Result<SinkCommit> {
+    pub async fn add_batch(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        overwrite: bool,
+    ) -> Result<SinkCommit> {
         if self.table.version().is_some() {
-            self.table.update_incremental(None).await.map_err(|e| self.err(e))?;
+            self.table
+                .update_incremental(None)
+                .await
+                .map_err(|e| self.err(e))?;
         } else {
             // The table may have been created by a previous attempt of this batch.
             self.table = open_table(&self.path).await?;
@@ -98,7 +111,11 @@ impl DeltaSink {
             .table
             .clone()
             .write(batches)
-            .with_save_mode(if overwrite { SaveMode::Overwrite } else { SaveMode::Append })
+            .with_save_mode(if overwrite {
+                SaveMode::Overwrite
+            } else {
+                SaveMode::Append
+            })
             .with_commit_properties(commit);
         if !self.partition_by.is_empty() {
             builder = builder.with_partition_columns(self.partition_by.clone());
@@ -164,7 +181,9 @@ fn delta_error(path: &Path, source: deltalake::DeltaTableError) -> Error {
 /// Maps a type to the one Delta stores for it.
 pub fn delta_type(dt: &DataType) -> DataType {
     match dt {
-        DataType::Timestamp(_, Some(_)) => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        DataType::Timestamp(_, Some(_)) => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
         DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
         DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
         DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
@@ -181,9 +200,9 @@ pub fn delta_type(dt: &DataType) -> DataType {
                 .map(|f| Arc::new(Field::new(f.name(), delta_type(f.data_type()), true)))
                 .collect(),
         ),
-        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => {
-            DataType::List(Arc::new(Field::new(f.name(), delta_type(f.data_type()), true)))
-        }
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => DataType::List(
+            Arc::new(Field::new(f.name(), delta_type(f.data_type()), true)),
+        ),
         other => other.clone(),
     }
 }

@@ -52,7 +52,11 @@ impl Sink {
     }
 
     /// Writes batch `batch_id`, at most once.
-    pub async fn add_batch(&mut self, batch_id: u64, batches: Vec<RecordBatch>) -> Result<SinkCommit> {
+    pub async fn add_batch(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+    ) -> Result<SinkCommit> {
         self.add_batch_mode(batch_id, batches, false).await
     }
 

@@ -58,12 +58,27 @@ async fn malformed_json_lines_are_rescued_with_file_and_line() {
         .into_iter()
         .filter(|r| r.contains("_corrupt_record"))
         .collect();
-    assert!(rescued.iter().any(|r| r.contains("garbage line") && r.contains("\"_line\":5")), "{rescued:?}");
-    assert!(rescued.iter().any(|r| r.contains("\"_line\":7")), "{rescued:?}");
-    assert!(rescued.iter().all(|r| r.contains("bad.json")), "{rescued:?}");
+    assert!(
+        rescued
+            .iter()
+            .any(|r| r.contains("garbage line") && r.contains("\"_line\":5")),
+        "{rescued:?}"
+    );
+    assert!(
+        rescued.iter().any(|r| r.contains("\"_line\":7")),
+        "{rescued:?}"
+    );
+    assert!(
+        rescued.iter().all(|r| r.contains("bad.json")),
+        "{rescued:?}"
+    );
     let p = progress(dir);
     assert!(p[0].weir.num_records_corrupt >= 2);
-    assert_eq!(p[0].num_input_rows as usize, num_rows(&rows), "every line is a row");
+    assert_eq!(
+        p[0].num_input_rows as usize,
+        num_rows(&rows),
+        "every line is a row"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,7 +96,10 @@ async fn ragged_csv_rows_keep_their_extra_values() {
     assert_eq!(column_strings(&rows, "a"), vec!["1", "4", "6", "10"]);
     assert_eq!(column_strings(&rows, "c"), vec!["3", "null", "8", "12"]);
     let rescued = column_strings(&rows, "_rescued_data");
-    assert!(rescued[2].contains('9') && rescued[2].contains("ragged.csv"), "{rescued:?}");
+    assert!(
+        rescued[2].contains('9') && rescued[2].contains("ragged.csv"),
+        "{rescued:?}"
+    );
     assert_eq!(rescued[0], "null");
 }
 
@@ -90,17 +108,31 @@ async fn a_truncated_gzip_fails_alone_and_is_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let landing = dir.join("landing");
-    land(&landing, "a.json.gz", &std::fs::read(fixture("cases/B15/step1/a.json.gz")).unwrap());
-    land(&landing, "d.json.gz", &std::fs::read(fixture("cases/B15/step4/d.json.gz")).unwrap());
+    land(
+        &landing,
+        "a.json.gz",
+        &std::fs::read(fixture("cases/B15/step1/a.json.gz")).unwrap(),
+    );
+    land(
+        &landing,
+        "d.json.gz",
+        &std::fs::read(fixture("cases/B15/step4/d.json.gz")).unwrap(),
+    );
     let flow = pipeline(dir, "json", Some("id BIGINT"));
     let summary = run_flow(&flow, RunOptions::default()).await.unwrap();
     assert_eq!(summary.num_files_failed, 1);
     let rows = delta_rows(&dir.join("table")).await;
-    assert_eq!(column_strings(&rows, "id"), vec!["1", "2"], "none of the truncated file's lines");
+    assert_eq!(
+        column_strings(&rows, "id"),
+        vec!["1", "2"],
+        "none of the truncated file's lines"
+    );
     let p = progress(dir);
     assert_eq!(p[0].weir.num_files_failed, 1);
     assert!(p[0].weir.errors[0].path.ends_with("d.json.gz"));
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint).await.unwrap();
+    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+        .await
+        .unwrap();
     let ledger = inspection.ledger.unwrap();
     assert_eq!((ledger.files_committed, ledger.files_failed), (1, 1));
     // A later complete copy under the same name is ingested.
@@ -144,9 +176,16 @@ async fn a_parquet_column_of_another_type_is_rescued() {
     run_flow(&flow, RunOptions::default()).await.unwrap();
     let rows = delta_rows(&dir.join("table")).await;
     assert_eq!(column_strings(&rows, "id"), vec!["7", "null"]);
-    assert_eq!(column_strings(&rows, "qty"), vec!["1", "2"], "the rest of the row is kept");
+    assert_eq!(
+        column_strings(&rows, "qty"),
+        vec!["1", "2"],
+        "the rest of the row is kept"
+    );
     let rescued = column_strings(&rows, "_rescued_data");
-    assert!(rescued[1].contains("x-8") && rescued[1].contains("p.parquet"), "{rescued:?}");
+    assert!(
+        rescued[1].contains("x-8") && rescued[1].contains("p.parquet"),
+        "{rescued:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,10 +199,19 @@ async fn a_truncated_checkpoint_file_is_named() {
     std::fs::write(&offsets, "v1\n").unwrap();
     let err = run_flow(&flow, RunOptions::default()).await.unwrap_err();
     let message = err.to_string();
-    assert!(message.contains("offsets/0") && message.contains("line 2"), "{message}");
+    assert!(
+        message.contains("offsets/0") && message.contains("line 2"),
+        "{message}"
+    );
     assert_eq!(err.kind(), "checkpoint_corrupt");
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint).await.unwrap();
-    assert!(inspection.problems.iter().any(|p| p.contains("offsets/0")), "{:?}", inspection.problems);
+    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+        .await
+        .unwrap();
+    assert!(
+        inspection.problems.iter().any(|p| p.contains("offsets/0")),
+        "{:?}",
+        inspection.problems
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +225,10 @@ async fn rewritten_zero_byte_and_hidden_files_follow_the_listing_rules() {
     land(&landing, ".hidden.json", b"{\"id\":101}\n");
     let flow = pipeline(dir, "json", Some("id BIGINT"));
     run_flow(&flow, RunOptions::default()).await.unwrap();
-    assert_eq!(column_strings(&delta_rows(&dir.join("table")).await, "id"), vec!["1"]);
+    assert_eq!(
+        column_strings(&delta_rows(&dir.join("table")).await, "id"),
+        vec!["1"]
+    );
     // The 0-byte placeholder gets content: picked up once.
     std::fs::write(landing.join("late.json"), b"{\"id\":9}\n").unwrap();
     // A rewritten file is not ingested again (default), but counted.

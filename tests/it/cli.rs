@@ -15,26 +15,64 @@ async fn demo_then_run_again_then_inspect() {
     assert!(out.status.success(), "{stderr}");
     // stdout: one progress record per batch, as JSON lines in Spark's shape.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let records: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let records: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(!records.is_empty());
-    let rows: u64 = records.iter().map(|r| r["numInputRows"].as_u64().unwrap()).sum();
-    let expected = weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(12)).unwrap().rows_total;
+    let rows: u64 = records
+        .iter()
+        .map(|r| r["numInputRows"].as_u64().unwrap())
+        .sum();
+    let expected =
+        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(12))
+            .unwrap()
+            .rows_total;
     assert_eq!(rows, expected);
-    for key in ["id", "runId", "batchId", "durationMs", "sources", "sink", "inputRowsPerSecond", "processedRowsPerSecond"] {
+    for key in [
+        "id",
+        "runId",
+        "batchId",
+        "durationMs",
+        "sources",
+        "sink",
+        "inputRowsPerSecond",
+        "processedRowsPerSecond",
+    ] {
         assert!(records[0].get(key).is_some(), "progress lacks {key}");
     }
-    assert_eq!(records[0]["sources"][0]["metrics"]["numFilesOutstanding"], "0");
-    assert!(stderr.contains("lake/bronze/flights"), "summary names the table: {stderr}");
-    assert!(stderr.contains(&format!("{expected} input rows")), "{stderr}");
+    assert_eq!(
+        records[0]["sources"][0]["metrics"]["numFilesOutstanding"],
+        "0"
+    );
+    assert!(
+        stderr.contains("lake/bronze/flights"),
+        "summary names the table: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{expected} input rows")),
+        "{stderr}"
+    );
     assert!(dir.join("pipeline.toml").is_file());
     let version = delta_version(&dir.join("lake/bronze/flights")).await;
     assert_eq!(version, Some(0));
 
     // `weir run DIR/pipeline.toml` runs the same flow: nothing new, nothing committed.
-    let again = weir().args(["run", "--headless"]).arg(dir.join("pipeline.toml")).output().unwrap();
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let again = weir()
+        .args(["run", "--headless"])
+        .arg(dir.join("pipeline.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     assert!(again.stdout.is_empty(), "no batch ran");
-    assert_eq!(delta_version(&dir.join("lake/bronze/flights")).await, version);
+    assert_eq!(
+        delta_version(&dir.join("lake/bronze/flights")).await,
+        version
+    );
 
     // A copy of the landing folder and pipeline.toml elsewhere is an independent pipeline.
     let copy = tmp.path().join("copy");
@@ -47,15 +85,36 @@ async fn demo_then_run_again_then_inspect() {
         .status()
         .unwrap();
     assert!(status.success());
-    let copied = weir().args(["run", "--headless"]).arg(copy.join("pipeline.toml")).output().unwrap();
-    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
-    assert_eq!(num_rows(&delta_rows(&copy.join("lake/bronze/flights")).await) as u64, expected);
+    let copied = weir()
+        .args(["run", "--headless"])
+        .arg(copy.join("pipeline.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        copied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&copied.stderr)
+    );
+    assert_eq!(
+        num_rows(&delta_rows(&copy.join("lake/bronze/flights")).await) as u64,
+        expected
+    );
 
     // inspect --json: read-only facts about the checkpoint.
     let checkpoint = dir.join("_checkpoints/bronze_flights");
-    let before = std::fs::read_dir(checkpoint.join("offsets")).unwrap().count();
-    let out = weir().args(["inspect", "--json"]).arg(&checkpoint).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = std::fs::read_dir(checkpoint.join("offsets"))
+        .unwrap()
+        .count();
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(&checkpoint)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["last_batch_id"], 0);
     assert_eq!(j["last_committed_batch_id"], 0);
@@ -66,10 +125,18 @@ async fn demo_then_run_again_then_inspect() {
     assert_eq!(j["ledger"]["files_pending"], 0);
     assert_eq!(j["sink"]["delta_version"], 0);
     assert!(j["query_id"].as_str().unwrap().len() == 36);
-    assert_eq!(std::fs::read_dir(checkpoint.join("offsets")).unwrap().count(), before);
+    assert_eq!(
+        std::fs::read_dir(checkpoint.join("offsets"))
+            .unwrap()
+            .count(),
+        before
+    );
     let text = weir().arg("inspect").arg(&checkpoint).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("last planned 0, last committed 0, pending -"), "{text}");
+    assert!(
+        text.contains("last planned 0, last committed 0, pending -"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -23,9 +23,19 @@ struct Setup {
 fn setup(days: usize, max_files: u32) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    let landed = weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(days)).unwrap();
+    let landed = weir::cli::demo::land_flights(
+        &dir.join("landing/flights"),
+        &dir.join("_staging"),
+        Some(days),
+    )
+    .unwrap();
     let pipeline = write_pipeline(&dir, &flights_pipeline(max_files));
-    Setup { _tmp: tmp, dir, pipeline, rows: landed.rows_total }
+    Setup {
+        _tmp: tmp,
+        dir,
+        pipeline,
+        rows: landed.rows_total,
+    }
 }
 
 fn run(pipeline: &Path, failpoint: Option<&str>) -> std::process::Output {
@@ -37,10 +47,17 @@ fn run(pipeline: &Path, failpoint: Option<&str>) -> std::process::Output {
     c.output().unwrap()
 }
 
-async fn assert_exactly_once(dir: &Path, expected_rows: u64) -> Vec<arrow::record_batch::RecordBatch> {
+async fn assert_exactly_once(
+    dir: &Path,
+    expected_rows: u64,
+) -> Vec<arrow::record_batch::RecordBatch> {
     let rows = delta_rows(&dir.join("lake/bronze/flights")).await;
     assert_eq!(num_rows(&rows) as u64, expected_rows, "row count");
-    let distinct = sql(&rows, &format!("SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM t)")).await;
+    let distinct = sql(
+        &rows,
+        &format!("SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM t)"),
+    )
+    .await;
     assert_eq!(scalar(&distinct) as u64, expected_rows, "duplicates found");
     rows
 }
@@ -50,27 +67,56 @@ async fn every_failpoint_recovers_exactly_once() {
     for failpoint in weir::engine::failpoint::FAILPOINTS {
         let s = setup(9, 3);
         let crashed = run(&s.pipeline, Some(&format!("{failpoint}:1")));
-        assert!(!crashed.status.success(), "{failpoint}: the process should have aborted");
+        assert!(
+            !crashed.status.success(),
+            "{failpoint}: the process should have aborted"
+        );
         let stderr = String::from_utf8_lossy(&crashed.stderr);
-        assert!(stderr.contains(&format!("failpoint {failpoint} hit in batch 1")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("failpoint {failpoint} hit in batch 1")),
+            "{stderr}"
+        );
         // While the process is down, more files land: they must not join the replayed batch.
-        let total = weir::cli::demo::land_flights(&s.dir.join("landing/flights"), &s.dir.join("_staging"), Some(11)).unwrap().rows_total;
+        let total = weir::cli::demo::land_flights(
+            &s.dir.join("landing/flights"),
+            &s.dir.join("_staging"),
+            Some(11),
+        )
+        .unwrap()
+        .rows_total;
         assert!(total > s.rows);
         let restarted = run(&s.pipeline, None);
-        assert!(restarted.status.success(), "{failpoint}: {}", String::from_utf8_lossy(&restarted.stderr));
+        assert!(
+            restarted.status.success(),
+            "{failpoint}: {}",
+            String::from_utf8_lossy(&restarted.stderr)
+        );
         assert_exactly_once(&s.dir, total).await;
 
         let checkpoint = s.dir.join("_checkpoints/bronze_flights");
         let progress = read_progress(&checkpoint.join("_weir/progress.jsonl")).unwrap();
-        let replay = progress.iter().find(|p| p.weir.replayed).expect("a replayed batch");
+        let replay = progress
+            .iter()
+            .find(|p| p.weir.replayed)
+            .expect("a replayed batch");
         assert_eq!(replay.batch_id, 1, "{failpoint}");
-        assert_eq!(replay.weir.num_files, 3, "{failpoint}: the replay reads exactly the planned files");
+        assert_eq!(
+            replay.weir.num_files, 3,
+            "{failpoint}: the replay reads exactly the planned files"
+        );
         let skipped = failpoint != "after_offsets";
-        assert_eq!(replay.weir.sink_write_skipped, skipped, "{failpoint}: sink skip on replay");
+        assert_eq!(
+            replay.weir.sink_write_skipped, skipped,
+            "{failpoint}: sink skip on replay"
+        );
         // One Delta version per batch: 11 files, 3 per batch -> batches 0..=3 -> versions 0..=3.
         let batches = progress.iter().map(|p| p.batch_id).max().unwrap();
         assert_eq!(batches, 3, "{failpoint}");
-        assert_eq!(delta_version(&s.dir.join("lake/bronze/flights")).await, Some(3), "{failpoint}");
+        assert_eq!(
+            delta_version(&s.dir.join("lake/bronze/flights")).await,
+            Some(3),
+            "{failpoint}"
+        );
     }
 }
 
@@ -78,7 +124,10 @@ async fn every_failpoint_recovers_exactly_once() {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % bound
     }
 }
@@ -109,7 +158,11 @@ async fn sigkill_at_random_moments_keeps_exactly_once() {
         child.wait().unwrap();
     }
     let last = run(&s.pipeline, None);
-    assert!(last.status.success(), "{}", String::from_utf8_lossy(&last.stderr));
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
     assert_exactly_once(&s.dir, s.rows).await;
     eprintln!("killed {kills} time(s)");
 }
@@ -126,8 +179,14 @@ fn a_second_process_on_a_live_checkpoint_is_refused() {
         .unwrap();
     let lock = s.dir.join("_checkpoints/bronze_flights/_weir/lock");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(&lock).map(|t| t.is_empty()).unwrap_or(true) {
-        assert!(Instant::now() < deadline, "first process never took the lock");
+    while std::fs::read_to_string(&lock)
+        .map(|t| t.is_empty())
+        .unwrap_or(true)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "first process never took the lock"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let second = run(&s.pipeline, None);
@@ -138,19 +197,35 @@ fn a_second_process_on_a_live_checkpoint_is_refused() {
         "{stderr}"
     );
     // SIGTERM: the first process finishes its batch and stops cleanly.
-    Command::new("kill").arg("-TERM").arg(first.id().to_string()).status().unwrap();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(first.id().to_string())
+        .status()
+        .unwrap();
     let status = first.wait().unwrap();
     assert!(status.success(), "graceful stop exits 0");
-    assert!(std::fs::read_to_string(&lock).unwrap().is_empty(), "a clean stop releases the lock");
+    assert!(
+        std::fs::read_to_string(&lock).unwrap().is_empty(),
+        "a clean stop releases the lock"
+    );
     // And the checkpoint has no pending batch.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let inspection = rt
-        .block_on(weir::checkpoint::inspect::inspect(&s.dir.join("_checkpoints/bronze_flights")))
+        .block_on(weir::checkpoint::inspect::inspect(
+            &s.dir.join("_checkpoints/bronze_flights"),
+        ))
         .unwrap();
     assert_eq!(inspection.pending_batch_id, None);
     let committed = inspection.last_committed_batch_id.map_or(0, |b| b + 1);
-    assert!(committed >= 1, "at least the batch running at SIGTERM finished");
-    assert_eq!(inspection.ledger.unwrap().files_committed, committed, "one file per batch");
+    assert!(
+        committed >= 1,
+        "at least the batch running at SIGTERM finished"
+    );
+    assert_eq!(
+        inspection.ledger.unwrap().files_committed,
+        committed,
+        "one file per batch"
+    );
 }
 
 /// The gold aggregation (hourly flights per origin, watermark on time_hour) and a
@@ -181,7 +256,11 @@ async fn stateful_flows_survive_every_failpoint() {
             let s = setup(5, 1);
             std::fs::write(&s.pipeline, &body).unwrap();
             let out = run(&s.pipeline, None);
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             sorted_rows(&s.dir).await
         };
         assert!(golden.len() > 50, "{kind}: {} rows", golden.len());
@@ -189,9 +268,16 @@ async fn stateful_flows_survive_every_failpoint() {
             let s = setup(5, 1);
             std::fs::write(&s.pipeline, &body).unwrap();
             let crashed = run(&s.pipeline, Some(&format!("{failpoint}:2")));
-            assert!(!crashed.status.success(), "{kind}/{failpoint}: should abort");
+            assert!(
+                !crashed.status.success(),
+                "{kind}/{failpoint}: should abort"
+            );
             let restarted = run(&s.pipeline, None);
-            assert!(restarted.status.success(), "{kind}/{failpoint}: {}", String::from_utf8_lossy(&restarted.stderr));
+            assert!(
+                restarted.status.success(),
+                "{kind}/{failpoint}: {}",
+                String::from_utf8_lossy(&restarted.stderr)
+            );
             assert_eq!(sorted_rows(&s.dir).await, golden, "{kind}/{failpoint}");
         }
     }
@@ -208,7 +294,12 @@ async fn sorted_rows(dir: &Path) -> Vec<String> {
         .collect();
     let cols: Vec<Vec<String>> = names.iter().map(|n| column_strings(&rows, n)).collect();
     let mut out: Vec<String> = (0..cols[0].len())
-        .map(|i| cols.iter().map(|c| c[i].as_str()).collect::<Vec<_>>().join("|"))
+        .map(|i| {
+            cols.iter()
+                .map(|c| c[i].as_str())
+                .collect::<Vec<_>>()
+                .join("|")
+        })
         .collect();
     out.sort();
     out

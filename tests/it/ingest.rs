@@ -23,9 +23,13 @@ async fn oracle(dir: &Path) -> (Vec<i64>, Vec<arrow::record_batch::RecordBatch>)
     std::fs::write(&raw, text).unwrap();
     let schema = raw_flights_schema();
     let ctx = SessionContext::new();
-    ctx.register_csv("raw", raw.to_str().unwrap(), CsvReadOptions::new().has_header(true).schema(&schema))
-        .await
-        .unwrap();
+    ctx.register_csv(
+        "raw",
+        raw.to_str().unwrap(),
+        CsvReadOptions::new().has_header(true).schema(&schema),
+    )
+    .await
+    .unwrap();
     let nas = ctx
         .sql(
             "SELECT count(*), count(*) FILTER (WHERE dep_time = 'NA'), \
@@ -39,7 +43,8 @@ async fn oracle(dir: &Path) -> (Vec<i64>, Vec<arrow::record_batch::RecordBatch>)
         .unwrap();
     let nas: Vec<i64> = (0..4)
         .map(|i| {
-            let c = arrow::compute::cast(nas[0].column(i), &arrow::datatypes::DataType::Int64).unwrap();
+            let c =
+                arrow::compute::cast(nas[0].column(i), &arrow::datatypes::DataType::Int64).unwrap();
             arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&c).value(0)
         })
         .collect();
@@ -70,7 +75,10 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     let first = run_flow(flow, RunOptions::default()).await.unwrap();
     assert_eq!(first.num_input_rows, january.rows_total);
     assert_eq!(first.num_files, 31);
-    assert_eq!(num_rows(&delta_rows(&table).await) as u64, january.rows_total);
+    assert_eq!(
+        num_rows(&delta_rows(&table).await) as u64,
+        january.rows_total
+    );
 
     // The rest of the year lands: exactly its rows are added.
     let year = weir::cli::demo::land_flights(&landing, &staging, None).unwrap();
@@ -79,7 +87,11 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     let second = run_flow(flow, RunOptions::default()).await.unwrap();
     assert_eq!(second.num_input_rows, year.rows_total - january.rows_total);
     assert_eq!(second.num_files, 334);
-    assert_eq!(second.batches, 334_u64.div_ceil(40), "bounded by max_files_per_trigger");
+    assert_eq!(
+        second.batches,
+        334_u64.div_ceil(40),
+        "bounded by max_files_per_trigger"
+    );
 
     // Nothing new: no batch, no Delta commit.
     let version = delta_version(&table).await;
@@ -90,7 +102,11 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     // Second reader of the table against DataFusion's reading of the raw CSV.
     let rows = delta_rows(&table).await;
     assert_eq!(num_rows(&rows), 336_776);
-    let distinct = sql(&rows, &format!("SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM t)")).await;
+    let distinct = sql(
+        &rows,
+        &format!("SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM t)"),
+    )
+    .await;
     assert_eq!(scalar(&distinct), 336_776, "no duplicate flight keys");
     let (nas, per_carrier) = oracle(dir).await;
     assert_eq!(nas[0], 336_776);
@@ -101,12 +117,23 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     )
     .await;
     for (i, expected) in nas.iter().enumerate() {
-        let c = arrow::compute::cast(ours[0].column(i), &arrow::datatypes::DataType::Int64).unwrap();
+        let c =
+            arrow::compute::cast(ours[0].column(i), &arrow::datatypes::DataType::Int64).unwrap();
         let got = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(&c).value(0);
-        assert_eq!(got, *expected, "column {i} of (rows, dep_time NA, arr_delay NA, tailnum NA)");
+        assert_eq!(
+            got, *expected,
+            "column {i} of (rows, dep_time NA, arr_delay NA, tailnum NA)"
+        );
     }
-    assert_eq!(nas[1], 8255, "known: 8,255 cancelled flights have no dep_time");
-    let ours_carrier = sql(&rows, "SELECT carrier, count(*) AS n FROM t GROUP BY carrier ORDER BY carrier").await;
+    assert_eq!(
+        nas[1], 8255,
+        "known: 8,255 cancelled flights have no dep_time"
+    );
+    let ours_carrier = sql(
+        &rows,
+        "SELECT carrier, count(*) AS n FROM t GROUP BY carrier ORDER BY carrier",
+    )
+    .await;
     assert_eq!(
         column_strings(&ours_carrier, "n"),
         column_strings(&per_carrier, "n")
@@ -122,15 +149,24 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
          count(*) FILTER (WHERE ingested_at IS NOT NULL), count(_rescued_data) FROM t",
     )
     .await;
-    let l: Vec<String> = (0..3).map(|i| column_strings(&lineage, &lineage[0].schema().field(i).name().clone())[0].clone()).collect();
+    let l: Vec<String> = (0..3)
+        .map(|i| column_strings(&lineage, &lineage[0].schema().field(i).name().clone())[0].clone())
+        .collect();
     assert_eq!(l, vec!["336776", "336776", "0"]);
     let ts = sql(&rows, "SELECT min(time_hour) FROM t").await;
-    assert!(column_strings(&ts, ts[0].schema().field(0).name())[0].starts_with("2013-01-01T10:00:00"));
+    assert!(
+        column_strings(&ts, ts[0].schema().field(0).name())[0].starts_with("2013-01-01T10:00:00")
+    );
 
     // The ledger and checkpoint agree.
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint).await.unwrap();
+    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+        .await
+        .unwrap();
     assert_eq!(inspection.ledger.as_ref().unwrap().files_committed, 365);
     assert_eq!(inspection.pending_batch_id, None);
-    assert_eq!(inspection.last_committed_batch_id, Some(first.batches + second.batches - 1));
+    assert_eq!(
+        inspection.last_committed_batch_id,
+        Some(first.batches + second.batches - 1)
+    );
     assert!(inspection.problems.is_empty(), "{:?}", inspection.problems);
 }

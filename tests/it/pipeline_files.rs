@@ -44,7 +44,10 @@ fn validate_refuses_before_running_and_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bad_trigger.toml:4:11: flow[0].trigger: invalid trigger"), "{stderr}");
+    assert!(
+        stderr.contains("bad_trigger.toml:4:11: flow[0].trigger: invalid trigger"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -75,9 +78,16 @@ type = "memory"
         .arg(weir_demo_pipeline(tmp.path()))
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let stdout = String::from_utf8_lossy(&ok.stdout);
-    assert!(stdout.contains("flow bronze_flights: files (csv)"), "{stdout}");
+    assert!(
+        stdout.contains("flow bronze_flights: files (csv)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("valid (1 flow(s))"), "{stdout}");
 }
 
@@ -97,7 +107,10 @@ fn relative_paths_resolve_against_the_pipeline_file() {
     let flow = &p.flows[0];
     let weir::pipeline::SourceSpec::Files(src) = &flow.source;
     assert_eq!(src.path, std::path::Path::new("/srv/pipes/landing/flights"));
-    assert_eq!(flow.checkpoint, std::path::Path::new("/srv/pipes/_checkpoints/bronze_flights"));
+    assert_eq!(
+        flow.checkpoint,
+        std::path::Path::new("/srv/pipes/_checkpoints/bronze_flights")
+    );
     assert_eq!(src.max_files_per_trigger, 100);
     assert_eq!(src.max_bytes_per_trigger, Some(64 * 1024 * 1024));
     assert_eq!(src.csv.null_value.as_deref(), Some("NA"));
@@ -128,7 +141,10 @@ type = "memory"
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("output_mode = \"append\""), "{stderr}");
-    assert!(stderr.contains("output_mode = \"update\""), "says which mode would work: {stderr}");
+    assert!(
+        stderr.contains("output_mode = \"update\""),
+        "says which mode would work: {stderr}"
+    );
 
     let complete = write_pipeline(
         tmp.path(),
@@ -147,6 +163,9 @@ type = "memory"
     let out = weir().arg("validate").arg(&complete).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("pipeline.toml:4:15: flow[0].output_mode: output_mode = \"complete\""), "{stderr}");
+    assert!(
+        stderr.contains("pipeline.toml:4:15: flow[0].output_mode: output_mode = \"complete\""),
+        "{stderr}"
+    );
     assert!(stderr.contains("needs an aggregation"), "{stderr}");
 }

@@ -31,7 +31,11 @@ merge_schema = true
 fn land_step(case: &str, step: &str, landing: &Path) {
     for e in std::fs::read_dir(fixture(&format!("cases/{case}/{step}"))).unwrap() {
         let e = e.unwrap();
-        land(landing, &e.file_name().to_string_lossy(), &std::fs::read(e.path()).unwrap());
+        land(
+            landing,
+            &e.file_name().to_string_lossy(),
+            &std::fs::read(e.path()).unwrap(),
+        );
         std::thread::sleep(std::time::Duration::from_millis(15));
     }
 }
@@ -52,13 +56,25 @@ async fn b08_new_csv_column_stops_with_exit_3_then_continues_with_nothing_lost()
     assert!(run(&p).status.success());
     land_step("B08", "step3", &landing);
     let stopped = run(&p);
-    assert_eq!(stopped.status.code(), Some(3), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert_eq!(
+        stopped.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
     let stderr = String::from_utf8_lossy(&stopped.stderr);
-    assert!(stderr.contains("schema changed: new column(s) salinity"), "{stderr}");
+    assert!(
+        stderr.contains("schema changed: new column(s) salinity"),
+        "{stderr}"
+    );
     assert!(stderr.contains("h3.csv"), "names the file: {stderr}");
     // The restart re-reads the batch with the wider schema.
     let restarted = run(&p);
-    assert!(restarted.status.success(), "{}", String::from_utf8_lossy(&restarted.stderr));
+    assert!(
+        restarted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restarted.stderr)
+    );
     land_step("B08", "step4", &landing);
     assert!(run(&p).status.success());
     let rows = delta_rows(&dir.join("table")).await;
@@ -68,17 +84,39 @@ async fn b08_new_csv_column_stops_with_exit_3_then_continues_with_nothing_lost()
         .map(|c| column_strings(&out, c))
         .collect();
     let lines: Vec<String> = (0..cols[0].len())
-        .map(|i| cols.iter().map(|c| c[i].as_str()).collect::<Vec<_>>().join(","))
+        .map(|i| {
+            cols.iter()
+                .map(|c| c[i].as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .collect();
     assert_eq!(
         lines,
-        vec!["1,20.5,3,null", "2,21.0,4,null", "3,19.5,5,null", "4,18.0,6,35.1", "5,17.5,null,null"]
+        vec![
+            "1,20.5,3,null",
+            "2,21.0,4,null",
+            "3,19.5,5,null",
+            "4,18.0,6,35.1",
+            "5,17.5,null,null"
+        ]
     );
     // The schema history says when and why.
-    let out = weir().args(["schema", "--json"]).arg(dir.join("_checkpoints/t")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = weir()
+        .args(["schema", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("salinity") && text.contains("h3.csv"), "{text}");
+    assert!(
+        text.contains("salinity") && text.contains("h3.csv"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,13 +128,20 @@ async fn rescue_mode_keeps_the_schema_and_the_values() {
     for step in ["step1", "step2", "step3", "step4"] {
         land_step("B08", step, &landing);
         let out = run(&p);
-        assert!(out.status.success(), "{step}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{step}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let rows = delta_rows(&dir.join("table")).await;
     assert_eq!(num_rows(&rows), 5);
     assert!(rows[0].schema().column_with_name("salinity").is_none());
     let rescued = column_strings(&rows, "_rescued_data");
-    assert!(rescued.iter().any(|r| r.contains("\"salinity\":\"35.1\"")), "{rescued:?}");
+    assert!(
+        rescued.iter().any(|r| r.contains("\"salinity\":\"35.1\"")),
+        "{rescued:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,15 +155,26 @@ async fn unparseable_records_go_to_bad_records_path() {
     );
     land_step("B11", "step1", &dir.join("landing"));
     let out = run(&p);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = delta_rows(&dir.join("table")).await;
     let mut sensors = column_strings(&rows, "sensor");
     sensors.sort();
     assert_eq!(sensors, vec!["s1", "s2", "s4", "s5"]);
     let quarantined = std::fs::read_to_string(dir.join("quarantine/0.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = quarantined.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = quarantined
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 3, "{quarantined}");
-    assert!(lines.iter().all(|l| l["file"].as_str().unwrap().ends_with("bad.json")));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["file"].as_str().unwrap().ends_with("bad.json"))
+    );
     let numbers: Vec<u64> = lines.iter().map(|l| l["line"].as_u64().unwrap()).collect();
     assert_eq!(numbers, vec![3, 5, 7]);
     assert!(lines[1]["raw"].as_str().unwrap().contains("garbage line"));

@@ -19,7 +19,11 @@ fn copy_case(case: &str, step: &str, landing: &Path) {
     let src = fixture(&format!("cases/{case}/{step}"));
     for e in std::fs::read_dir(src).unwrap() {
         let e = e.unwrap();
-        land(landing, &e.file_name().to_string_lossy(), &std::fs::read(e.path()).unwrap());
+        land(
+            landing,
+            &e.file_name().to_string_lossy(),
+            &std::fs::read(e.path()).unwrap(),
+        );
     }
 }
 
@@ -35,7 +39,12 @@ async fn table_rows(path: &Path, order: &str) -> Vec<String> {
             .map(|i| column_strings(std::slice::from_ref(b), b.schema().field(i).name()))
             .collect();
         for r in 0..b.num_rows() {
-            lines.push(cols.iter().map(|c| c[r].clone()).collect::<Vec<_>>().join("|"));
+            lines.push(
+                cols.iter()
+                    .map(|c| c[r].clone())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
         }
     }
     lines
@@ -77,7 +86,10 @@ path = "table"
     assert_eq!(run2.batches, 0, "nothing new, nothing closes");
     copy_case("B20", "step3", &dir.join("landing"));
     let run3 = run_flow(&f, RunOptions::default()).await.unwrap();
-    assert_eq!(run3.watermark_ms, 1714557636000, "the restored watermark moved on to 10:00:36");
+    assert_eq!(
+        run3.watermark_ms, 1714557636000,
+        "the restored watermark moved on to 10:00:36"
+    );
     assert_eq!(
         table_rows(&dir.join("table"), "window_start").await,
         vec![
@@ -91,8 +103,12 @@ path = "table"
     // The last batch is run 3's no-data batch: it runs with the watermark 10:00:36.
     assert_eq!(last.event_time["watermark"], "2024-05-01T10:00:36.000Z");
     assert_eq!(last.state_operators[0].operator_name, "stateStoreSave");
-    let offsets = std::fs::read_to_string(f.checkpoint.join(format!("offsets/{}", last.batch_id))).unwrap();
-    assert!(offsets.contains("\"batchWatermarkMs\":1714557636000"), "{offsets}");
+    let offsets =
+        std::fs::read_to_string(f.checkpoint.join(format!("offsets/{}", last.batch_id))).unwrap();
+    assert!(
+        offsets.contains("\"batchWatermarkMs\":1714557636000"),
+        "{offsets}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,9 +148,15 @@ path = "table"
     );
     let late = table_rows(&dir.join("late"), "ts").await;
     assert_eq!(late.len(), 1);
-    assert!(late[0].starts_with("x|2024-05-01T10:00:09.999Z"), "{late:?}");
+    assert!(
+        late[0].starts_with("x|2024-05-01T10:00:09.999Z"),
+        "{late:?}"
+    );
     let p = read_progress(&f.checkpoint.join("_weir/progress.jsonl")).unwrap();
-    let dropped: u64 = p.iter().map(|r| r.state_operators[0].num_rows_dropped_by_watermark).sum();
+    let dropped: u64 = p
+        .iter()
+        .map(|r| r.state_operators[0].num_rows_dropped_by_watermark)
+        .sum();
     assert_eq!(dropped, 1);
 }
 
@@ -168,7 +190,11 @@ path = "table"
     let eids: Vec<&str> = rows.iter().map(|r| r.split('|').next().unwrap()).collect();
     assert_eq!(eids, vec!["e1", "e2", "e3", "e4"]);
     let p = read_progress(&f.checkpoint.join("_weir/progress.jsonl")).unwrap();
-    assert_eq!(p.last().unwrap().state_operators[0].num_rows_total, 2, "only e3, e4 kept");
+    assert_eq!(
+        p.last().unwrap().state_operators[0].num_rows_total,
+        2,
+        "only e3, e4 kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,8 +225,15 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
         .replace("lake/bronze/flights", "lake/gold/hourly");
     let f = flow(dir, &body);
     let summary = run_flow(&f, RunOptions::default()).await.unwrap();
-    let day4_rows = std::fs::read_to_string(month.join("flights_2013-01-04.csv")).unwrap().lines().count() as u64 - 1;
-    assert_eq!(summary.num_rows_dropped_by_watermark, day4_rows, "day 4 is entirely late");
+    let day4_rows = std::fs::read_to_string(month.join("flights_2013-01-04.csv"))
+        .unwrap()
+        .lines()
+        .count() as u64
+        - 1;
+    assert_eq!(
+        summary.num_rows_dropped_by_watermark, day4_rows,
+        "day 4 is entirely late"
+    );
 
     // Oracle: DataFusion over the raw CSV text, excluding day 4 and the windows the
     // final watermark has not closed yet.
@@ -209,7 +242,9 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
     ctx.register_csv(
         "raw",
         month.to_str().unwrap(),
-        datafusion::prelude::CsvReadOptions::new().has_header(true).schema(&schema),
+        datafusion::prelude::CsvReadOptions::new()
+            .has_header(true)
+            .schema(&schema),
     )
     .await
     .unwrap();
@@ -241,7 +276,9 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
             column_strings(b, "flights"),
             column_strings(b, "d"),
         );
-        (0..ws.len()).map(|i| format!("{}|{}|{}|{}", ws[i], o[i], n[i], d[i])).collect()
+        (0..ws.len())
+            .map(|i| format!("{}|{}|{}|{}", ws[i], o[i], n[i], d[i]))
+            .collect()
     };
     let (expected, got) = (flat(&expected), flat(&got));
     assert!(expected.len() > 200, "{} windows", expected.len());

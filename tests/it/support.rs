@@ -22,7 +22,9 @@ pub fn weir() -> Command {
 }
 
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 /// Reads every active data file of a Delta table directly with the parquet crate.
@@ -74,7 +76,11 @@ pub async fn delta_rows(table: &Path) -> Vec<RecordBatch> {
 /// The latest version of a Delta table, or None.
 pub async fn delta_version(table: &Path) -> Option<i64> {
     let url = url::Url::from_directory_path(std::path::absolute(table).unwrap()).unwrap();
-    deltalake::open_table(url).await.ok().and_then(|t| t.version()).map(|v| v as i64)
+    deltalake::open_table(url)
+        .await
+        .ok()
+        .and_then(|t| t.version())
+        .map(|v| v as i64)
 }
 
 /// Runs SQL over batches registered as table `t`.
@@ -101,11 +107,17 @@ pub fn num_rows(batches: &[RecordBatch]) -> usize {
 pub fn column_strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
     let mut out = Vec::new();
     for b in batches {
-        let col = b.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+        let col = b
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("no column {name}"));
         let s = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8).unwrap();
         let s = s.as_string::<i32>();
         for i in 0..s.len() {
-            out.push(if s.is_null(i) { "null".to_string() } else { s.value(i).to_string() });
+            out.push(if s.is_null(i) {
+                "null".to_string()
+            } else {
+                s.value(i).to_string()
+            });
         }
     }
     out

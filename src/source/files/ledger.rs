@@ -69,11 +69,17 @@ impl FileState {
 /// How a planned file ended in its batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOutcome {
-    Ingested { num_rows: u64 },
+    Ingested {
+        num_rows: u64,
+    },
     /// The content cannot be used; recorded as failed with the error.
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
     /// Could not be read now (permissions, vanished); forgotten so a later batch retries it.
-    Retry { error: String },
+    Retry {
+        error: String,
+    },
 }
 
 /// Counts for `inspect` and progress.
@@ -281,7 +287,11 @@ impl Ledger {
 
     /// Recovery: batches up to `last_committed` are committed (the ledger update may have
     /// been lost in a crash right after `commits/N` was written).
-    pub fn settle_committed_through(&mut self, last_committed: Option<u64>, now_ms: i64) -> Result<usize> {
+    pub fn settle_committed_through(
+        &mut self,
+        last_committed: Option<u64>,
+        now_ms: i64,
+    ) -> Result<usize> {
         let Some(last) = last_committed else {
             return Ok(0);
         };
@@ -297,7 +307,9 @@ impl Ledger {
     pub fn stats(&self) -> Result<LedgerStats> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT state, COUNT(*), COALESCE(SUM(size),0) FROM files GROUP BY state")
+            .prepare_cached(
+                "SELECT state, COUNT(*), COALESCE(SUM(size),0) FROM files GROUP BY state",
+            )
             .map_err(|e| self.err(e))?;
         let mut stats = LedgerStats::default();
         let rows = stmt
@@ -354,20 +366,29 @@ mod tests {
     fn plan_commit_and_recover() {
         let dir = tempfile::tempdir().unwrap();
         let mut l = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
-        l.plan_batch(0, &[file("/a", 10, 1), file("/b", 20, 2)], 100).unwrap();
+        l.plan_batch(0, &[file("/a", 10, 1), file("/b", 20, 2)], 100)
+            .unwrap();
         assert_eq!(l.files_for_batch(0).unwrap().len(), 2);
         assert_eq!(l.lookup("/a").unwrap().unwrap().state, FileState::Pending);
         l.commit_batch(
             0,
             &[
                 ("/a".into(), FileOutcome::Ingested { num_rows: 3 }),
-                ("/b".into(), FileOutcome::Retry { error: "EACCES".into() }),
+                (
+                    "/b".into(),
+                    FileOutcome::Retry {
+                        error: "EACCES".into(),
+                    },
+                ),
             ],
             200,
         )
         .unwrap();
         assert_eq!(l.lookup("/a").unwrap().unwrap().state, FileState::Committed);
-        assert!(l.lookup("/b").unwrap().is_none(), "retryable failure is forgotten");
+        assert!(
+            l.lookup("/b").unwrap().is_none(),
+            "retryable failure is forgotten"
+        );
         // Batch 1 planned in the ledger but its offsets never written: discarded on recovery.
         l.plan_batch(1, &[file("/c", 5, 3)], 300).unwrap();
         assert_eq!(l.discard_unplanned_after(Some(0)).unwrap(), 1);
@@ -376,6 +397,9 @@ mod tests {
         l.plan_batch(1, &[file("/c", 5, 3)], 300).unwrap();
         assert_eq!(l.settle_committed_through(Some(1), 400).unwrap(), 1);
         let s = l.stats().unwrap();
-        assert_eq!((s.files_committed, s.files_pending, s.bytes_committed), (2, 0, 15));
+        assert_eq!(
+            (s.files_committed, s.files_pending, s.bytes_committed),
+            (2, 0, 15)
+        );
     }
 }

@@ -250,7 +250,8 @@ impl BatchReader {
                     out.new_fields.extend(decoded.new_fields);
                     out.type_mismatches.extend(decoded.type_mismatches);
                     for batch in decoded.batches {
-                        out.batches.push(with_metadata(&batch, &file, &self.batch_schema)?);
+                        out.batches
+                            .push(with_metadata(&batch, &file, &self.batch_schema)?);
                     }
                     out.outcomes.push((
                         file.path.clone(),
@@ -376,7 +377,11 @@ pub fn file_url(path: &Path) -> String {
 }
 
 /// Appends the `_metadata` struct column (constant per file) to a decoded batch.
-fn with_metadata(batch: &RecordBatch, file: &ListedFile, schema: &SchemaRef) -> Result<RecordBatch> {
+fn with_metadata(
+    batch: &RecordBatch,
+    file: &ListedFile,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
     let n = batch.num_rows();
     let path = Path::new(&file.path);
     let url = file_url(path);
@@ -385,20 +390,25 @@ fn with_metadata(batch: &RecordBatch, file: &ListedFile, schema: &SchemaRef) -> 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(url.as_str(), n))),
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(name.as_str(), n))),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            url.as_str(),
+            n,
+        ))),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            name.as_str(),
+            n,
+        ))),
         Arc::new(Int64Array::from_value(file.size as i64, n)),
         Arc::new(
             TimestampMicrosecondArray::from_value(file.modification_time_ms * 1000, n)
                 .with_timezone("UTC"),
         ),
     ];
-    let metadata = StructArray::try_new(metadata_fields(), columns, None).map_err(|source| {
-        Error::Arrow {
+    let metadata =
+        StructArray::try_new(metadata_fields(), columns, None).map_err(|source| Error::Arrow {
             context: format!("building _metadata for {}", file.path),
             source,
-        }
-    })?;
+        })?;
     let mut columns = batch.columns().to_vec();
     columns.push(Arc::new(metadata));
     RecordBatch::try_new(schema.clone(), columns).map_err(|source| Error::Arrow {
