@@ -67,10 +67,13 @@ pub fn run(cli: Cli) -> ExitCode {
 /// Logs go to stderr (or a file), never to stdout, which carries progress records.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,deltalake=warn,datafusion=warn")
+        tracing_subscriber::EnvFilter::new(
+            "info,deltalake=warn,deltalake_core=warn,delta_kernel=warn,buoyant_kernel=warn,datafusion=warn,object_store=warn",
+        )
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();

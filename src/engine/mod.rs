@@ -236,6 +236,7 @@ async fn run_flow_inner(
     let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
     let mut last_trigger_start: Option<Instant> = None;
     let mut source: Option<(FileSource, Projection, Option<Box<dyn StatefulOperator>>)> = None;
+    let mut output_schema: Option<arrow::datatypes::SchemaRef> = None;
     let mut late_sink: Option<Sink> = None;
     let mut ledger_slot = Some(ledger);
     let mut modified_total = 0u64;
@@ -303,6 +304,10 @@ async fn run_flow_inner(
                         }
                         None
                     };
+                    output_schema = Some(match &operator {
+                        Some(op) => op.output_schema(),
+                        None => projected.clone(),
+                    });
                     source = Some((src, projection, operator));
                 }
                 None => {
@@ -557,7 +562,9 @@ async fn run_flow_inner(
             .as_mut()
             .ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
         let overwrite = spec.stateful.output_mode == OutputMode::Complete;
-        let commit = sink_ref.add_batch_mode(batch_id, out, overwrite).await?;
+        let commit = sink_ref
+            .add_batch_mode(batch_id, out, overwrite, output_schema.as_ref())
+            .await?;
         if let Some(path) = &spec.late_rows {
             if !late_out.is_empty() {
                 if late_sink.is_none() {
@@ -774,7 +781,19 @@ async fn run_flow_inner(
         }
     }
     if summary.delta_version.is_none() {
-        summary.delta_version = sink.as_ref().and_then(Sink::delta_version);
+        summary.delta_version = match (&sink, &spec.sink) {
+            (Some(s), _) => s.delta_version(),
+            // No batch ran: report the table's current version.
+            (None, crate::pipeline::SinkSpec::Delta { path, .. }) => {
+                crate::sink::delta::open_existing(path)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|t| t.version())
+                    .map(|v| v as i64)
+            }
+            (None, _) => None,
+        };
     }
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);

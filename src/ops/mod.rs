@@ -97,6 +97,8 @@ impl Projection {
         };
         let mut config = SessionConfig::new().with_target_partitions(1);
         config.options_mut().sql_parser.enable_ident_normalization = false;
+        // `current_timestamp()` is an instant in UTC (Spark's TIMESTAMP), not a timestamp_ntz.
+        config.options_mut().execution.time_zone = Some("UTC".to_string());
         Projection {
             flow: flow.to_string(),
             sql,

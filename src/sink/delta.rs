@@ -61,12 +61,15 @@ impl DeltaSink {
     }
 
     /// Appends the batch in one commit with txn (app id, batch id), unless the table
-    /// already records this batch for this app id.
+    /// already records this batch for this app id. `overwrite` replaces the table's
+    /// content (output mode complete); `schema` is the flow's output schema, used to
+    /// create the table when the first batch has no rows.
     pub async fn add_batch(
         &mut self,
         batch_id: u64,
         batches: Vec<RecordBatch>,
         overwrite: bool,
+        schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
         if self.table.version().is_some() {
             self.table
@@ -93,17 +96,27 @@ impl DeltaSink {
                 });
             }
         }
-        let batches = batches
+        let mut batches = batches
             .iter()
             .map(normalize_batch)
             .collect::<Result<Vec<_>>>()?;
         let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if let Some(first) = batches.first() {
+            check_column_names(&self.path, &first.schema())?;
+        }
         if num_rows == 0 {
-            return Ok(SinkCommit {
-                num_output_rows: 0,
-                delta_version: self.version(),
-                skipped: false,
-            });
+            // Nothing to append. The first batch still creates the table (with the flow's
+            // output schema), so readers find it from batch 0 on, as with Spark's Delta sink.
+            let Some(schema) = schema.filter(|_| self.table.version().is_none()) else {
+                return Ok(SinkCommit {
+                    num_output_rows: 0,
+                    delta_version: self.version(),
+                    skipped: false,
+                });
+            };
+            let empty = normalize_batch(&RecordBatch::new_empty(schema.clone()))?;
+            check_column_names(&self.path, &empty.schema())?;
+            batches = vec![empty];
         }
         let commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
@@ -139,6 +152,44 @@ impl DeltaSink {
             skipped: false,
         })
     }
+}
+
+/// Characters Delta forbids in column names without column mapping (Spark's
+/// `INVALID_COLUMN_NAME_AS_PATH`: " ,;{}()\n\t=").
+const FORBIDDEN_IN_NAMES: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+/// Refuses column names Delta cannot store without column mapping, before any data
+/// file is written, naming every offending column (top level and nested).
+fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
+    fn walk(prefix: &str, fields: &arrow::datatypes::Fields, bad: &mut Vec<String>) {
+        for f in fields {
+            let name = if prefix.is_empty() {
+                f.name().clone()
+            } else {
+                format!("{prefix}.{}", f.name())
+            };
+            if f.name().contains(FORBIDDEN_IN_NAMES) {
+                bad.push(format!("`{name}`"));
+            }
+            if let DataType::Struct(inner) = f.data_type() {
+                walk(&name, inner, bad);
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    walk("", schema.fields(), &mut bad);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::SinkSchemaMismatch {
+        path: path.display().to_string(),
+        message: format!(
+            "column name(s) {} contain characters Delta does not allow without column mapping \
+             (space , ; {{ }} ( ) newline tab =); nothing was written. Rename them in the flow's `select`, \
+             e.g. \"\\\"order id\\\" AS order_id\"",
+            bad.join(", ")
+        ),
+    })
 }
 
 /// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.

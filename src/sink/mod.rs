@@ -57,19 +57,21 @@ impl Sink {
         batch_id: u64,
         batches: Vec<RecordBatch>,
     ) -> Result<SinkCommit> {
-        self.add_batch_mode(batch_id, batches, false).await
+        self.add_batch_mode(batch_id, batches, false, None).await
     }
 
     /// Writes batch `batch_id`, at most once; `overwrite` replaces the table's content
-    /// (output mode complete).
+    /// (output mode complete); `schema` is the flow's output schema (it creates a
+    /// Delta table on an empty first batch).
     pub async fn add_batch_mode(
         &mut self,
         batch_id: u64,
         batches: Vec<RecordBatch>,
         overwrite: bool,
+        schema: Option<&arrow::datatypes::SchemaRef>,
     ) -> Result<SinkCommit> {
         match self {
-            Sink::Delta(s) => s.add_batch(batch_id, batches, overwrite).await,
+            Sink::Delta(s) => s.add_batch(batch_id, batches, overwrite, schema).await,
             Sink::Memory(s) => s.add_batch(batch_id, batches),
             Sink::Console(s) => s.add_batch(batch_id, batches),
         }

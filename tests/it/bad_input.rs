@@ -244,3 +244,25 @@ async fn rewritten_zero_byte_and_hidden_files_follow_the_listing_rules() {
     let third = run_flow(&flow, RunOptions::default()).await.unwrap();
     assert_eq!(third.batches, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_names_delta_forbids_are_refused_before_anything_is_committed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    land(
+        &dir.join("landing"),
+        "names.json",
+        &std::fs::read(fixture("cases/B03/step1/names.json")).unwrap(),
+    );
+    let flow = pipeline(dir, "json", None);
+    let err = run_flow(&flow, RunOptions::default()).await.unwrap_err();
+    let message = err.to_string();
+    for name in ["`order id`", "`unit price(EUR)`", "`k=v`"] {
+        assert!(message.contains(name), "{message}");
+    }
+    assert_eq!(err.kind(), "sink_schema_mismatch");
+    assert!(!dir.join("table/_delta_log").exists(), "no commit was made");
+    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint).await.unwrap();
+    assert_eq!(inspection.last_committed_batch_id, None, "checkpoint not advanced");
+    assert_eq!(inspection.pending_batch_id, Some(0), "the batch is re-run after a fix");
+}
