@@ -1,3 +1,4 @@
 //! Sources: where a flow's rows come from.
 
+pub mod delta;
 pub mod files;
