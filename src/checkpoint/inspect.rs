@@ -99,10 +99,8 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
             }
         };
         let committed = commit_ids.contains(&id);
-        if committed {
-            if let Err(e) = cp.read_commit(id) {
-                problems.push(e.to_string());
-            }
+        if committed && let Err(e) = cp.read_commit(id) {
+            problems.push(e.to_string());
         }
         let p = progress.get(&id);
         if let Some(s) = &seq {

@@ -129,10 +129,10 @@ pub fn run(args: &DemoArgs) -> ExitCode {
     for (name, result) in &results {
         match result {
             Ok(s) => {
-                if let Some(flow) = pipeline.flow(name) {
-                    if let pipeline::SinkSpec::Delta { path, .. } = &flow.sink {
-                        eprintln!("  table       {}", path.display());
-                    }
+                if let Some(flow) = pipeline.flow(name)
+                    && let pipeline::SinkSpec::Delta { path, .. } = &flow.sink
+                {
+                    eprintln!("  table       {}", path.display());
                 }
                 eprintln!("  checkpoint  {}", s.checkpoint.display());
                 print_summary(s);
@@ -201,10 +201,11 @@ pub fn land_flights(landing: &Path, staging: &Path, days: Option<usize>) -> Resu
                 *n += 1;
             }
             _ => {
-                if let Some(limit) = days {
-                    if by_day.len() >= limit && !by_day.iter().any(|(k, _, _)| *k == key) {
-                        break;
-                    }
+                if let Some(limit) = days
+                    && by_day.len() >= limit
+                    && !by_day.iter().any(|(k, _, _)| *k == key)
+                {
+                    break;
                 }
                 let mut body = String::with_capacity(128 * 1024);
                 body.push_str(header);

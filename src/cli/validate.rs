@@ -54,12 +54,12 @@ pub fn run(path: &Path) -> ExitCode {
                     continue;
                 }
             };
-            if flow.stateful.is_stateful() || flow.stateful.watermark.is_some() {
-                if let Err(message) = crate::ops::stateful::validate(&flow.stateful, &projected) {
-                    eprintln!("error: {}: flow {:?}: {message}", path.display(), flow.name);
-                    ok = false;
-                    continue;
-                }
+            if (flow.stateful.is_stateful() || flow.stateful.watermark.is_some())
+                && let Err(message) = crate::ops::stateful::validate(&flow.stateful, &projected)
+            {
+                eprintln!("error: {}: flow {:?}: {message}", path.display(), flow.name);
+                ok = false;
+                continue;
             }
         }
         let sink = match &flow.sink {

@@ -52,10 +52,11 @@ pub fn check_env() -> Result<(), String> {
 
 /// Aborts the process if the failpoint `name` is armed for `batch_id`.
 pub fn hit(name: &str, batch_id: u64) {
-    if let Some(a) = armed() {
-        if a.name == name && a.batch.is_none_or(|b| b == batch_id) {
-            eprintln!("weir: failpoint {name} hit in batch {batch_id}; aborting");
-            std::process::abort();
-        }
+    if let Some(a) = armed()
+        && a.name == name
+        && a.batch.is_none_or(|b| b == batch_id)
+    {
+        eprintln!("weir: failpoint {name} hit in batch {batch_id}; aborting");
+        std::process::abort();
     }
 }

@@ -45,6 +45,12 @@ use progress::{
     iso_millis,
 };
 
+/// Called with each progress record of a flow.
+pub type ProgressCallback = Box<dyn FnMut(&StreamingQueryProgress) + Send>;
+
+/// A flow's source with its stateless projection and its stateful operator, if any.
+type Operators = (FileSource, Projection, Option<Box<dyn StatefulOperator>>);
+
 /// Options of one run of a flow, beyond its spec.
 #[derive(Default)]
 pub struct RunOptions {
@@ -53,7 +59,7 @@ pub struct RunOptions {
     /// Becomes `true` to ask for a graceful stop: the running batch finishes, no new one starts.
     pub stop: Option<watch::Receiver<bool>>,
     /// Called with each progress record, after it is appended to `_weir/progress.jsonl`.
-    pub on_progress: Option<Box<dyn FnMut(&StreamingQueryProgress) + Send>>,
+    pub on_progress: Option<ProgressCallback>,
     /// Operator commands for this flow (pause, resume, trigger now, stop).
     pub commands: Option<mpsc::Receiver<ControlCommand>>,
     /// Where status changes, progress and errors are published (bounded, never blocks).
@@ -235,7 +241,7 @@ async fn run_flow_inner(
     };
     let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
     let mut last_trigger_start: Option<Instant> = None;
-    let mut source: Option<(FileSource, Projection, Option<Box<dyn StatefulOperator>>)> = None;
+    let mut source: Option<Operators> = None;
     let mut output_schema: Option<arrow::datatypes::SchemaRef> = None;
     let mut late_sink: Option<Sink> = None;
     let mut ledger_slot = Some(ledger);
@@ -565,24 +571,24 @@ async fn run_flow_inner(
         let commit = sink_ref
             .add_batch_mode(batch_id, out, overwrite, output_schema.as_ref())
             .await?;
-        if let Some(path) = &spec.late_rows {
-            if !late_out.is_empty() {
-                if late_sink.is_none() {
-                    late_sink = Some(
-                        Sink::open(
-                            &crate::pipeline::SinkSpec::Delta {
-                                path: path.clone(),
-                                partition_by: Vec::new(),
-                                merge_schema: false,
-                            },
-                            &query_id,
-                        )
-                        .await?,
-                    );
-                }
-                if let Some(ls) = late_sink.as_mut() {
-                    ls.add_batch(batch_id, late_out).await?;
-                }
+        if let Some(path) = &spec.late_rows
+            && !late_out.is_empty()
+        {
+            if late_sink.is_none() {
+                late_sink = Some(
+                    Sink::open(
+                        &crate::pipeline::SinkSpec::Delta {
+                            path: path.clone(),
+                            partition_by: Vec::new(),
+                            merge_schema: false,
+                        },
+                        &query_id,
+                    )
+                    .await?,
+                );
+            }
+            if let Some(ls) = late_sink.as_mut() {
+                ls.add_batch(batch_id, late_out).await?;
             }
         }
         failpoint::hit("after_sink_commit", batch_id);
@@ -625,7 +631,7 @@ async fn run_flow_inner(
             .iter()
             .filter(|(_, o)| matches!(o, FileOutcome::Retry { .. }))
             .count() as u64;
-        let since_last = last_trigger_start.map_or(trigger_ms, |t| ms_since(t));
+        let since_last = last_trigger_start.map_or(trigger_ms, ms_since);
         last_trigger_start = Some(trigger_start);
         let rate = |rows: u64, ms: u64| {
             if ms == 0 {
