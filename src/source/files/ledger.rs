@@ -247,17 +247,17 @@ impl Ledger {
         for (file, outcome) in outcomes {
             let r = match outcome {
                 FileOutcome::Ingested { num_rows } => tx.execute(
-                    "UPDATE files SET state='committed', committed_at_ms=?3, num_rows=?4
-                     WHERE batch_id=?1 AND path=?2 AND state='pending'",
+                    "UPDATE files INDEXED BY files_by_path SET state='committed', committed_at_ms=?3, num_rows=?4
+                     WHERE path=?2 AND batch_id=?1 AND state='pending'",
                     params![batch_id as i64, file, now_ms, *num_rows as i64],
                 ),
                 FileOutcome::Failed { error } => tx.execute(
-                    "UPDATE files SET state='failed', committed_at_ms=?3, error=?4
-                     WHERE batch_id=?1 AND path=?2 AND state='pending'",
+                    "UPDATE files INDEXED BY files_by_path SET state='failed', committed_at_ms=?3, error=?4
+                     WHERE path=?2 AND batch_id=?1 AND state='pending'",
                     params![batch_id as i64, file, now_ms, error],
                 ),
                 FileOutcome::Retry { .. } => tx.execute(
-                    "DELETE FROM files WHERE batch_id=?1 AND path=?2 AND state='pending'",
+                    "DELETE FROM files INDEXED BY files_by_path WHERE path=?2 AND batch_id=?1 AND state='pending'",
                     params![batch_id as i64, file],
                 ),
             };
