@@ -303,12 +303,13 @@ fn bench_ledger() {
     }
     let record_s = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let mut known = 0;
-    for i in 0..n {
-        if ledger.lookup(&file(i).path).expect("lookup").is_some() {
-            known += 1;
-        }
-    }
+    let paths: Vec<String> = (0..n).map(|i| file(i).path).collect();
+    let known = ledger
+        .lookup_many(paths.iter().map(String::as_str))
+        .expect("lookup")
+        .iter()
+        .filter(|e| e.is_some())
+        .count() as u64;
     let lookup_s = start.elapsed().as_secs_f64();
     assert_eq!(known, n);
     let size = std::fs::metadata(dir.path().join("ledger.sqlite"))

@@ -216,11 +216,9 @@ fn a_second_process_on_a_live_checkpoint_is_refused() {
         ))
         .unwrap();
     assert_eq!(inspection.pending_batch_id, None);
+    // SIGTERM may arrive before the first batch is planned: then nothing ran. Either way
+    // every planned batch finished and the ledger agrees with the commits.
     let committed = inspection.last_committed_batch_id.map_or(0, |b| b + 1);
-    assert!(
-        committed >= 1,
-        "at least the batch running at SIGTERM finished"
-    );
     assert_eq!(
         inspection.ledger.unwrap().files_committed,
         committed,

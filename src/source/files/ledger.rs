@@ -171,6 +171,21 @@ impl Ledger {
         .map_err(|e| self.err(e))
     }
 
+    /// The latest rows of many paths, in one read transaction (a listing checks every
+    /// listed file; one transaction instead of one per lookup keeps that cheap).
+    pub fn lookup_many<'a>(
+        &self,
+        paths: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<Option<LedgerEntry>>> {
+        self.conn
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(|e| self.err(e))?;
+        let result: Result<Vec<_>> = paths.into_iter().map(|p| self.lookup(p)).collect();
+        let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        self.conn.execute_batch(end).map_err(|e| self.err(e))?;
+        result
+    }
+
     /// Records that a known file changed after it was ingested (counted once per version).
     pub fn record_modified(&mut self, file: &ListedFile, now_ms: i64) -> Result<()> {
         self.conn

@@ -145,8 +145,11 @@ impl FileSource {
         let mut found = Vec::new();
         list_dir(&root, &root, &self.options, now_ms, &mut found)?;
         let mut listing = Listing::default();
-        for file in found {
-            match self.ledger.lookup(&file.path)? {
+        let known = self
+            .ledger
+            .lookup_many(found.iter().map(|f| f.path.as_str()))?;
+        for (file, known) in found.into_iter().zip(known) {
+            match known {
                 None => listing.candidates.push(file),
                 Some(known)
                     if known.size == file.size
