@@ -1,11 +1,13 @@
 //! The one loop that owns the terminal: a `select!` over key presses,
 //! engine events, follower reports, the flows' completion, signals, a
 //! one-second tick (the clock) and a frame interval. A frame is drawn only
-//! when something changed and at most [`FRAME`] apart, wrapped in
+//! when something changed: at most [`FRAME`] apart after a key (the
+//! console answers at once), at most [`DATA_FRAME`] apart when only data
+//! changed (a busy engine does not make the console busy), and wrapped in
 //! synchronized output so a slow SSH link shows whole frames.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
@@ -23,8 +25,10 @@ use super::terminal::ConsoleTerminal;
 use crate::engine::FlowSummary;
 use crate::engine::control::FlowEvent;
 
-/// The shortest time between two frames (10 frames/s at most).
+/// The shortest time between two frames after a key (10 frames/s at most).
 pub const FRAME: Duration = Duration::from_millis(100);
+/// The shortest time between two frames when only data changed (4 frames/s at most).
+pub const DATA_FRAME: Duration = Duration::from_millis(250);
 /// The clock's tick.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -78,6 +82,8 @@ pub async fn run(
     let mut input_buf = Vec::with_capacity(256);
     let mut results = Vec::new();
     let mut dirty = true;
+    let mut urgent = true;
+    let mut last_paint = Instant::now();
     let mut clear = false;
     let mut broken = false;
     session.tick(now_ms());
@@ -94,8 +100,12 @@ pub async fn run(
                         clear = true;
                     }
                     dirty = true;
+                    urgent = true;
                 }
-                Some(Ok(Event::Resize(_, _))) => dirty = true,
+                Some(Ok(Event::Resize(_, _))) => {
+                    dirty = true;
+                    urgent = true;
+                }
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => {
                     // The terminal is gone (e.g. the SSH link dropped): stop like SIGHUP.
@@ -142,11 +152,15 @@ pub async fn run(
                 dirty = true;
             },
             _ = frame.tick(), if dirty && !broken => {
-                if paint(session, terminal, clear).is_err() {
-                    broken = true;
+                if urgent || last_paint.elapsed() >= DATA_FRAME {
+                    if paint(session, terminal, clear).is_err() {
+                        broken = true;
+                    }
+                    last_paint = Instant::now();
+                    dirty = false;
+                    urgent = false;
+                    clear = false;
                 }
-                dirty = false;
-                clear = false;
             },
             _ = async {
                 tokio::select! {

@@ -408,8 +408,15 @@ impl FlowModel {
             }
             FlowEvent::Schema { detail, at_ms, .. } => {
                 let text = match detail {
-                    crate::schema::events::SchemaEvent::SchemaChanged { added, file, version } => {
-                        format!("schema changed (version {version}): new {} in {file}", added.join(", "))
+                    crate::schema::events::SchemaEvent::SchemaChanged {
+                        added,
+                        file,
+                        version,
+                    } => {
+                        format!(
+                            "schema changed (version {version}): new {} in {file}",
+                            added.join(", ")
+                        )
                     }
                     crate::schema::events::SchemaEvent::TypeMismatch { field, file, count } => {
                         format!("type mismatch: {count} value(s) of {field} rescued in {file}")
