@@ -30,23 +30,38 @@ pub fn run(path: &Path) -> ExitCode {
     };
     let mut ok = true;
     for flow in &pipeline.flows {
-        let SourceSpec::Files(src) = &flow.source;
-        if let Some(schema) = &src.schema {
-            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-            fields.push(Arc::new(arrow::datatypes::Field::new(
-                RESCUED_DATA_COLUMN,
-                arrow::datatypes::DataType::Utf8,
-                true,
-            )));
-            let read_schema = Arc::new(arrow::datatypes::Schema::new(fields));
-            let input = batch_schema(&read_schema);
+        // The schema to plan `where`/`select` against, when it is known without running:
+        // a files source's given schema, or the current schema of a Delta source's table.
+        let input = match &flow.source {
+            SourceSpec::Files(src) => src.schema.as_ref().map(|schema| {
+                let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+                fields.push(Arc::new(arrow::datatypes::Field::new(
+                    RESCUED_DATA_COLUMN,
+                    arrow::datatypes::DataType::Utf8,
+                    true,
+                )));
+                batch_schema(&Arc::new(arrow::datatypes::Schema::new(fields)))
+            }),
+            SourceSpec::Delta(options) => {
+                let mut source = crate::source::delta::DeltaSource::new(options.clone());
+                match rt.block_on(source.refresh()) {
+                    Ok(_) => source.schema(),
+                    Err(e) => {
+                        eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                        ok = false;
+                        continue;
+                    }
+                }
+            }
+        };
+        if let Some(input) = &input {
             let projection = Projection::new(
                 &flow.name,
-                &input,
+                input,
                 flow.where_.as_deref(),
                 flow.select.as_deref(),
             );
-            let projected = match rt.block_on(projection.check(&input)) {
+            let projected = match rt.block_on(projection.check(input)) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
@@ -68,10 +83,13 @@ pub fn run(path: &Path) -> ExitCode {
             SinkSpec::Console { .. } => "console".to_string(),
         };
         println!(
-            "flow {}: files ({}) {} -> {sink}; trigger {}; checkpoint {}",
+            "flow {}: {} {} -> {sink}; trigger {}; checkpoint {}",
             flow.name,
-            src.format.as_str(),
-            src.path.display(),
+            match &flow.source {
+                SourceSpec::Files(src) => format!("files ({})", src.format.as_str()),
+                SourceSpec::Delta(_) => "delta".to_string(),
+            },
+            flow.source.path().display(),
             flow.trigger,
             flow.checkpoint.display()
         );

@@ -19,6 +19,7 @@ use arrow::datatypes::SchemaRef;
 use crate::ops::stateful::{OutputMode, StatefulSpec};
 use crate::ops::watermark::WatermarkSpec;
 use crate::schema::evolve::EvolutionMode;
+use crate::source::delta::{DeltaSourceOptions, StartingVersion};
 use crate::source::files::{CsvOptions, FileFormat};
 pub use units::{ByteSize, HumanDuration};
 
@@ -120,6 +121,26 @@ pub struct FlowSpec {
 #[derive(Debug, Clone)]
 pub enum SourceSpec {
     Files(FilesSource),
+    /// A Delta table read as a stream (docs/delta-source.md).
+    Delta(DeltaSourceOptions),
+}
+
+impl SourceSpec {
+    /// `files:csv`, `files:json`, `files:parquet` or `delta` (the plan record's source).
+    pub fn kind(&self) -> String {
+        match self {
+            SourceSpec::Files(f) => format!("files:{}", f.format.as_str()),
+            SourceSpec::Delta(_) => "delta".to_string(),
+        }
+    }
+
+    /// The directory the source reads.
+    pub fn path(&self) -> &Path {
+        match self {
+            SourceSpec::Files(f) => &f.path,
+            SourceSpec::Delta(d) => &d.path,
+        }
+    }
 }
 
 /// Auto Loader-style file source options.
@@ -362,10 +383,11 @@ fn resolve_flow(
     let name = flow.name.into_inner();
     let source = match flow.source.kind.get_ref().as_str() {
         "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),
+        "delta" => SourceSpec::Delta(resolve_delta(cx, base, flow.source)?),
         other => {
             return Err(cx.error(
                 flow.source.kind.span(),
-                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files)"),
+                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files) or \"delta\" (a Delta table read as a stream)"),
             ));
         }
     };
@@ -512,10 +534,28 @@ fn resolve_files(
     base: &Path,
     files: spec::FilesSourceFile,
 ) -> Result<FilesSource, PipelineError> {
-    let format = match files.format {
-        spec::FormatFile::Json => FileFormat::Json,
-        spec::FormatFile::Csv => FileFormat::Csv,
-        spec::FormatFile::Parquet => FileFormat::Parquet,
+    if let Some(v) = &files.starting_version {
+        return Err(cx.error(
+            v.span(),
+            "starting_version applies to a delta source; a files source starts with the files present (the ledger decides what is new)".into(),
+        ));
+    }
+    if let Some(v) = &files.skip_change_commits {
+        return Err(cx.error(
+            v.span(),
+            "skip_change_commits applies to a delta source (Delta's skipChangeCommits)".into(),
+        ));
+    }
+    let format = match files.format.as_ref().map(|f| *f.get_ref()) {
+        Some(spec::FormatFile::Json) => FileFormat::Json,
+        Some(spec::FormatFile::Csv) => FileFormat::Csv,
+        Some(spec::FormatFile::Parquet) => FileFormat::Parquet,
+        None => {
+            return Err(cx.error(
+                files.kind.span(),
+                "missing field `format`; a files source needs format = \"csv\", \"json\" or \"parquet\"".into(),
+            ));
+        }
     };
     let mut csv = CsvOptions::default();
     if let Some(c) = &files.csv {
@@ -617,6 +657,63 @@ fn resolve_files(
         min_file_age: files.min_file_age.map(|d| d.0).unwrap_or(Duration::ZERO),
         allow_overwrites: files.allow_overwrites,
     })
+}
+
+/// A `type = "delta"` source: only the Delta source's keys are allowed.
+fn resolve_delta(
+    cx: &Context<'_>,
+    base: &Path,
+    src: spec::FilesSourceFile,
+) -> Result<DeltaSourceOptions, PipelineError> {
+    let only_files = [
+        ("format", src.format.is_some()),
+        ("schema", src.schema.is_some()),
+        ("infer_column_types", !src.infer_column_types),
+        (
+            "schema_inference_max_files",
+            src.schema_inference_max_files.is_some(),
+        ),
+        ("path_glob_filter", src.path_glob_filter.is_some()),
+        ("min_file_age", src.min_file_age.is_some()),
+        ("allow_overwrites", src.allow_overwrites),
+        ("csv", src.csv.is_some()),
+        ("schema_evolution", src.schema_evolution.is_some()),
+        ("schema_hints", src.schema_hints.is_some()),
+        ("schema_location", src.schema_location.is_some()),
+        ("bad_records_path", src.bad_records_path.is_some()),
+    ];
+    if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
+        return Err(cx.error(
+            src.kind.span(),
+            format!(
+                "`{key}` is a files-source option; a delta source takes path, starting_version, \
+                 max_files_per_trigger, max_bytes_per_trigger and skip_change_commits (the table's schema is its own)"
+            ),
+        ));
+    }
+    let mut options = DeltaSourceOptions::new(resolve_path(base, &src.path));
+    if let Some(n) = &src.max_files_per_trigger {
+        if *n.get_ref() == 0 {
+            return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));
+        }
+        options.max_files_per_trigger = *n.get_ref();
+    }
+    options.max_bytes_per_trigger = src.max_bytes_per_trigger.map(|b| b.0);
+    options.skip_change_commits = src.skip_change_commits.is_some_and(|s| *s.get_ref());
+    options.starting_version = match &src.starting_version {
+        None => None,
+        Some(v) => Some(match v.get_ref() {
+            spec::StartingVersionFile::Version(n) if *n >= 0 => StartingVersion::Version(*n as u64),
+            spec::StartingVersionFile::Word(w) if w == "latest" => StartingVersion::Latest,
+            other => {
+                return Err(cx.error(
+                    v.span(),
+                    format!("invalid starting_version {other:?}; use a table version (0, 1, ...) or \"latest\""),
+                ));
+            }
+        }),
+    };
+    Ok(options)
 }
 
 impl spec::CsvFile {

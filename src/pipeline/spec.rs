@@ -62,9 +62,18 @@ pub enum TriggerFile {
     ProcessingTime { processing_time: HumanDuration },
 }
 
-/// A source table. Only `type = "files"` exists today; the type is checked after parsing
-/// (a serde-tagged enum would lose the value spans that error messages need).
+/// A source: `type = "files"` or `type = "delta"`. One struct holds the keys of both; the
+/// type is checked after parsing (a serde-tagged enum would lose the value spans that
+/// error messages need), and keys of the other type are refused then.
 pub type SourceFile = FilesSourceFile;
+
+/// Delta's `startingVersion`: a version number or `"latest"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StartingVersionFile {
+    Version(i64),
+    Word(String),
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,7 +81,12 @@ pub struct FilesSourceFile {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,
     pub path: String,
-    pub format: FormatFile,
+    /// Files only: `csv`, `json` or `parquet`.
+    pub format: Option<Spanned<FormatFile>>,
+    /// Delta only: where a new flow starts (a version, or `"latest"`).
+    pub starting_version: Option<Spanned<StartingVersionFile>>,
+    /// Delta only: skip commits that rewrite data (Delta's `skipChangeCommits`).
+    pub skip_change_commits: Option<Spanned<bool>>,
     /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.
     pub schema: Option<Spanned<String>>,
     #[serde(default = "default_true")]
