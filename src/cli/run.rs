@@ -167,7 +167,7 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
     rx
 }
 
-/// Runs flows: one after the other in file order with `available_now`/`once`
+/// Runs flows: one after the other in dependency order with `available_now`/`once`
 /// (each drains before the next starts), concurrently otherwise.
 pub async fn run_flows(
     flows: &[FlowSpec],
@@ -197,7 +197,9 @@ pub async fn run_flows(
     });
     let mut results = Vec::new();
     if draining {
-        for flow in flows {
+        // Upstream first: bronze drains before silver reads it, silver before gold.
+        let ordered = crate::pipeline::dependency_order(flows).unwrap_or_else(|_| flows.to_vec());
+        for flow in &ordered {
             let r = run_flow(flow, make_options(stop.clone())).await;
             let stop_now = *stop.borrow();
             results.push((flow.name.clone(), r));

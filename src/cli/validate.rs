@@ -79,6 +79,9 @@ pub fn run(path: &Path) -> ExitCode {
         }
         let sink = match &flow.sink {
             SinkSpec::Delta { path, .. } => format!("delta {}", path.display()),
+            SinkSpec::DeltaMerge { path, keys, .. } => {
+                format!("delta_merge {} on {}", path.display(), keys.join(", "))
+            }
             SinkSpec::Memory { name } => format!("memory {name}"),
             SinkSpec::Console { .. } => "console".to_string(),
         };

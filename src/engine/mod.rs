@@ -833,14 +833,16 @@ async fn run_flow_inner(
         summary.delta_version = match (&sink, &spec.sink) {
             (Some(s), _) => s.delta_version(),
             // No batch ran: report the table's current version.
-            (None, crate::pipeline::SinkSpec::Delta { path, .. }) => {
-                crate::sink::delta::open_existing(path)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|t| t.version())
-                    .map(|v| v as i64)
-            }
+            (
+                None,
+                crate::pipeline::SinkSpec::Delta { path, .. }
+                | crate::pipeline::SinkSpec::DeltaMerge { path, .. },
+            ) => crate::sink::delta::open_existing(path)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|t| t.version())
+                .map(|v| v as i64),
             (None, _) => None,
         };
     }

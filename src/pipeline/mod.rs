@@ -172,6 +172,13 @@ pub enum SinkSpec {
         partition_by: Vec<String>,
         merge_schema: bool,
     },
+    /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
+    DeltaMerge {
+        path: PathBuf,
+        keys: Vec<String>,
+        order_by: Option<String>,
+        partition_by: Vec<String>,
+    },
     Memory {
         name: String,
     },
@@ -184,10 +191,92 @@ impl SinkSpec {
     pub fn describe(&self) -> String {
         match self {
             SinkSpec::Delta { path, .. } => format!("DeltaSink[{}]", path.display()),
+            SinkSpec::DeltaMerge { path, keys, .. } => {
+                format!(
+                    "DeltaMergeSink[{}, keys={}]",
+                    path.display(),
+                    keys.join(",")
+                )
+            }
             SinkSpec::Memory { name } => format!("MemorySink[{name}]"),
             SinkSpec::Console { .. } => "ConsoleSink".to_string(),
         }
     }
+}
+
+impl FlowSpec {
+    /// The tables this flow reads as a stream or a dimension (for dependency order).
+    pub fn reads(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let SourceSpec::Delta(d) = &self.source {
+            out.push(normalize(&d.path));
+        }
+        out
+    }
+
+    /// The table this flow writes, if it is a Delta table.
+    pub fn writes(&self) -> Option<PathBuf> {
+        match &self.sink {
+            SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
+                Some(normalize(path))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `a/./b/../c` → `a/c`, lexically (paths in a pipeline may name tables not created yet).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The flows in dependency order: a flow that reads a table comes after the flow that
+/// writes it; otherwise file order is kept. `Err` names a cycle.
+pub fn dependency_order(flows: &[FlowSpec]) -> Result<Vec<FlowSpec>, String> {
+    let upstream: Vec<Vec<usize>> = flows
+        .iter()
+        .map(|f| {
+            let reads = f.reads();
+            flows
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.name != f.name && g.writes().is_some_and(|w| reads.contains(&w)))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .collect();
+    let mut done = vec![false; flows.len()];
+    let mut order = Vec::with_capacity(flows.len());
+    while order.len() < flows.len() {
+        let next = (0..flows.len()).find(|&i| !done[i] && upstream[i].iter().all(|&u| done[u]));
+        match next {
+            Some(i) => {
+                done[i] = true;
+                order.push(flows[i].clone());
+            }
+            None => {
+                let stuck: Vec<&str> = (0..flows.len())
+                    .filter(|&i| !done[i])
+                    .map(|i| flows[i].name.as_str())
+                    .collect();
+                return Err(format!(
+                    "flows {} read each other's tables in a cycle; a pipeline's flows must form a chain or a tree (bronze -> silver -> gold)",
+                    stuck.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(order)
 }
 
 /// Default `max_files_per_trigger` (Auto Loader's default).
@@ -249,8 +338,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
                 format!("duplicate flow name {name:?}; flow names must be unique in a pipeline"),
             ));
         }
-        flows.push(resolve_flow(&cx, &base, span, flow)?);
+        flows.push(resolve_flow(&cx, &base, span.clone(), flow)?);
+        let this = flows.last().map(|f: &FlowSpec| f.reads());
+        if let Some(reads) = this
+            && flows
+                .last()
+                .and_then(FlowSpec::writes)
+                .is_some_and(|w| reads.contains(&w))
+        {
+            return Err(cx.error(
+                span,
+                format!("flow {name:?} reads the table it writes; a flow's sink must differ from its source"),
+            ));
+        }
     }
+    dependency_order(&flows).map_err(|m| cx.error(0..0, m))?;
     Ok(Pipeline {
         path: path.to_path_buf(),
         flows,
@@ -437,6 +539,25 @@ fn resolve_flow(
             partition_by,
             merge_schema,
         },
+        spec::SinkFile::DeltaMerge {
+            path,
+            keys,
+            order_by,
+            partition_by,
+        } => {
+            if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
+                return Err(cx.error(
+                    span.clone(),
+                    "a delta_merge sink needs keys = [\"col\", ...]: the columns a row is matched on (MERGE ... ON t.key = s.key)".into(),
+                ));
+            }
+            SinkSpec::DeltaMerge {
+                path: resolve_path(base, &path),
+                keys,
+                order_by,
+                partition_by,
+            }
+        }
         spec::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
             name: sink_name.unwrap_or_else(|| name.clone()),
         },

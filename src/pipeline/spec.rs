@@ -144,6 +144,15 @@ pub enum SinkFile {
         #[serde(default)]
         merge_schema: bool,
     },
+    /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
+    DeltaMerge {
+        path: String,
+        keys: Vec<String>,
+        /// Within a batch, the row with the greatest value of this column wins per key.
+        order_by: Option<String>,
+        #[serde(default)]
+        partition_by: Vec<String>,
+    },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },
     /// Print each batch to stderr.
