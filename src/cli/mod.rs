@@ -7,6 +7,7 @@
 
 pub mod attach;
 pub mod demo;
+pub mod demo_data;
 pub mod inspect;
 pub mod run;
 pub mod schema;

@@ -55,7 +55,7 @@ pub fn run(path: &Path) -> ExitCode {
             }
         };
         if let Some(input) = &input {
-            let projection = Projection::new(
+            let mut projection = Projection::new(
                 &flow.name,
                 input,
                 flow.where_.as_deref(),

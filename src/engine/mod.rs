@@ -322,11 +322,12 @@ async fn run_flow_inner(
             match input {
                 Some(input) => {
                     let batch_schema = input.batch_schema()?;
-                    let projection = Projection::new(
+                    let mut projection = Projection::with_joins(
                         &spec.name,
                         &batch_schema,
                         spec.where_.as_deref(),
                         spec.select.as_deref(),
+                        &spec.joins,
                     );
                     let projected = projection.check(&batch_schema).await?;
                     let operator = if spec.stateful.is_stateful() {
@@ -767,6 +768,7 @@ async fn run_flow_inner(
                 num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
                 num_rows_invalid_event_time: num_invalid_event_time,
                 num_records_quarantined: num_quarantined,
+                dimensions: projection.dimensions(),
                 num_late_rows_written: if spec.late_rows.is_some() {
                     num_late + num_invalid_event_time
                 } else {

@@ -87,6 +87,9 @@ pub struct WeirProgress {
     pub num_late_rows_written: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FileError>,
+    /// Stream-static join tables: version read, rows, whether this batch re-read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<crate::ops::join::DimensionProgress>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 
+use crate::ops::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::ops::stateful::{OutputMode, StatefulSpec};
 use crate::ops::watermark::WatermarkSpec;
 use crate::schema::evolve::EvolutionMode;
@@ -116,6 +117,8 @@ pub struct FlowSpec {
     pub stateful: StatefulSpec,
     /// Delta table receiving rows behind the watermark (instead of dropping them).
     pub late_rows: Option<PathBuf>,
+    /// Stream-static joins (docs/joins.md).
+    pub joins: Vec<JoinSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -210,6 +213,11 @@ impl FlowSpec {
         let mut out = Vec::new();
         if let SourceSpec::Delta(d) = &self.source {
             out.push(normalize(&d.path));
+        }
+        for j in &self.joins {
+            if j.format == DimensionFormat::Delta {
+                out.push(normalize(&j.table));
+            }
         }
         out
     }
@@ -613,7 +621,95 @@ fn resolve_flow(
             "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
         ));
     }
+    let mut joins = Vec::new();
+    for j in flow.join.unwrap_or_default() {
+        let jspan = j.span();
+        let j = j.into_inner();
+        let table = resolve_path(base, &j.table);
+        let format = match &j.format {
+            None => crate::ops::join::format_of(&table),
+            Some(f) => match f.get_ref().as_str() {
+                "delta" => DimensionFormat::Delta,
+                "csv" => DimensionFormat::Csv,
+                "parquet" => DimensionFormat::Parquet,
+                other => {
+                    return Err(cx.error(
+                        f.span(),
+                        format!("unknown join table format {other:?}; allowed: \"delta\", \"csv\", \"parquet\""),
+                    ));
+                }
+            },
+        };
+        let alias = match &j.alias {
+            Some(a) if valid_flow_name(a.get_ref()) && a.get_ref() != "batch" => {
+                a.get_ref().clone()
+            }
+            Some(a) => {
+                return Err(cx.error(
+                    a.span(),
+                    format!("invalid join alias {:?}; use letters, digits and '_' (not \"batch\", the stream's name in SQL)", a.get_ref()),
+                ));
+            }
+            None => table
+                .file_stem()
+                .map(|s| s.to_string_lossy().replace(['-', '.'], "_"))
+                .unwrap_or_else(|| "dim".to_string()),
+        };
+        if joins.iter().any(|x: &JoinSpec| x.alias == alias) {
+            return Err(cx.error(
+                jspan,
+                format!("two joins are named {alias:?}; give one an `alias`"),
+            ));
+        }
+        let on = match j.on.get_ref() {
+            spec::JoinOnFile::Columns(cols) if !cols.is_empty() => JoinOn::Columns(cols.clone()),
+            spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
+                if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    JoinOn::Columns(vec![t.clone()])
+                } else {
+                    crate::ops::check_sql_syntax(t, false).map_err(|m| {
+                        cx.error(
+                            j.on.span(),
+                            format!(
+                                "invalid join condition: {m}; e.g. \"batch.dest = airports.faa\""
+                            ),
+                        )
+                    })?;
+                    JoinOn::Condition(t.clone())
+                }
+            }
+            _ => {
+                return Err(cx.error(
+                    j.on.span(),
+                    "`on` is empty; give a column present on both sides (\"carrier\"), a list of them, or a condition (\"batch.dest = airports.faa\")".into(),
+                ));
+            }
+        };
+        let how = match j.how.as_ref().map(|h| h.get_ref().as_str()) {
+            None | Some("inner") => JoinType::Inner,
+            Some("left") | Some("left_outer") => JoinType::Left,
+            Some(other) => {
+                let at = j.how.as_ref().map_or(jspan.clone(), |h| h.span());
+                return Err(cx.error(
+                    at,
+                    format!(
+                        "join how = {other:?} is not supported with a static table; allowed: \"inner\", \"left\" \
+                         (as in Spark, a right or full outer join would need to know a dimension row matches no future batch)"
+                    ),
+                ));
+            }
+        };
+        joins.push(JoinSpec {
+            table,
+            format,
+            alias,
+            on,
+            how,
+            null_value: j.null_value,
+        });
+    }
     Ok(FlowSpec {
+        joins,
         name,
         source,
         where_: flow.where_.map(|w| w.into_inner()),

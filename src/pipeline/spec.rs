@@ -38,6 +38,33 @@ pub struct FlowFile {
     pub output_mode: Option<Spanned<String>>,
     /// Where rows behind the watermark go instead of being dropped (a Delta table).
     pub late_rows: Option<LateRowsFile>,
+    /// Stream-static joins, applied to each batch in order (`[[flow.join]]`).
+    pub join: Option<Vec<Spanned<JoinFile>>>,
+}
+
+/// `[[flow.join]]`: a dimension table joined with each batch.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinFile {
+    /// A Delta table directory, or a CSV or Parquet file.
+    pub table: String,
+    /// `delta`, `csv` or `parquet` (default: from the path).
+    pub format: Option<Spanned<String>>,
+    /// The name the dimension has in SQL (default: the file or directory name).
+    pub alias: Option<Spanned<String>>,
+    /// Column names present on both sides, or a SQL condition over `batch.` and the alias.
+    pub on: Spanned<JoinOnFile>,
+    /// `inner` (default) or `left`.
+    pub how: Option<Spanned<String>>,
+    /// CSV only: the text that means null.
+    pub null_value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum JoinOnFile {
+    Columns(Vec<String>),
+    Text(String),
 }
 
 #[derive(Debug, Deserialize)]

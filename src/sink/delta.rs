@@ -326,6 +326,14 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
     std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
     let url = table_url(path)?;
+    let log = path.join("_delta_log");
+    let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
+    if !has_log {
+        // A table-to-be: not loaded (loading logs an error for a missing log).
+        return deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(|b| b.build())
+            .map_err(|e| delta_error(path, e));
+    }
     DeltaTable::try_from_url(url)
         .await
         .map_err(|e| delta_error(path, e))
