@@ -471,7 +471,7 @@ async fn run_flow_inner(
                 };
                 src.record_plan(next_batch_id, &planned.files, now)?;
                 checkpoint.write_offsets(next_batch_id, &seq)?;
-                failpoint::hit("after_offsets", next_batch_id);
+                failpoint::hit("after_offsets", &spec.name, next_batch_id);
                 (
                     next_batch_id,
                     planned.files,
@@ -643,12 +643,12 @@ async fn run_flow_inner(
                 ls.add_batch(batch_id, late_out).await?;
             }
         }
-        failpoint::hit("after_sink_commit", batch_id);
+        failpoint::hit("after_sink_commit", &spec.name, batch_id);
         if let Some(op) = operator.as_mut() {
             op.commit(batch_id)?;
         }
-        failpoint::hit("after_state", batch_id);
-        failpoint::hit("before_commit", batch_id);
+        failpoint::hit("after_state", &spec.name, batch_id);
+        failpoint::hit("before_commit", &spec.name, batch_id);
         let add_batch_ms = ms_since(t_add);
         let next_watermark_ms = match &spec.stateful.watermark {
             Some(wm) => next_watermark(

@@ -126,7 +126,6 @@ impl Dimensions {
     pub async fn refresh(&mut self, ctx: &SessionContext) -> Result<bool> {
         let mut any = false;
         for dim in &mut self.dims {
-            dim.reloaded = false;
             let stamp = current_stamp(&dim.spec).await?;
             if stamp.is_some() && stamp == dim.stamp && dim.schema.is_some() {
                 continue;
@@ -161,6 +160,16 @@ impl Dimensions {
 
     pub fn specs(&self) -> impl Iterator<Item = &JoinSpec> {
         self.dims.iter().map(|d| &d.spec)
+    }
+
+    /// The dimensions' state for a batch's progress; `reloaded` says whether they were
+    /// (re)read since the previous call.
+    pub fn take_progress(&mut self) -> Vec<DimensionProgress> {
+        let out = self.progress();
+        for d in &mut self.dims {
+            d.reloaded = false;
+        }
+        out
     }
 
     pub fn progress(&self) -> Vec<DimensionProgress> {
@@ -301,15 +310,15 @@ fn quote(name: &str) -> String {
 pub fn from_clause(joins: &[JoinSpec]) -> String {
     let mut sql = "batch".to_string();
     for j in joins {
+        // Columns of one name: `USING`, so an unqualified reference to them is not ambiguous.
         let cond = match &j.on {
-            JoinOn::Columns(cols) => cols
-                .iter()
-                .map(|c| format!("batch.{} = {}.{}", quote(c), quote(&j.alias), quote(c)))
-                .collect::<Vec<_>>()
-                .join(" AND "),
-            JoinOn::Condition(c) => c.clone(),
+            JoinOn::Columns(cols) => format!(
+                "USING ({})",
+                cols.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ")
+            ),
+            JoinOn::Condition(c) => format!("ON {c}"),
         };
-        sql.push_str(&format!(" {} {} ON {}", j.how.sql(), quote(&j.alias), cond));
+        sql.push_str(&format!(" {} {} {}", j.how.sql(), quote(&j.alias), cond));
     }
     sql
 }
@@ -370,7 +379,7 @@ mod tests {
         ];
         assert_eq!(
             from_clause(&joins),
-            "batch LEFT JOIN \"airlines\" ON batch.\"carrier\" = \"airlines\".\"carrier\" \
+            "batch LEFT JOIN \"airlines\" USING (\"carrier\") \
              LEFT JOIN \"dest_airport\" ON batch.dest = dest_airport.faa"
         );
     }
@@ -417,7 +426,9 @@ mod tests {
         let mut dims = Dimensions::new("f", &[s]);
         let ctx = SessionContext::new();
         assert!(dims.refresh(&ctx).await.expect("load"));
+        assert!(dims.take_progress()[0].reloaded);
         assert!(!dims.refresh(&ctx).await.expect("unchanged"));
+        assert!(!dims.take_progress()[0].reloaded);
         assert_eq!(dims.progress()[0].num_rows, 1);
         std::fs::write(&path, "carrier,name\nAA,American\nUA,United Air Lines\n").expect("write");
         assert!(dims.refresh(&ctx).await.expect("changed"));

@@ -168,8 +168,8 @@ impl Projection {
     }
 
     /// The dimensions' state after the last batch (`weir.dimensions` in progress).
-    pub fn dimensions(&self) -> Vec<join::DimensionProgress> {
-        self.dims.progress()
+    pub fn dimensions(&mut self) -> Vec<join::DimensionProgress> {
+        self.dims.take_progress()
     }
 
     /// Whether the projection changes batches at all.

@@ -7,6 +7,7 @@ mod cli;
 mod console;
 mod crash;
 mod ingest;
+mod multihop;
 mod pipeline_files;
 mod schema_drift;
 mod stateful;
