@@ -104,7 +104,7 @@ pub async fn latest_per_key(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{Array, Int64Array, StringArray};
 
     fn batch(ids: &[Option<i64>], versions: &[i64], names: &[&str]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

@@ -93,7 +93,7 @@ type = "memory"
 
 fn weir_demo_pipeline(dir: &std::path::Path) -> std::path::PathBuf {
     let p = dir.join("demo.toml");
-    std::fs::write(&p, weir::cli::demo::FLIGHTS_PIPELINE).unwrap();
+    std::fs::write(&p, crate::support::bronze_flights_only()).unwrap();
     p
 }
 
