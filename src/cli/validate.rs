@@ -54,12 +54,27 @@ pub fn run(path: &Path) -> ExitCode {
                 }
             }
         };
-        if let Some(input) = &input {
-            let mut projection = Projection::new(
+        // Join tables written by another flow may not exist before the first run.
+        let dims_missing: Vec<String> = flow
+            .joins
+            .iter()
+            .filter(|j| !j.table.exists())
+            .map(|j| j.table.display().to_string())
+            .collect();
+        if !dims_missing.is_empty() && input.is_some() {
+            println!(
+                "flow {}: `where`/`select` not planned: join table(s) {} do not exist yet",
+                flow.name,
+                dims_missing.join(", ")
+            );
+        }
+        if let Some(input) = input.as_ref().filter(|_| dims_missing.is_empty()) {
+            let mut projection = Projection::with_joins(
                 &flow.name,
                 input,
                 flow.where_.as_deref(),
                 flow.select.as_deref(),
+                &flow.joins,
             );
             let projected = match rt.block_on(projection.check(input)) {
                 Ok(p) => p,

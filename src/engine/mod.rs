@@ -705,7 +705,7 @@ async fn run_flow_inner(
         metrics.insert("numFilesOutstanding".into(), backlog.files.to_string());
         metrics.insert("numBytesOutstanding".into(), backlog.bytes.to_string());
         if let Some(versions) = backlog.versions {
-            metrics.insert("numVersionsOutstanding".into(), versions.to_string());
+            metrics.insert("numVersionsBehind".into(), versions.to_string());
         }
         let record = StreamingQueryProgress {
             id: query_id.clone(),
