@@ -658,3 +658,77 @@ fn available_now_drains_flows_in_dependency_order_whatever_the_file_order() {
     assert!(pos("bronze_weather") < pos("flights_weather"));
     assert!(dir.join("lake/gold/departures_hourly/_delta_log").is_dir());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_time_hops_run_concurrently_and_pick_up_upstream_commits() {
+    // bronze -> silver -> gold, all with processing_time "0 seconds", in one process.
+    let (_tmp, dir) = demo_dir(2, |p| {
+        p.replace("trigger = \"available_now\"", "trigger = \"0 seconds\"")
+    });
+    let mut child = weir()
+        .args(["run", "--headless"])
+        .arg(dir.join("pipeline.toml"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let silver = dir.join("lake/silver/flights");
+    let days_in_silver = |dir: PathBuf| async move {
+        if !dir.join("_delta_log").is_dir() {
+            return Vec::new();
+        }
+        let ctx = SessionContext::new();
+        let rows = delta_rows(&dir).await;
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        register(&ctx, "s", rows).await;
+        strings(&ctx, "SELECT DISTINCT day FROM s").await
+    };
+    // Wait (bounded) until the two landed days reach silver.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while days_in_silver(silver.clone()).await.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "silver never got days 1-2"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // A new day lands while the process runs: it flows through bronze into silver.
+    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(3))
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while days_in_silver(silver.clone()).await.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "day 3 never reached silver"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "a graceful stop exits 0: {status:?}");
+    // Each flow ran several batches of its own (concurrently, not one after another).
+    for flow in ["bronze_flights", "silver_flights"] {
+        let p =
+            read_progress(&dir.join(format!("_checkpoints/{flow}/_weir/progress.jsonl"))).unwrap();
+        assert!(
+            p.iter().filter(|r| r.num_input_rows > 0).count() >= 2,
+            "{flow}: {}",
+            p.len()
+        );
+    }
+    // Exactly once in silver after the stop.
+    let ctx = SessionContext::new();
+    register(&ctx, "s", delta_rows(&silver).await).await;
+    let dupes = strings(
+        &ctx,
+        "SELECT carrier, flight, origin, time_hour FROM s GROUP BY 1, 2, 3, 4 HAVING count(*) > 1",
+    )
+    .await;
+    assert!(dupes.is_empty(), "{dupes:?}");
+}
