@@ -29,6 +29,7 @@ pub mod cli;
 pub mod console;
 pub mod engine;
 pub mod error;
+pub mod health;
 pub mod ops;
 pub mod pipeline;
 pub mod schema;

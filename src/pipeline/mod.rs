@@ -115,6 +115,8 @@ pub struct FlowSpec {
     pub stateful: StatefulSpec,
     /// Delta table receiving rows behind the watermark (instead of dropping them).
     pub late_rows: Option<PathBuf>,
+    /// Health thresholds (`freshness`, `[flow.health]`) and retry budget.
+    pub health: crate::health::HealthConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -470,6 +472,7 @@ fn resolve_flow(
             "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
         ));
     }
+    let health = resolve_health(cx, &source, flow.freshness, flow.health)?;
     Ok(FlowSpec {
         name,
         source,
@@ -482,7 +485,69 @@ fn resolve_flow(
         checkpoint,
         stateful,
         late_rows,
+        health,
     })
+}
+
+fn resolve_health(
+    cx: &Context<'_>,
+    source: &SourceSpec,
+    freshness: Option<units::HumanDuration>,
+    health: Option<toml::Spanned<spec::HealthFile>>,
+) -> Result<crate::health::HealthConfig, PipelineError> {
+    let SourceSpec::Files(files) = source;
+    let mut cfg = crate::health::HealthConfig {
+        freshness: freshness.map(|f| f.0).filter(|f| !f.is_zero()),
+        max_files_per_trigger: Some(files.max_files_per_trigger),
+        ..Default::default()
+    };
+    let Some(h) = health else {
+        return Ok(cfg);
+    };
+    let h = h.into_inner();
+    if let Some(w) = h.window_batches {
+        let v = *w.get_ref();
+        if !(2..=1000).contains(&v) {
+            return Err(cx.error(
+                w.span(),
+                format!("window_batches = {v}: the lagging rules compare batches; use 2 to 1000 (default 5)"),
+            ));
+        }
+        cfg.window_batches = v as usize;
+    }
+    for (value, slot, what) in [
+        (&h.rate_tolerance, &mut cfg.rate_tolerance, "rate_tolerance"),
+        (
+            &h.max_rescued_ratio,
+            &mut cfg.max_rescued_ratio,
+            "max_rescued_ratio",
+        ),
+    ] {
+        if let Some(v) = value {
+            let x = *v.get_ref();
+            if !(0.0..=1.0).contains(&x) {
+                return Err(cx.error(
+                    v.span(),
+                    format!("{what} = {x}: a fraction between 0 and 1 (e.g. 0.1 for 10%)"),
+                ));
+            }
+            *slot = x;
+        }
+    }
+    if let Some(a) = h.retry_attempts {
+        let v = *a.get_ref();
+        if v > 100 {
+            return Err(cx.error(
+                a.span(),
+                format!("retry_attempts = {v}: at most 100 (0 turns retries off; default 3)"),
+            ));
+        }
+        cfg.retry_attempts = v as u32;
+    }
+    if let Some(b) = h.retry_backoff {
+        cfg.retry_backoff = b.0;
+    }
+    Ok(cfg)
 }
 
 fn single_byte(
