@@ -351,6 +351,7 @@ impl App {
                     | FlowEvent::Progress { flow, .. }
                     | FlowEvent::Error { flow, .. }
                     | FlowEvent::Schema { flow, .. }
+                    | FlowEvent::Health { flow, .. }
                     | FlowEvent::Command { flow, .. } => flow.clone(),
                 };
                 if let Some(i) = self.flow_index(&name) {

@@ -316,7 +316,7 @@ pub fn status_role(s: Option<FlowStatus>) -> Role {
 fn event_role(kind: EventKind) -> Role {
     match kind {
         EventKind::Error => Role::Bad,
-        EventKind::Operator => Role::Warn,
+        EventKind::Operator | EventKind::Health => Role::Warn,
         EventKind::Start | EventKind::Schema => Role::Good,
         _ => Role::Plain,
     }

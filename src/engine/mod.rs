@@ -16,6 +16,7 @@
 pub mod control;
 pub mod failpoint;
 pub mod progress;
+pub mod retry;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -111,7 +112,12 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
         }
     };
     emit_status(FlowStatus::Starting);
-    let result = run_flow_inner(spec, options, events.as_ref()).await;
+    let mut tracker = crate::health::tracker::HealthTracker::new(
+        &spec.name,
+        spec.health.clone(),
+        &Checkpoint::at(&spec.checkpoint),
+    );
+    let result = run_flow_inner(spec, options, events.as_ref(), &mut tracker).await;
     match &result {
         Ok(_) => emit_status(FlowStatus::Stopped),
         Err(e) => {
@@ -135,6 +141,17 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                     at_ms: now_ms(),
                 });
             }
+            // Another process runs the flow: its health is not ours to record.
+            if !matches!(e, Error::CheckpointLocked { .. }) {
+                let health = tracker.fail(e, now_ms());
+                if let Some(ev) = &events {
+                    ev.send(FlowEvent::Health {
+                        flow: spec.name.clone(),
+                        health: Box::new(health),
+                        at_ms: now_ms(),
+                    });
+                }
+            }
             emit_status(FlowStatus::Failed);
         }
     }
@@ -145,6 +162,7 @@ async fn run_flow_inner(
     spec: &FlowSpec,
     mut options: RunOptions,
     events: Option<&EventSink>,
+    tracker: &mut crate::health::tracker::HealthTracker,
 ) -> Result<FlowSummary> {
     let status = |status: FlowStatus| {
         if let Some(e) = events {
@@ -360,19 +378,19 @@ async fn run_flow_inner(
                 let selection = match trigger {
                     Trigger::AvailableNow => {
                         if !src.has_snapshot() {
-                            let listing = src.list(now)?;
+                            let listing = list_with_retry(src, now, &spec.health).await?;
                             modified_total += listing.newly_modified.len() as u64;
                             src.take_snapshot(listing);
                         }
                         src.next_from_snapshot(true)
                     }
                     Trigger::Once => {
-                        let listing = src.list(now)?;
+                        let listing = list_with_retry(src, now, &spec.health).await?;
                         modified_total += listing.newly_modified.len() as u64;
                         select(&listing.candidates, &src.options, false)
                     }
                     Trigger::ProcessingTime(_) => {
-                        let listing = src.list(now)?;
+                        let listing = list_with_retry(src, now, &spec.health).await?;
                         modified_total += listing.newly_modified.len() as u64;
                         select(&listing.candidates, &src.options, true)
                     }
@@ -562,15 +580,30 @@ async fn run_flow_inner(
             None => out,
         };
         if sink.is_none() {
-            sink = Some(Sink::open(&spec.sink, &query_id).await?);
+            let mut retry = retry::Retry::new(&spec.health, "open the sink");
+            sink = Some(loop {
+                match Sink::open(&spec.sink, &query_id).await {
+                    Ok(s) => break s,
+                    Err(e) if retry.again(&e).await => continue,
+                    Err(e) => return Err(e),
+                }
+            });
         }
         let sink_ref = sink
             .as_mut()
             .ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
         let overwrite = spec.stateful.output_mode == OutputMode::Complete;
-        let commit = sink_ref
-            .add_batch_mode(batch_id, out, overwrite, output_schema.as_ref())
-            .await?;
+        let mut retry = retry::Retry::new(&spec.health, "write the batch to the sink");
+        let commit = loop {
+            match sink_ref
+                .add_batch_mode(batch_id, out.clone(), overwrite, output_schema.as_ref())
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        };
         if let Some(path) = &spec.late_rows
             && !late_out.is_empty()
         {
@@ -659,7 +692,7 @@ async fn run_flow_inner(
             "numBytesOutstanding".into(),
             selection.backlog_bytes.to_string(),
         );
-        let record = StreamingQueryProgress {
+        let mut record = StreamingQueryProgress {
             id: query_id.clone(),
             run_id: run_id.clone(),
             name: spec.name.clone(),
@@ -737,8 +770,10 @@ async fn run_flow_inner(
                         error: error.clone(),
                     })
                     .collect(),
+                health: None,
             },
         };
+        let health_change = tracker.observe(&mut record, now_ms());
         progress_log.append(&record)?;
         if let Some(cb) = options.on_progress.as_mut() {
             cb(&record);
@@ -748,6 +783,13 @@ async fn run_flow_inner(
                 flow: spec.name.clone(),
                 progress: Box::new(record.clone()),
             });
+            if let Some(health) = health_change {
+                e.send(FlowEvent::Health {
+                    flow: spec.name.clone(),
+                    health: Box::new(health),
+                    at_ms: now_ms(),
+                });
+            }
         }
         tracing::info!(batch_id, rows = read.num_rows, files = files.len(), ms = trigger_ms, delta_version = ?commit.delta_version, "batch committed");
 
@@ -804,6 +846,22 @@ async fn run_flow_inner(
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// Lists the source, retrying transient errors with backoff ([`retry::Retry`]).
+async fn list_with_retry(
+    src: &mut FileSource,
+    now: i64,
+    health: &crate::health::HealthConfig,
+) -> Result<crate::source::files::Listing> {
+    let mut retry = retry::Retry::new(health, "list the source");
+    loop {
+        match src.list(now) {
+            Ok(l) => return Ok(l),
+            Err(e) if retry.again(&e).await => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Waits for the next poll of an idle processing-time flow; `true` when a stop was requested.

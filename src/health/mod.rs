@@ -23,6 +23,8 @@
 //! Errors reach the classifier only after the engine's retries with backoff
 //! gave up ([`crate::engine::retry`]): a transient error is not a state.
 
+pub mod tracker;
+
 use std::fmt;
 use std::time::Duration;
 

@@ -194,7 +194,10 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
 
 /// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let url = table_url(path)?;
     DeltaTable::try_from_url(url)
         .await
