@@ -32,6 +32,7 @@ pub mod error;
 pub mod health;
 pub mod ops;
 pub mod pipeline;
+pub mod playbook;
 pub mod schema;
 pub mod sink;
 pub mod source;

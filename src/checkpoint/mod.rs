@@ -16,6 +16,8 @@
 //! directory) and created owner-only (0700 directories, 0600 files). Nothing
 //! here deletes a checkpoint.
 
+pub mod actions;
+pub mod compat;
 pub mod inspect;
 pub mod lock;
 pub mod log;

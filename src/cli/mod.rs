@@ -6,8 +6,11 @@
 //! wider schema); 130 aborted by a second SIGINT/SIGTERM.
 
 pub mod attach;
+pub mod check;
+pub mod checkpoint;
 pub mod demo;
 pub mod inspect;
+pub mod playbook;
 pub mod run;
 pub mod schema;
 pub mod validate;
@@ -42,6 +45,12 @@ pub enum Command {
     Attach(attach::AttachArgs),
     /// Show a file source's schema history (versions, why, diffs). Reads only.
     Schema(schema::SchemaArgs),
+    /// Before a restart: is each flow's checkpoint compatible with its plan? Reads only.
+    Check(check::CheckArgs),
+    /// Print a health state's playbook with the flow's live evidence filled in.
+    Playbook(playbook::PlaybookArgs),
+    /// Checkpoint actions with a dry-run: backup, reset, rollback. Never deletes data.
+    Checkpoint(checkpoint::CheckpointArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -61,6 +70,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Attach(args) => attach::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Playbook(args) => playbook::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
     }
 }
 

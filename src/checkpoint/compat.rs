@@ -1,0 +1,231 @@
+//! Restart compatibility of a flow with its checkpoint (`weir check`, and the
+//! engine's fail-fast at start).
+//!
+//! Incompatible, with the exact reason:
+//! - a checkpoint file is corrupt or truncated (`metadata`, any `offsets/N` or
+//!   `commits/N`), or written in a log version this weir does not read;
+//! - the offsets and commits do not form a recoverable history (a commit without
+//!   offsets, more than one uncommitted batch);
+//! - the checkpoint belongs to another flow (`_weir/plan.json` names it);
+//! - the source changed: another format or path (Spark: changing the number, type
+//!   or path of sources is not allowed between restarts);
+//! - a stateful operator changed, was added after the query started, or was removed
+//!   (the state's fingerprint, `state/0/schema`, as the engine checks it).
+//!
+//! A changed sink path is reported as a note: allowed, but the new table misses
+//! the rows committed before.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::Checkpoint;
+use crate::error::{Error, Result};
+use crate::pipeline::{FlowSpec, SinkSpec, SourceSpec};
+
+/// `weir check`'s answer for one flow.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Verdict {
+    pub flow: String,
+    pub checkpoint: std::path::PathBuf,
+    pub compatible: bool,
+    /// Why not (empty when compatible).
+    pub reasons: Vec<String>,
+    /// Worth knowing, not blocking.
+    pub notes: Vec<String>,
+    /// The playbook to follow when incompatible.
+    pub playbook: Option<String>,
+}
+
+/// The checks that need no source schema (also run by the engine at start).
+pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Vec<String>)> {
+    let mut reasons = Vec::new();
+    let mut notes = Vec::new();
+    if !cp.exists() {
+        if cp.root().join("offsets").is_dir() || cp.root().join("commits").is_dir() {
+            reasons.push(format!(
+                "{}: missing; the checkpoint has logs but no query id",
+                cp.metadata_path().display()
+            ));
+        }
+        return Ok((reasons, notes));
+    }
+    if let Err(e) = cp.read_metadata() {
+        reasons.push(e.to_string());
+    }
+    let offsets = Checkpoint::batch_ids(&cp.offsets_dir())?;
+    let commits = Checkpoint::batch_ids(&cp.commits_dir())?;
+    for &id in &offsets {
+        if let Err(e) = cp.read_offsets(id) {
+            reasons.push(e.to_string());
+        }
+    }
+    for &id in &commits {
+        if let Err(e) = cp.read_commit(id) {
+            reasons.push(e.to_string());
+        }
+        if !offsets.contains(&id) {
+            reasons.push(format!(
+                "{}: commits/{id} has no offsets/{id}",
+                cp.commit_path(id).display()
+            ));
+        }
+    }
+    let last_commit = commits.last().copied();
+    let uncommitted: Vec<u64> = offsets
+        .iter()
+        .copied()
+        .filter(|id| last_commit.is_none_or(|c| *id > c))
+        .collect();
+    if uncommitted.len() > 1 {
+        reasons.push(format!(
+            "{}: offsets {:?} are planned beyond the last commit ({}); only one batch can be uncommitted",
+            cp.offsets_dir().display(),
+            uncommitted,
+            last_commit.map_or("none".to_string(), |c| c.to_string())
+        ));
+    }
+    match cp.read_plan() {
+        Err(e) => reasons.push(e.to_string()),
+        Ok(None) => {}
+        Ok(Some(plan)) => {
+            let SourceSpec::Files(src) = &spec.source;
+            if plan.flow != spec.name {
+                reasons.push(format!(
+                    "the checkpoint belongs to flow {:?}, not {:?} (different query)",
+                    plan.flow, spec.name
+                ));
+            }
+            let source = format!("files:{}", src.format.as_str());
+            if plan.source != source {
+                reasons.push(format!("source changed from {} to {source}", plan.source));
+            }
+            if !same_path(&plan.source_path, &src.path) {
+                reasons.push(format!(
+                    "source path changed from {} to {}",
+                    plan.source_path.display(),
+                    src.path.display()
+                ));
+            }
+            let sink_path = match &spec.sink {
+                SinkSpec::Delta { path, .. } => Some(path.clone()),
+                _ => None,
+            };
+            if let (Some(old), Some(new)) = (&plan.sink_path, &sink_path)
+                && !same_path(old, new)
+            {
+                notes.push(format!(
+                    "sink path changed from {} to {}: the new table will not have the rows committed before",
+                    old.display(),
+                    new.display()
+                ));
+            }
+        }
+    }
+    let state_dir = cp.root().join("state").join("0");
+    if !spec.stateful.is_stateful()
+        && last_commit.is_some()
+        && crate::state::read_metadata(&state_dir)
+            .ok()
+            .flatten()
+            .is_some()
+    {
+        reasons.push(format!(
+            "{}: the checkpoint has state of a stateful operator the flow no longer has (removing a stateful operator is not allowed, as in Spark)",
+            state_dir.display()
+        ));
+    }
+    Ok((reasons, notes))
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    norm(a) == norm(b)
+}
+
+/// The stateful check: builds the flow's operator against its saved state, read-only.
+async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
+    if !spec.stateful.is_stateful() {
+        return None;
+    }
+    let last_commit = cp.latest_commit().ok().flatten().map(|(id, _)| id)?;
+    let SourceSpec::Files(src) = &spec.source;
+    let data_schema = match &src.schema {
+        Some(s) => s.clone(),
+        None => {
+            let location =
+                crate::source::files::schema_store::location(cp, src.schema_location.as_deref());
+            match crate::source::files::schema_store::latest(location) {
+                Ok(Some((_, s))) => std::sync::Arc::new(s),
+                Ok(None) => return None,
+                Err(e) => return Some(e.to_string()),
+            }
+        }
+    };
+    let read_schema =
+        crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
+            format: src.format,
+            csv: src.csv.clone(),
+            schema: data_schema,
+            rescued_data: true,
+        });
+    let input = crate::source::files::batch_schema(&read_schema);
+    let projection = crate::ops::Projection::new(
+        &spec.name,
+        &input,
+        spec.where_.as_deref(),
+        spec.select.as_deref(),
+    );
+    let projected = match projection.check(&input).await {
+        Ok(p) => p,
+        Err(e) => return Some(e.to_string()),
+    };
+    match crate::ops::stateful::build(
+        &spec.stateful,
+        &projected,
+        &cp.root().join("state").join("0"),
+        Some(last_commit),
+    ) {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Everything `weir check` looks at, for one flow.
+pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
+    let cp = Checkpoint::at(&spec.checkpoint);
+    let (mut reasons, mut notes) = check_static(spec, &cp)?;
+    if reasons.is_empty()
+        && let Some(r) = check_state(spec, &cp).await
+    {
+        reasons.push(r);
+    }
+    if !cp.exists() {
+        notes.push("no checkpoint yet: the flow starts from the beginning of its source".into());
+    }
+    let compatible = reasons.is_empty();
+    Ok(Verdict {
+        flow: spec.name.clone(),
+        checkpoint: spec.checkpoint.clone(),
+        compatible,
+        reasons,
+        notes,
+        playbook: (!compatible).then(|| "checkpoint_incompatible".to_string()),
+    })
+}
+
+/// The engine's fail-fast: the static checks as one error.
+pub fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
+    let (reasons, _) = check_static(spec, cp)?;
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    Err(Error::StateIncompatible {
+        path: cp.root().to_path_buf(),
+        message: format!(
+            "incompatible with flow {:?}: {}. Run `weir check` for the verdict and `weir playbook checkpoint_incompatible` for the options",
+            spec.name,
+            reasons.join("; ")
+        ),
+    })
+}
