@@ -216,6 +216,16 @@ pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
 
 /// The engine's fail-fast: the static checks as one error.
 pub fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
+    // A corrupt file is reported as itself (kind `checkpoint_corrupt`, naming the file).
+    if cp.exists() {
+        cp.read_metadata()?;
+        for id in Checkpoint::batch_ids(&cp.offsets_dir())? {
+            cp.read_offsets(id)?;
+        }
+        for id in Checkpoint::batch_ids(&cp.commits_dir())? {
+            cp.read_commit(id)?;
+        }
+    }
     let (reasons, _) = check_static(spec, cp)?;
     if reasons.is_empty() {
         return Ok(());

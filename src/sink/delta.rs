@@ -143,6 +143,15 @@ impl DeltaSink {
                     "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
                 ),
             },
+            // The batch's columns do not fit the table's (e.g. a new column without merge_schema).
+            deltalake::DeltaTableError::Arrow {
+                source: arrow::error::ArrowError::SchemaError(msg),
+            } => Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: format!(
+                    "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
+                ),
+            },
             other => self.err(other),
         })?;
         self.table = table;

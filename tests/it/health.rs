@@ -1,0 +1,720 @@
+//! Health states caused for real through the binary: each test brings a flow
+//! into a state, asserts the classified state and its evidence (`_weir/health.json`,
+//! `weir.health` in progress records, `weir check`, `weir playbook`), applies the
+//! playbook's first fitting action and asserts the flow recovers with every
+//! source row in the Delta table exactly once (read back with DataFusion).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+const ROWS_PER_FILE: i64 = 10;
+
+fn json_file(i: i64, extra: bool) -> Vec<u8> {
+    let mut s = String::new();
+    for j in 0..ROWS_PER_FILE {
+        let k = if j % 2 == 0 { "a" } else { "b" };
+        if extra {
+            s.push_str(&format!(
+                "{{\"id\": {}, \"k\": \"{k}\", \"v\": {j}, \"extra\": \"x{j}\"}}\n",
+                i * ROWS_PER_FILE + j
+            ));
+        } else {
+            s.push_str(&format!(
+                "{{\"id\": {}, \"k\": \"{k}\", \"v\": {j}}}\n",
+                i * ROWS_PER_FILE + j
+            ));
+        }
+    }
+    s.into_bytes()
+}
+
+fn land_files(landing: &Path, range: std::ops::Range<i64>) {
+    for i in range {
+        land(landing, &format!("f{i:03}.json"), &json_file(i, false));
+        // Distinct modification times keep the arrival order stable.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+struct Scene {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Scene {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        Scene { _tmp: tmp, dir }
+    }
+    fn landing(&self) -> PathBuf {
+        self.dir.join("landing")
+    }
+    fn table(&self) -> PathBuf {
+        self.dir.join("table")
+    }
+    fn checkpoint(&self) -> PathBuf {
+        self.dir.join("_checkpoints").join("f")
+    }
+    fn pipeline(&self) -> PathBuf {
+        self.dir.join("pipeline.toml")
+    }
+    fn write(&self, body: &str) -> PathBuf {
+        write_pipeline(&self.dir, body)
+    }
+    fn run(&self, extra: &[&str]) -> Output {
+        weir()
+            .arg("run")
+            .arg(self.pipeline())
+            .args(["--headless", "--trigger", "available-now"])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+    fn weir(&self, args: &[&str]) -> Output {
+        weir().args(args).output().unwrap()
+    }
+    fn health(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.checkpoint().join("_weir/health.json"))
+            .expect("_weir/health.json");
+        serde_json::from_str(&text).unwrap()
+    }
+    fn progress(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.checkpoint().join("_weir/progress.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// Every `id` in the table, sorted.
+async fn ids(table: &Path) -> Vec<i64> {
+    let rows = delta_rows(table).await;
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let out = sql(&rows, "SELECT id FROM t ORDER BY id").await;
+    column_strings(&out, "id")
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+fn expected_ids(files: i64) -> Vec<i64> {
+    (0..files * ROWS_PER_FILE).collect()
+}
+
+const SCHEMA: &str = "id BIGINT, k STRING, v BIGINT";
+
+fn simple_pipeline(extra_flow: &str, extra_source: &str) -> String {
+    format!(
+        r#"
+[[flow]]
+name = "f"
+trigger = "available_now"
+{extra_flow}
+[flow.health]
+retry_attempts = 2
+retry_backoff = "20 ms"
+window_batches = 3
+
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "{SCHEMA}"
+{extra_source}
+
+[flow.sink]
+type = "delta"
+path = "table"
+"#
+    )
+}
+
+/// Replaces timestamps in generated names (`-20261130T143501Z`) so two plans compare.
+fn normalize(text: &str) -> String {
+    regex::Regex::new(r"\d{8}T\d{6}Z(-\d+)?")
+        .unwrap()
+        .replace_all(text, "<time>")
+        .to_string()
+}
+
+#[test]
+fn lagging_capped_backlog_is_classified_and_drained_by_a_larger_batch_size() {
+    let sc = Scene::new();
+    sc.write(
+        &simple_pipeline("", "max_files_per_trigger = 1")
+            .replace("trigger = \"available_now\"", "trigger = \"300 ms\""),
+    );
+    land_files(&sc.landing(), 0..20);
+    let mut child = weir()
+        .arg("run")
+        .arg(sc.pipeline())
+        .arg("--headless")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lagging = loop {
+        if let Some(r) = sc
+            .progress()
+            .into_iter()
+            .find(|r| r["weir"]["health"]["state"] == "lagging")
+        {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no lagging record in 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "SIGTERM stops cleanly");
+
+    let ev = &lagging["weir"]["health"]["evidence"];
+    assert_eq!(ev["window_batches"], 3);
+    assert_eq!(ev["max_files_per_trigger"], 1);
+    assert_eq!(ev["files_per_batch"], 1.0);
+    let backlog = ev["backlog_files"].as_u64().unwrap();
+    assert!(backlog > 0 && backlog < 20, "{ev}");
+    assert!(
+        ev["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("took max_files_per_trigger = 1 file(s)"),
+        "{ev}"
+    );
+    // The first two batches do not fill the window: healthy until the third.
+    let first = &sc.progress()[0];
+    assert_eq!(first["weir"]["health"]["state"], "healthy");
+
+    // The playbook, headless, with the flow's numbers.
+    let pb = sc.weir(&["playbook", "lagging", s(&sc.pipeline()), "--flow", "f"]);
+    assert!(pb.status.success());
+    let text = stdout(&pb);
+    assert!(text.contains("cap `max_files_per_trigger` = 1"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "weir run {} --flow f --trigger available-now --max-files-per-trigger 1000",
+            s(&sc.pipeline())
+        )),
+        "{text}"
+    );
+
+    // First action: drain with a larger batch size for one run.
+    let out = sc.run(&["--max-files-per-trigger", "1000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let last = sc.progress().pop().unwrap();
+    assert_eq!(last["sources"][0]["metrics"]["numFilesOutstanding"], "0");
+    assert_eq!(last["weir"]["health"]["state"], "healthy");
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(20));
+}
+
+#[test]
+fn freshness_target_makes_old_event_time_lagging() {
+    let sc = Scene::new();
+    sc.write(
+        &simple_pipeline(
+            "freshness = \"15 minutes\"\nwatermark = { column = \"ts\", delay = \"1 minute\" }",
+            "",
+        )
+        .replace(SCHEMA, "id BIGINT, k STRING, v BIGINT, ts TIMESTAMP"),
+    );
+    let old = chrono::Utc::now() - chrono::Duration::hours(2);
+    let line = format!(
+        "{{\"id\": 0, \"k\": \"a\", \"v\": 1, \"ts\": \"{}\"}}\n",
+        old.format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    land(&sc.landing(), "old.json", line.as_bytes());
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let h = sc.health();
+    assert_eq!(h["state"], "lagging");
+    assert_eq!(h["evidence"]["freshness_ms"], 15 * 60_000);
+    let delay = h["evidence"]["event_time_delay_ms"].as_i64().unwrap();
+    assert!((7_100_000..7_400_000).contains(&delay), "{delay}");
+
+    // Fresh data arrives: the flow is within its target again.
+    let line = format!(
+        "{{\"id\": 1, \"k\": \"a\", \"v\": 1, \"ts\": \"{}\"}}\n",
+        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    land(&sc.landing(), "new.json", line.as_bytes());
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), vec![0, 1]);
+}
+
+#[test]
+fn source_replaced_by_a_file_is_source_unavailable_until_restored() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+
+    // The source directory disappears and a file takes its place (fails for root too).
+    let moved = sc.dir.join("landing.moved");
+    std::fs::rename(sc.landing(), &moved).unwrap();
+    std::fs::write(sc.landing(), b"not a directory").unwrap();
+    let t = Instant::now();
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        t.elapsed() >= Duration::from_millis(60),
+        "retried with backoff (20 + 40 ms) before failing"
+    );
+    let h = sc.health();
+    assert_eq!(h["state"], "source_unavailable");
+    let err = &h["evidence"]["error"];
+    assert_eq!(err["kind"], "source_unavailable");
+    assert_eq!(err["domain"], "external");
+    assert_eq!(err["retryable"], true);
+    assert_eq!(h["evidence"]["file"], s(&sc.landing()));
+
+    let pb = sc.weir(&["playbook", "current", "--checkpoint", s(&sc.checkpoint())]);
+    let text = stdout(&pb);
+    assert!(
+        text.starts_with("playbook: source_unavailable for flow f"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Error kind source_unavailable, domain external, retry can help: yes"),
+        "{text}"
+    );
+
+    // First action: restore access and restart.
+    std::fs::remove_file(sc.landing()).unwrap();
+    std::fs::rename(&moved, sc.landing()).unwrap();
+    land_files(&sc.landing(), 2..3);
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
+}
+
+#[test]
+fn table_path_taken_by_a_file_is_sink_unavailable_and_the_batch_is_rerun_once() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..2);
+    std::fs::write(sc.table(), b"in the way").unwrap();
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let h = sc.health();
+    assert_eq!(h["state"], "sink_unavailable");
+    assert_eq!(h["evidence"]["error"]["kind"], "sink_unavailable");
+    assert_eq!(h["evidence"]["error"]["retryable"], true);
+    assert!(
+        h["evidence"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(s(&sc.table())),
+        "{h}"
+    );
+    // No commit was made: the batch is planned, not committed.
+    let inspect = sc.weir(&["inspect", s(&sc.checkpoint()), "--json"]);
+    let i: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(i["pending_batch_id"], 0);
+    assert_eq!(i["last_committed_batch_id"], serde_json::Value::Null);
+
+    // First action: restore write access (move the stray file aside) and restart.
+    std::fs::rename(sc.table(), sc.dir.join("stray-file")).unwrap();
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let last = sc.progress().pop().unwrap();
+    assert_eq!(last["batchId"], 0);
+    assert_eq!(last["weir"]["replayed"], true);
+    assert_eq!(last["weir"]["health"]["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(2));
+}
+
+fn aggregation_pipeline(group_by: &str) -> String {
+    simple_pipeline(
+        &format!(
+            "group_by = [{group_by}]\naggregates = [\"count(*) AS n\", \"max(id) AS max_id\"]\noutput_mode = \"complete\""
+        ),
+        "",
+    )
+}
+
+#[test]
+fn changed_aggregation_key_is_incompatible_fails_fast_and_reverting_recovers() {
+    let sc = Scene::new();
+    sc.write(&aggregation_pipeline("\"k\""));
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+
+    sc.write(&aggregation_pipeline("\"k\", \"v\""));
+    let check = sc.weir(&["check", s(&sc.pipeline())]);
+    assert_eq!(check.status.code(), Some(1));
+    let verdict = stdout(&check);
+    assert!(verdict.contains("flow f: incompatible"), "{verdict}");
+    let reason = verdict
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("reason: "))
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("stateful operator changed"), "{reason}");
+    assert!(
+        verdict.contains("playbook: weir playbook checkpoint_incompatible"),
+        "{verdict}"
+    );
+
+    // A restart fails fast with the same verdict; nothing new is planned.
+    land_files(&sc.landing(), 2..3);
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&reason), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "checkpoint_incompatible");
+    assert!(!sc.checkpoint().join("offsets/1").exists());
+
+    let pb = sc.weir(&["playbook", "current", s(&sc.pipeline()), "--flow", "f"]);
+    let text = stdout(&pb);
+    assert!(text.contains("(evidence: weir check"), "{text}");
+    assert!(text.contains(&reason), "{text}");
+
+    // First action: revert the change.
+    sc.write(&aggregation_pipeline("\"k\""));
+    assert!(sc.weir(&["check", s(&sc.pipeline())]).status.success());
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(delta_rows(&sc.table()));
+    let out = rt.block_on(sql(&rows, "SELECT k, n, max_id FROM t ORDER BY k"));
+    assert_eq!(column_strings(&out, "k"), vec!["a", "b"]);
+    assert_eq!(
+        column_strings(&out, "n"),
+        vec!["15", "15"],
+        "30 rows counted once"
+    );
+    assert_eq!(column_strings(&out, "max_id"), vec!["28", "29"]);
+}
+
+#[test]
+fn reset_with_truncate_target_moves_the_checkpoint_aside_and_replays_exactly_once() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..3);
+    assert!(sc.run(&[]).status.success());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let version_before = rt.block_on(delta_version(&sc.table())).unwrap();
+
+    let pipeline = sc.pipeline();
+    let args = [
+        "checkpoint",
+        "reset",
+        s(&pipeline),
+        "--flow",
+        "f",
+        "--truncate-target",
+    ];
+    let dry = weir().args(args).arg("--dry-run").output().unwrap();
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let plan = stdout(&dry);
+    assert!(plan.ends_with("dry run: nothing changed\n"), "{plan}");
+    assert!(
+        plan.contains("(30 row(s)) with one DELETE commit"),
+        "{plan}"
+    );
+    assert!(
+        sc.checkpoint().join("metadata").exists(),
+        "dry run changes nothing"
+    );
+
+    // Without --yes and a wrong confirmation: refused, nothing changed.
+    let mut child = weir()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"nope\n").unwrap();
+    let refused = child.wait_with_output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(sc.checkpoint().join("metadata").exists());
+
+    let real = weir().args(args).arg("--yes").output().unwrap();
+    assert!(real.status.success(), "{}", stderr(&real));
+    let done = stdout(&real);
+    let planned = plan.trim_end_matches("dry run: nothing changed\n");
+    assert!(
+        normalize(&done).starts_with(&normalize(planned)),
+        "dry run:\n{planned}\naction:\n{done}"
+    );
+    // The plan's operations happened: checkpoint moved (kept), table emptied by a commit.
+    assert!(!sc.checkpoint().exists());
+    let moved: Vec<_> = std::fs::read_dir(sc.dir.join("_checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(moved.len(), 1);
+    assert!(moved[0].starts_with("f.bak-"), "{moved:?}");
+    assert!(
+        done.contains(&format!("moved {} to", s(&sc.checkpoint()))),
+        "{done}"
+    );
+    assert_eq!(
+        rt.block_on(delta_version(&sc.table())),
+        Some(version_before + 1)
+    );
+    assert!(rt.block_on(ids(&sc.table())).is_empty());
+    // Time travel still reads the rows.
+    let url = url::Url::from_directory_path(std::path::absolute(sc.table()).unwrap()).unwrap();
+    let mut old = rt.block_on(deltalake::open_table(url)).unwrap();
+    rt.block_on(old.load_version(version_before as u64))
+        .unwrap();
+    let rows: i64 = old
+        .snapshot()
+        .unwrap()
+        .log_data()
+        .iter()
+        .filter_map(|a| a.num_records())
+        .sum::<usize>() as i64;
+    assert_eq!(rows, 30);
+
+    // The replay writes every row once.
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
+}
+
+#[test]
+fn truncated_offsets_are_incompatible_and_rollback_repairs_them() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", "max_files_per_trigger = 1"));
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+    land_files(&sc.landing(), 2..3);
+    // Crash right after offsets/2 is written, then damage it.
+    let crash = weir()
+        .arg("run")
+        .arg(sc.pipeline())
+        .args(["--headless", "--trigger", "available-now"])
+        .env("WEIR_FAILPOINT", "after_offsets")
+        .output()
+        .unwrap();
+    assert!(!crash.status.success());
+    let offsets2 = sc.checkpoint().join("offsets/2");
+    std::fs::write(&offsets2, "v1\n").unwrap();
+
+    let check = sc.weir(&["check", s(&sc.pipeline()), "--json"]);
+    assert_eq!(check.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(v[0]["compatible"], false);
+    let reason = v[0]["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.contains("offsets/2") && reason.contains("truncated"),
+        "{reason}"
+    );
+    assert_eq!(v[0]["playbook"], "checkpoint_incompatible");
+
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let h = sc.health();
+    assert_eq!(h["state"], "checkpoint_incompatible");
+    assert_eq!(h["evidence"]["file"], s(&offsets2));
+
+    // Rollback to the last committed batch: dry run, then the same operations for real.
+    let checkpoint = sc.checkpoint();
+    let args = ["checkpoint", "rollback", s(&checkpoint), "--to", "1"];
+    let dry = weir().args(args).arg("--dry-run").output().unwrap();
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let plan = stdout(&dry);
+    assert!(
+        plan.contains(&format!("1. move {} to", s(&offsets2))),
+        "{plan}"
+    );
+    assert!(offsets2.exists());
+    let real = weir().args(args).arg("--yes").output().unwrap();
+    assert!(real.status.success(), "{}", stderr(&real));
+    let done = stdout(&real);
+    let planned = plan.trim_end_matches("dry run: nothing changed\n");
+    assert!(normalize(&done).starts_with(&normalize(planned)), "{done}");
+    assert!(!offsets2.exists());
+    let aside = done
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("done: moved {} to ", s(&offsets2))))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(aside).unwrap(),
+        "v1\n",
+        "moved, not deleted"
+    );
+
+    assert!(sc.weir(&["check", s(&sc.pipeline())]).status.success());
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
+}
+
+#[test]
+fn rollback_refuses_batches_the_sink_already_committed() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", "max_files_per_trigger = 1"));
+    land_files(&sc.landing(), 0..1);
+    assert!(sc.run(&[]).status.success());
+    land_files(&sc.landing(), 1..2);
+    let crash = weir()
+        .arg("run")
+        .arg(sc.pipeline())
+        .args(["--headless", "--trigger", "available-now"])
+        .env("WEIR_FAILPOINT", "after_sink_commit")
+        .output()
+        .unwrap();
+    assert!(!crash.status.success());
+    let out = sc.weir(&[
+        "checkpoint",
+        "rollback",
+        s(&sc.checkpoint()),
+        "--to",
+        "0",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("already committed batch 1 of this query"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(sc.checkpoint().join("offsets/1").exists(), "nothing moved");
+    // The flow finishes the batch without writing it twice.
+    assert!(sc.run(&[]).status.success());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(2));
+}
+
+#[test]
+fn new_column_is_schema_mismatch_and_a_restart_evolves() {
+    let sc = Scene::new();
+    let inferred = simple_pipeline("", "").replace(&format!("schema = \"{SCHEMA}\""), "");
+    sc.write(&inferred);
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+    land(&sc.landing(), "f002.json", &json_file(2, true));
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let h = sc.health();
+    assert_eq!(h["state"], "schema_mismatch");
+    assert_eq!(h["evidence"]["error"]["kind"], "schema_changed");
+    assert!(
+        h["evidence"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("f002.json"),
+        "{h}"
+    );
+    let pb = sc.weir(&["playbook", "current", s(&sc.pipeline()), "--flow", "f"]);
+    let text = stdout(&pb);
+    assert!(text.starts_with("playbook: schema_mismatch"), "{text}");
+    assert!(text.contains("new column(s) extra"), "{text}");
+
+    // First action: restart with the wider schema. The table refuses the new column
+    // (no merge_schema): still schema_mismatch, now from the sink, nothing written.
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let h = sc.health();
+    assert_eq!(h["state"], "schema_mismatch");
+    assert_eq!(h["evidence"]["error"]["kind"], "sink_schema_mismatch");
+    assert_eq!(h["evidence"]["error"]["retryable"], false);
+    // Second action: let the table take new columns.
+    sc.write(&inferred.replace("path = \"table\"", "path = \"table\"\nmerge_schema = true"));
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sc.health()["state"], "healthy");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
+    let rows = rt.block_on(delta_rows(&sc.table()));
+    let extra = rt.block_on(sql(&rows, "SELECT count(extra) AS n FROM t"));
+    assert_eq!(scalar(&extra), ROWS_PER_FILE);
+}
+
+#[test]
+fn backup_copies_and_verifies_and_refuses_a_running_flow() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+    let dry = sc.weir(&["checkpoint", "backup", s(&sc.checkpoint()), "--dry-run"]);
+    assert!(dry.status.success());
+    let out = sc.weir(&["checkpoint", "backup", s(&sc.checkpoint())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let planned = stdout(&dry);
+    let planned = planned.trim_end_matches("dry run: nothing changed\n");
+    assert!(normalize(&text).starts_with(&normalize(planned)), "{text}");
+    let copy = text
+        .lines()
+        .find_map(|l| l.split(" file(s) to ").nth(1))
+        .unwrap();
+    for f in [
+        "metadata",
+        "offsets/0",
+        "commits/0",
+        "sources/0/ledger.sqlite",
+    ] {
+        assert_eq!(
+            std::fs::read(sc.checkpoint().join(f)).unwrap(),
+            std::fs::read(Path::new(copy).join(f)).unwrap(),
+            "{f}"
+        );
+    }
+
+    // A running flow holds the lock: every action is refused.
+    let mut child = weir()
+        .arg("run")
+        .arg(sc.pipeline())
+        .args(["--headless", "--trigger", "1 hour"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lock = sc.checkpoint().join("_weir/lock");
+    while !std::fs::read_to_string(&lock)
+        .unwrap_or_default()
+        .contains("pid")
+    {
+        assert!(Instant::now() < deadline, "the lock was never taken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = sc.weir(&["checkpoint", "backup", s(&sc.checkpoint())]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("is in use by pid"),
+        "{}",
+        stderr(&refused)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
