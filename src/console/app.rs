@@ -90,6 +90,34 @@ pub enum Overlay {
     Help { scroll: usize },
     Prompt { kind: PromptKind, text: String },
     Confirm(Confirm),
+    Playbook(PlaybookView),
+}
+
+/// The playbook overlay of one flow: which step is selected, which are checked off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaybookView {
+    pub flow: String,
+    pub state: crate::health::HealthState,
+    pub cursor: usize,
+    pub checked: std::collections::BTreeSet<usize>,
+}
+
+impl PlaybookView {
+    /// The playbook text with the flow's evidence filled in, and its steps.
+    pub fn rendered(&self, app: &App) -> (String, crate::health::Health) {
+        let flow = app.flows.iter().find(|f| f.name == self.flow);
+        let health = flow.and_then(|f| f.health.clone()).unwrap_or_default();
+        let cx = crate::playbook::Context {
+            flow: Some(self.flow.clone()),
+            pipeline: (app.mode == Mode::Run).then(|| app.title.clone()),
+            checkpoint: flow
+                .and_then(|f| f.checkpoint.as_ref())
+                .map(|p| p.display().to_string()),
+            source_path: None,
+            sink_path: None,
+        };
+        (crate::playbook::render(self.state, &health, &cx), health)
+    }
 }
 
 /// A question asked before an action that cannot be undone from the console.
@@ -497,16 +525,31 @@ impl App {
     }
 }
 
+/// Checkable steps of the open playbook.
+fn playbook_steps(app: &App) -> usize {
+    match &app.overlay {
+        Overlay::Playbook(v) => crate::playbook::steps(&v.rendered(app).0).len(),
+        _ => 0,
+    }
+}
+
 /// Changes the app for an action; returns what the engine must be told.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
     let mut effects = Vec::new();
     match action {
         Action::Up => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
+            Overlay::Playbook(v) => v.cursor = v.cursor.saturating_sub(1),
             _ => app.scroll_by(-1),
         },
         Action::Down => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll += 1,
+            Overlay::Playbook(_) => {
+                let steps = playbook_steps(app);
+                if let Overlay::Playbook(v) = &mut app.overlay {
+                    v.cursor = (v.cursor + 1).min(steps.saturating_sub(1));
+                }
+            }
             _ => app.scroll_by(1),
         },
         Action::PageUp => app.scroll_by(-10),
@@ -664,6 +707,25 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ConfirmNo => app.overlay = Overlay::None,
+        Action::OpenPlaybook => match app.current_flow() {
+            Some(f) => {
+                app.overlay = Overlay::Playbook(PlaybookView {
+                    flow: f.name.clone(),
+                    state: f.health.as_ref().map(|h| h.state).unwrap_or_default(),
+                    cursor: 0,
+                    checked: Default::default(),
+                });
+            }
+            None => app.complain("no flow selected"),
+        },
+        Action::ClosePlaybook => app.overlay = Overlay::None,
+        Action::ToggleStep => {
+            if let Overlay::Playbook(v) = &mut app.overlay
+                && !v.checked.remove(&v.cursor)
+            {
+                v.checked.insert(v.cursor);
+            }
+        }
         Action::Control(command) => match app.current_flow().map(|f| f.name.clone()) {
             Some(flow) => app.control(flow, command, &mut effects),
             None => app.complain("no flow selected"),

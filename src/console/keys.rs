@@ -20,6 +20,7 @@ pub enum Ctx {
     Help,
     Prompt,
     Confirm,
+    Playbook,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,7 @@ pub struct Binding {
 }
 
 const BROWSE: &[Ctx] = &[Ctx::Overview, Ctx::Detail];
+const PLAYBOOK: &[Ctx] = &[Ctx::Playbook];
 const OVERVIEW: &[Ctx] = &[Ctx::Overview];
 const DETAIL: &[Ctx] = &[Ctx::Detail];
 
@@ -99,6 +101,15 @@ fn can_stop(app: &App) -> bool {
                 FlowStatus::Stopping | FlowStatus::Stopped | FlowStatus::Failed
             )
         })
+}
+/// The current flow is in a state other than healthy: its playbook is hinted.
+fn unhealthy(app: &App) -> bool {
+    app.current_flow()
+        .and_then(|f| f.health.as_ref())
+        .is_some_and(|h| h.state != crate::health::HealthState::Healthy)
+}
+fn healthy_or_unknown(app: &App) -> bool {
+    app.current_flow().is_some() && !unhealthy(app)
 }
 fn frozen(app: &App) -> bool {
     app.freeze.is_some()
@@ -526,6 +537,60 @@ pub static BINDINGS: &[Binding] = &[
         when: always,
     },
     Binding {
+        keys: &[k('b')],
+        action: Action::OpenPlaybook,
+        ctx: BROWSE,
+        hint: Some("playbook"),
+        hint_keys: None,
+        help: "the playbook of the flow's health state, beside its live evidence",
+        when: unhealthy,
+    },
+    Binding {
+        keys: &[k('b')],
+        action: Action::OpenPlaybook,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "the playbook (hinted when the flow is not healthy)",
+        when: healthy_or_unknown,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: PLAYBOOK,
+        hint: Some("step"),
+        hint_keys: Some("j/k"),
+        help: "next step",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: PLAYBOOK,
+        hint: None,
+        hint_keys: None,
+        help: "previous step",
+        when: always,
+    },
+    Binding {
+        keys: &[k(' ')],
+        action: Action::ToggleStep,
+        ctx: PLAYBOOK,
+        hint: Some("check off"),
+        hint_keys: None,
+        help: "check off (or un-check) the selected step",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('b'), k('q')],
+        action: Action::ClosePlaybook,
+        ctx: PLAYBOOK,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the playbook",
+        when: always,
+    },
+    Binding {
         keys: &[k('q'), ctrl('c')],
         action: Action::Quit,
         ctx: BROWSE,
@@ -663,6 +728,7 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Help { .. } => Ctx::Help,
         Overlay::Prompt { .. } => Ctx::Prompt,
         Overlay::Confirm(_) => Ctx::Confirm,
+        Overlay::Playbook(_) => Ctx::Playbook,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,

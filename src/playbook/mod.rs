@@ -114,7 +114,8 @@ pub fn bindings(health: &Health, cx: &Context) -> BTreeMap<&'static str, String>
     put("backlog_files", e.backlog_files.map(|v| v.to_string()));
     put(
         "backlog_bytes",
-        e.backlog_bytes.map(|v| bytesize::ByteSize(v).to_string()),
+        e.backlog_bytes
+            .map(|v| bytesize::ByteSize(v).display().si().to_string()),
     );
     put(
         "backlog_files_start",

@@ -718,3 +718,130 @@ fn backup_copies_and_verifies_and_refuses_a_running_flow() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+mod console_view {
+    //! The console's playbook view: opened with `b` beside the flow's live
+    //! evidence, steps checked off with Space; snapshots at 80x24 and 120x40.
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use weir::console::app::{App, Input, Mode, Overlay};
+    use weir::console::model::FlowModel;
+    use weir::console::session::Session;
+    use weir::console::theme::Theme;
+    use weir::engine::control::FlowEvent;
+    use weir::health::{Evidence, Health, HealthState};
+
+    const NOW_MS: i64 = 1_796_033_200_000;
+
+    fn lagging() -> Health {
+        Health {
+            state: HealthState::Lagging,
+            evidence: Evidence {
+                reasons: vec![
+                    "backlog grew from 120 to 160 file(s) over the last 5 batches".into(),
+                ],
+                window_batches: Some(5),
+                batches: Some((35, 39)),
+                backlog_files: Some(160),
+                backlog_bytes: Some(66_000_000),
+                backlog_files_start: Some(120),
+                input_rows_per_second: Some(1040.0),
+                processed_rows_per_second: Some(610.5),
+                files_per_batch: Some(100.0),
+                max_files_per_trigger: Some(100),
+                batch_id: Some(39),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn session() -> Session {
+        let mut flow = FlowModel::new("bronze_events");
+        flow.checkpoint = Some("/data/_checkpoints/bronze_events".into());
+        let app = App::new(
+            Mode::Run,
+            "/data/pipeline.toml",
+            vec![flow, FlowModel::new("silver_orders")],
+            Theme {
+                color: true,
+                ascii: false,
+            },
+            3_600_000,
+            NOW_MS,
+        );
+        let mut s = Session::new(app, None);
+        s.ingest(Input::Engine(FlowEvent::Health {
+            flow: "bronze_events".into(),
+            health: Box::new(lagging()),
+            at_ms: NOW_MS - 5_000,
+        }));
+        s
+    }
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn screen(session: &Session, w: u16, h: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+        session.render(&mut terminal).unwrap();
+        let buf = terminal.backend().buffer();
+        let mut out = String::new();
+        for y in 0..h {
+            let line: String = (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect();
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        regex::Regex::new(r"\d\d:\d\d:\d\dZ")
+            .unwrap()
+            .replace_all(&out, "[clock]  ")
+            .to_string()
+    }
+
+    #[test]
+    fn health_shows_in_the_overview_row_and_the_timeline() {
+        let s = session();
+        let text = screen(&s, 120, 40);
+        let row = text.lines().find(|l| l.contains("│bronze_events")).unwrap();
+        assert!(row.contains("lagging"), "{row}");
+        assert!(
+            text.contains("health: lagging: backlog grew from 120 to 160 file(s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn playbook_view_with_evidence_and_checked_steps() {
+        let mut s = session();
+        assert!(s.key(key('b')).is_some(), "b opens the playbook");
+        assert!(matches!(
+            s.snapshot().overlay,
+            weir::console::snapshot::OverlaySnap::Playbook(_)
+        ));
+        // Check off the first step, move to the second.
+        s.key(key(' '));
+        s.key(key('j'));
+        let wide = screen(&s, 120, 40);
+        assert!(wide.contains("Live evidence"), "{wide}");
+        assert!(wide.contains("160 files / 66.0 MB"), "{wide}");
+        assert!(wide.contains("1 of "), "one step checked: {wide}");
+        assert!(
+            wide.contains("Backlog: 160 file(s), 66.0 MB outstanding"),
+            "evidence filled into the text: {wide}"
+        );
+        insta::assert_snapshot!("playbook_lagging_120x40", wide);
+        insta::assert_snapshot!("playbook_lagging_80x24", screen(&s, 80, 24));
+        // Space again un-checks; Esc closes.
+        s.key(key('k'));
+        s.key(key(' '));
+        assert!(screen(&s, 120, 40).contains("0 of "));
+        s.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(matches!(
+            s.snapshot().overlay,
+            weir::console::snapshot::OverlaySnap::None
+        ));
+        let _ = Overlay::None;
+    }
+}
