@@ -19,6 +19,7 @@
 
 pub mod actions;
 pub mod compat;
+pub mod diff;
 pub mod inspect;
 pub mod lock;
 pub mod log;

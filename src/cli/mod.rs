@@ -9,6 +9,7 @@ pub mod attach;
 pub mod check;
 pub mod checkpoint;
 pub mod demo;
+pub mod diff;
 pub mod inspect;
 pub mod playbook;
 pub mod run;
@@ -51,6 +52,8 @@ pub enum Command {
     Playbook(playbook::PlaybookArgs),
     /// Checkpoint actions with a dry-run: backup, reset, rollback. Never deletes data.
     Checkpoint(checkpoint::CheckpointArgs),
+    /// Two checkpoints, or two batches of one, side by side. Reads only.
+    Diff(diff::DiffArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -73,6 +76,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Playbook(args) => playbook::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
+        Command::Diff(args) => diff::run(&args),
     }
 }
 

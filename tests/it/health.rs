@@ -719,6 +719,66 @@ fn backup_copies_and_verifies_and_refuses_a_running_flow() {
     child.wait().unwrap();
 }
 
+#[test]
+fn inspect_reports_state_schema_history_health_and_diff_compares_batches() {
+    let sc = Scene::new();
+    let body = aggregation_pipeline("\"k\"")
+        .replace(&format!("schema = \"{SCHEMA}\""), "")
+        .replace("[flow.source]", "[flow.source]\nmax_files_per_trigger = 1");
+    sc.write(&body);
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+    land(&sc.landing(), "f002.json", &json_file(2, true));
+    assert_eq!(sc.run(&[]).status.code(), Some(3), "schema changed");
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let inspect = sc.weir(&["inspect", s(&sc.checkpoint()), "--json"]);
+    assert!(inspect.status.success(), "{}", stderr(&inspect));
+    let i: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    let op = &i["state_operators"][0];
+    assert!(op["operator_name"].is_string(), "{op}");
+    assert_eq!(op["key_columns"][0], "k");
+    let versions = op["versions"].as_array().unwrap();
+    assert!(versions.len() >= 3, "{op}");
+    assert!(op["total_bytes"].as_u64().unwrap() > 0);
+    let history = i["schema_history"].as_array().unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1]["added"][0], "extra");
+    assert_eq!(i["health"]["state"], "healthy");
+    assert_eq!(i["sink"]["txn_version"], 2);
+    let text = stdout(&sc.weir(&["inspect", s(&sc.checkpoint())]));
+    assert!(
+        text.contains("schema history") && text.contains("(added extra)"),
+        "{text}"
+    );
+    assert!(text.contains("keyed by [k]"), "{text}");
+
+    // Two batches of one checkpoint: offsets, files, state and the schema that changed.
+    let d = sc.weir(&["diff", s(&sc.checkpoint()), "--batches", "0", "2", "--json"]);
+    assert_eq!(d.status.code(), Some(1), "differences: {}", stderr(&d));
+    let d: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+    let fields: Vec<&str> = d["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"end offset"), "{fields:?}");
+    assert!(fields.contains(&"schema version"), "{fields:?}");
+    assert!(
+        d["schema_changes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("+ extra"),
+        "{d}"
+    );
+    // A checkpoint against itself: nothing differs.
+    let same = sc.weir(&["diff", s(&sc.checkpoint()), s(&sc.checkpoint())]);
+    assert!(same.status.success());
+    assert!(stdout(&same).ends_with("no differences\n"));
+}
+
 mod console_view {
     //! The console's playbook view: opened with `b` beside the flow's live
     //! evidence, steps checked off with Space; snapshots at 80x24 and 120x40.
@@ -726,7 +786,7 @@ mod console_view {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    use weir::console::app::{App, Input, Mode, Overlay};
+    use weir::console::app::{App, Input, Mode};
     use weir::console::model::FlowModel;
     use weir::console::session::Session;
     use weir::console::theme::Theme;
@@ -842,6 +902,5 @@ mod console_view {
             s.snapshot().overlay,
             weir::console::snapshot::OverlaySnap::None
         ));
-        let _ = Overlay::None;
     }
 }
