@@ -23,7 +23,7 @@ use super::{Checkpoint, CheckpointLock, create_dir_private};
 use crate::error::{Error, Result};
 
 /// One operation of an action.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     /// Copy a directory tree (files 0600, dirs 0700), then compare every file's bytes.
@@ -64,7 +64,7 @@ impl Op {
 }
 
 /// What an action will do.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionPlan {
     pub action: String,
     pub checkpoint: PathBuf,

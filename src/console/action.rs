@@ -54,4 +54,6 @@ pub enum Action {
     ClosePlaybook,
     /// Check off (or un-check) the selected playbook step.
     ToggleStep,
+    /// Show the dry-run of the checkpoint action the selected step names.
+    DryRunStep,
 }

@@ -87,10 +87,30 @@ pub enum PromptKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overlay {
     None,
-    Help { scroll: usize },
-    Prompt { kind: PromptKind, text: String },
+    Help {
+        scroll: usize,
+    },
+    Prompt {
+        kind: PromptKind,
+        text: String,
+    },
     Confirm(Confirm),
     Playbook(PlaybookView),
+    /// A checkpoint action's dry-run, waiting for its (typed) confirmation.
+    Action(ActionDialog),
+}
+
+/// The dry-run of a checkpoint action shown before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionDialog {
+    pub flow: String,
+    pub plan: crate::checkpoint::actions::ActionPlan,
+    /// What the operator typed so far.
+    pub typed: String,
+    /// What must be typed (the checkpoint directory's name) when the plan needs it.
+    pub word: String,
+    /// The playbook to return to.
+    pub back: PlaybookView,
 }
 
 /// The playbook overlay of one flow: which step is selected, which are checked off.
@@ -206,6 +226,17 @@ pub enum Effect {
         command: ControlCommand,
     },
     StopAll,
+    /// Plan a checkpoint action (its dry-run) for a flow's checkpoint.
+    PlanAction {
+        view: PlaybookView,
+        checkpoint: std::path::PathBuf,
+        action: crate::playbook::StepAction,
+    },
+    /// Run a confirmed plan.
+    RunAction {
+        flow: String,
+        plan: crate::checkpoint::actions::ActionPlan,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -660,6 +691,36 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
                 text: app.filter.clone(),
             };
         }
+        Action::InputChar(c) if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = &mut app.overlay {
+                d.typed.push(c);
+            }
+        }
+        Action::InputBackspace if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = &mut app.overlay {
+                d.typed.pop();
+            }
+        }
+        Action::InputCancel if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = std::mem::replace(&mut app.overlay, Overlay::None) {
+                app.overlay = Overlay::Playbook(d.back);
+                app.say("cancelled: nothing changed");
+            }
+        }
+        Action::InputSubmit if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = std::mem::replace(&mut app.overlay, Overlay::None) {
+                if d.plan.needs_confirmation && d.typed.trim() != d.word {
+                    app.complain(format!("type {} to confirm (Esc cancels)", d.word));
+                    app.overlay = Overlay::Action(d);
+                } else {
+                    app.overlay = Overlay::Playbook(d.back);
+                    effects.push(Effect::RunAction {
+                        flow: d.flow,
+                        plan: d.plan,
+                    });
+                }
+            }
+        }
         Action::InputChar(c) => {
             if let Overlay::Prompt { kind, text } = &mut app.overlay {
                 text.push(c);
@@ -719,6 +780,33 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             None => app.complain("no flow selected"),
         },
         Action::ClosePlaybook => app.overlay = Overlay::None,
+        Action::DryRunStep => {
+            let Overlay::Playbook(v) = &app.overlay else {
+                return effects;
+            };
+            let v = v.clone();
+            let action = crate::playbook::step_actions(&v.rendered(app).0)
+                .get(v.cursor)
+                .copied()
+                .flatten();
+            let checkpoint = app
+                .flows
+                .iter()
+                .find(|f| f.name == v.flow)
+                .and_then(|f| f.checkpoint.clone());
+            match (app.mode, action, checkpoint) {
+                (Mode::Attach, _, _) => {
+                    app.complain("weir attach is read-only: run checkpoint actions in a shell")
+                }
+                (_, None, _) => app.complain("this step names no checkpoint action"),
+                (_, _, None) => app.complain("the flow's checkpoint is not known"),
+                (Mode::Run, Some(action), Some(checkpoint)) => effects.push(Effect::PlanAction {
+                    view: v,
+                    checkpoint,
+                    action,
+                }),
+            }
+        }
         Action::ToggleStep => {
             if let Overlay::Playbook(v) = &mut app.overlay
                 && !v.checked.remove(&v.cursor)

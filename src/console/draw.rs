@@ -77,6 +77,15 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
     if let OverlaySnap::Playbook(p) = &snap.overlay {
         draw_playbook(frame, body, p, theme);
     }
+    if let OverlaySnap::Action {
+        title,
+        lines,
+        prompt,
+        typed,
+    } = &snap.overlay
+    {
+        draw_action(frame, body, title, lines, prompt, typed, theme);
+    }
     if theme.ascii {
         fold_ascii(frame.buffer_mut(), area);
     }
@@ -708,6 +717,41 @@ fn draw_chart(frame: &mut Frame, area: Rect, c: &ChartSnap, theme: Theme) {
         )
         .legend_position(None);
     frame.render_widget(chart, area);
+}
+
+/// A checkpoint action's dry-run and its confirmation prompt, centred over the body.
+fn draw_action(
+    frame: &mut Frame,
+    body: Rect,
+    title: &str,
+    lines: &[String],
+    prompt: &str,
+    typed: &str,
+    theme: Theme,
+) {
+    let w = body.width.saturating_sub(4).clamp(20, 110).min(body.width);
+    let h = (lines.len() as u16 + 6).min(body.height);
+    let area = Rect::new(
+        body.x + (body.width - w) / 2,
+        body.y + (body.height - h) / 2,
+        w,
+        h,
+    );
+    frame.render_widget(Clear, area);
+    let b = block(title, true, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let mut text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
+    text.push(Line::from(""));
+    text.push(Line::from(Span::styled(
+        prompt.to_string(),
+        theme.style(Role::Warn),
+    )));
+    text.push(Line::from(vec![
+        Span::styled("> ", theme.style(Role::Focus)),
+        Span::raw(typed.to_string()),
+    ]));
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), inner);
 }
 
 /// The playbook beside its live evidence (side by side when wide, evidence on top when narrow).

@@ -21,6 +21,8 @@ pub enum Ctx {
     Prompt,
     Confirm,
     Playbook,
+    /// A checkpoint action's dry-run and confirmation.
+    Action,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +109,17 @@ fn unhealthy(app: &App) -> bool {
     app.current_flow()
         .and_then(|f| f.health.as_ref())
         .is_some_and(|h| h.state != crate::health::HealthState::Healthy)
+}
+fn step_has_action(app: &App) -> bool {
+    match &app.overlay {
+        Overlay::Playbook(v) => {
+            app.mode == Mode::Run
+                && crate::playbook::step_actions(&v.rendered(app).0)
+                    .get(v.cursor)
+                    .is_some_and(Option::is_some)
+        }
+        _ => false,
+    }
 }
 fn healthy_or_unknown(app: &App) -> bool {
     app.current_flow().is_some() && !unhealthy(app)
@@ -582,6 +595,42 @@ pub static BINDINGS: &[Binding] = &[
         when: always,
     },
     Binding {
+        keys: &[k('x')],
+        action: Action::DryRunStep,
+        ctx: PLAYBOOK,
+        hint: Some("dry-run"),
+        hint_keys: None,
+        help: "show the dry-run of the checkpoint action the step names; it runs only after confirmation",
+        when: step_has_action,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::InputSubmit,
+        ctx: &[Ctx::Action],
+        hint: Some("run"),
+        hint_keys: None,
+        help: "run the action (after typing the confirmation it asks for)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc)],
+        action: Action::InputCancel,
+        ctx: &[Ctx::Action],
+        hint: Some("cancel"),
+        hint_keys: None,
+        help: "cancel: nothing changes",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Backspace)],
+        action: Action::InputBackspace,
+        ctx: &[Ctx::Action],
+        hint: None,
+        hint_keys: None,
+        help: "delete the last character",
+        when: always,
+    },
+    Binding {
         keys: &[code(KeyCode::Esc), k('b'), k('q')],
         action: Action::ClosePlaybook,
         ctx: PLAYBOOK,
@@ -729,6 +778,7 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Prompt { .. } => Ctx::Prompt,
         Overlay::Confirm(_) => Ctx::Confirm,
         Overlay::Playbook(_) => Ctx::Playbook,
+        Overlay::Action(_) => Ctx::Action,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -754,7 +804,7 @@ pub fn action_for(app: &App, event: &KeyEvent) -> Option<Action> {
     if let Some(b) = live_bindings(app).find(|b| b.keys.iter().any(|k| matches(k, event))) {
         return Some(b.action.clone());
     }
-    if context(app) == Ctx::Prompt
+    if matches!(context(app), Ctx::Prompt | Ctx::Action)
         && let KeyCode::Char(c) = event.code
         && !event
             .modifiers

@@ -43,6 +43,13 @@ pub enum OverlaySnap {
         question: String,
     },
     Playbook(Box<PlaybookSnap>),
+    /// A checkpoint action's dry-run with its confirmation prompt.
+    Action {
+        title: String,
+        lines: Vec<String>,
+        prompt: String,
+        typed: String,
+    },
 }
 
 /// The playbook overlay: live evidence beside the playbook's lines.
@@ -278,6 +285,19 @@ impl Snapshot {
                 question: c.question(),
             },
             Overlay::Playbook(v) => OverlaySnap::Playbook(Box::new(playbook_snap(app, v))),
+            Overlay::Action(d) => OverlaySnap::Action {
+                title: format!("Dry run: {} (flow {})", d.plan.action, d.flow),
+                lines: d.plan.render().lines().map(str::to_string).collect(),
+                prompt: if d.plan.needs_confirmation {
+                    format!(
+                        "This moves a checkpoint or changes a table. Type {} and Enter to run it; Esc cancels.",
+                        d.word
+                    )
+                } else {
+                    "Nothing is moved or changed. Enter runs it; Esc cancels.".to_string()
+                },
+                typed: d.typed.clone(),
+            },
         };
         Snapshot {
             theme: app.theme,

@@ -206,6 +206,66 @@ pub fn steps(rendered: &str) -> Vec<String> {
         .collect()
 }
 
+/// A checkpoint action a playbook step names, runnable from the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepAction {
+    Backup,
+    /// Back to the last committed batch.
+    Rollback,
+    Reset {
+        truncate_target: bool,
+    },
+}
+
+impl StepAction {
+    fn from_command(cmd: &str) -> Option<Self> {
+        let cmd = cmd.trim();
+        if cmd.starts_with("weir checkpoint backup") && !cmd.contains("--dry-run") {
+            Some(StepAction::Backup)
+        } else if cmd.starts_with("weir checkpoint rollback") && !cmd.contains("--dry-run") {
+            Some(StepAction::Rollback)
+        } else if cmd.starts_with("weir checkpoint reset") && !cmd.contains("--dry-run") {
+            Some(StepAction::Reset {
+                truncate_target: cmd.contains("--truncate-target"),
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// Per checkable step: the checkpoint action it names (in its own text, or on the
+/// `Command:` line of its section), if any.
+pub fn step_actions(rendered: &str) -> Vec<Option<StepAction>> {
+    let mut out: Vec<Option<StepAction>> = Vec::new();
+    let mut in_step = false;
+    for line in rendered.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#") {
+            in_step = false;
+            continue;
+        }
+        let is_step = t.starts_with("- [ ] ");
+        if is_step {
+            out.push(None);
+            in_step = true;
+        }
+        if !in_step {
+            continue;
+        }
+        if let Some(slot) = out.last_mut()
+            && slot.is_none()
+        {
+            *slot = line
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .find_map(StepAction::from_command);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +332,29 @@ mod tests {
         assert!(out.contains("Catch-up estimate at current rates: never at current rates"));
         assert!(out.contains("weir run /p/pipeline.toml --flow bronze --trigger available-now"));
         assert!(!out.contains("{{"));
+    }
+
+    #[test]
+    fn steps_name_their_checkpoint_actions() {
+        let cx = Context {
+            checkpoint: Some("/c".into()),
+            pipeline: Some("/p.toml".into()),
+            flow: Some("f".into()),
+            ..Default::default()
+        };
+        let text = render(HealthState::CheckpointIncompatible, &Health::default(), &cx);
+        let actions = step_actions(&text);
+        assert_eq!(actions.len(), steps(&text).len());
+        assert_eq!(
+            actions[1],
+            Some(StepAction::Backup),
+            "safe check 2 backs up"
+        );
+        assert!(actions.contains(&Some(StepAction::Rollback)));
+        assert!(actions.contains(&Some(StepAction::Reset {
+            truncate_target: true
+        })));
+        assert_eq!(actions[0], None);
     }
 
     #[test]

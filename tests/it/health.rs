@@ -793,6 +793,8 @@ mod console_view {
     use weir::engine::control::FlowEvent;
     use weir::health::{Evidence, Health, HealthState};
 
+    use crate::support::weir;
+
     const NOW_MS: i64 = 1_796_033_200_000;
 
     fn lagging() -> Health {
@@ -858,6 +860,94 @@ mod console_view {
             .unwrap()
             .replace_all(&out, "[clock]  ")
             .to_string()
+    }
+
+    /// From the playbook: `x` shows the dry-run of the step's checkpoint action, which
+    /// runs only on Enter (backup) or after typing the checkpoint's name (rollback).
+    #[test]
+    fn playbook_actions_show_their_dry_run_and_need_confirmation() {
+        let sc = super::Scene::new();
+        sc.write(&super::simple_pipeline("", "max_files_per_trigger = 1"));
+        super::land_files(&sc.landing(), 0..2);
+        assert!(sc.run(&[]).status.success());
+        super::land_files(&sc.landing(), 2..3);
+        let crash = weir()
+            .arg("run")
+            .arg(sc.pipeline())
+            .args(["--headless", "--trigger", "available-now"])
+            .env("WEIR_FAILPOINT", "after_offsets")
+            .output()
+            .unwrap();
+        assert!(!crash.status.success());
+        let offsets2 = sc.checkpoint().join("offsets/2");
+        std::fs::write(&offsets2, "v1\n").unwrap();
+        assert_eq!(sc.run(&[]).status.code(), Some(1));
+        let health: Health = serde_json::from_value(sc.health()).unwrap();
+        assert_eq!(health.state, HealthState::CheckpointIncompatible);
+
+        let mut flow = FlowModel::new("f");
+        flow.checkpoint = Some(sc.checkpoint());
+        let app = App::new(
+            Mode::Run,
+            sc.pipeline().display().to_string(),
+            vec![flow],
+            Theme {
+                color: false,
+                ascii: true,
+            },
+            3_600_000,
+            NOW_MS,
+        );
+        let mut s = Session::new(app, None);
+        s.ingest(Input::Engine(FlowEvent::Health {
+            flow: "f".into(),
+            health: Box::new(health),
+            at_ms: NOW_MS,
+        }));
+        s.key(key('b'));
+        assert!(
+            s.key(key('x')).is_none(),
+            "step 1 names no action: x is not live"
+        );
+        s.key(key('j'));
+        s.key(key('x'));
+        let dialog = screen(&s, 120, 40);
+        assert!(dialog.contains("Dry run: backup"), "{dialog}");
+        assert!(dialog.contains("1. copy "), "{dialog}");
+        assert!(dialog.contains("Enter runs it"), "{dialog}");
+        s.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        let backups: Vec<_> = std::fs::read_dir(sc.dir.join("_checkpoints"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("f.backup-"))
+            .collect();
+        assert_eq!(backups.len(), 1, "the backup ran once");
+        let timeline = screen(&s, 120, 40);
+        assert!(timeline.contains("backup: done"), "{timeline}");
+
+        // The rollback step: a typed confirmation is needed.
+        for _ in 0..5 {
+            s.key(key('j'));
+        }
+        s.key(key('x'));
+        let dialog = screen(&s, 120, 40);
+        assert!(dialog.contains("Dry run: rollback to batch 1"), "{dialog}");
+        assert!(dialog.contains("Type f and Enter"), "{dialog}");
+        s.key(key('n'));
+        s.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(offsets2.exists(), "a wrong confirmation changes nothing");
+        s.key(KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE));
+        s.key(key('f'));
+        s.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(
+            !offsets2.exists(),
+            "moved aside after the typed confirmation"
+        );
+
+        let out = sc.run(&[]);
+        assert!(out.status.success(), "{}", super::stderr(&out));
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        assert_eq!(rt.block_on(super::ids(&sc.table())), super::expected_ids(3));
     }
 
     #[test]
