@@ -12,6 +12,9 @@
 //! - a stateful operator changed, was added after the query started, or was removed
 //!   (the state's fingerprint, `state/0/schema`, as the engine checks it).
 //!
+//! - the target Delta table is gone, at a version older than one this query
+//!   committed, or has no commit of this query id (recreated, or another table).
+//!
 //! A changed sink path is reported as a note: allowed, but the new table misses
 //! the rows committed before.
 
@@ -191,6 +194,53 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
     }
 }
 
+/// The target table against what this query committed into it (progress records):
+/// a table that is gone, recreated, restored to an older version, or that has no
+/// commit of this query id cannot continue from this checkpoint without losing rows.
+async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Vec<String> {
+    let SinkSpec::Delta { path, .. } = &spec.sink else {
+        return Vec::new();
+    };
+    let Ok(metadata) = cp.read_metadata() else {
+        return Vec::new();
+    };
+    let query_id = metadata.id.to_string();
+    let records = crate::engine::progress::read_progress(&cp.progress_path()).unwrap_or_default();
+    let committed: Vec<_> = records
+        .iter()
+        .filter(|r| r.id == query_id && r.sink.num_output_rows > 0 && !r.weir.sink_write_skipped)
+        .collect();
+    let Some(max_version) = committed.iter().filter_map(|r| r.weir.delta_version).max() else {
+        return Vec::new();
+    };
+    let mut reasons = Vec::new();
+    match crate::sink::delta::open_existing(path).await {
+        Ok(None) => reasons.push(format!(
+            "the target table {} is gone, but query {query_id} committed batches into it (up to Delta version {max_version}); \
+             restore the table, or reset the flow to re-read the source",
+            path.display()
+        )),
+        Ok(Some(table)) => {
+            let version = table.version().map_or(-1, |v| v as i64);
+            if version < max_version {
+                reasons.push(format!(
+                    "the target table {} is at Delta version {version}, older than version {max_version} this query committed: \
+                     it was restored or recreated, and the rows of later batches are not in it",
+                    path.display()
+                ));
+            } else if let Ok(None) = super::actions::txn_version(path, &query_id).await {
+                reasons.push(format!(
+                    "the target table {} has no commit of query {query_id} (different query id): it was recreated, \
+                     or this checkpoint belongs to another table",
+                    path.display()
+                ));
+            }
+        }
+        Err(e) => reasons.push(e.to_string()),
+    }
+    reasons
+}
+
 /// Everything `weir check` looks at, for one flow.
 pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
     let cp = Checkpoint::at(&spec.checkpoint);
@@ -199,6 +249,9 @@ pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
         && let Some(r) = check_state(spec, &cp).await
     {
         reasons.push(r);
+    }
+    if reasons.is_empty() && cp.exists() {
+        reasons.extend(check_sink(spec, &cp).await);
     }
     if !cp.exists() {
         notes.push("no checkpoint yet: the flow starts from the beginning of its source".into());
@@ -214,8 +267,9 @@ pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
     })
 }
 
-/// The engine's fail-fast: the static checks as one error.
-pub fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
+/// The engine's fail-fast: the static and sink checks as one error (the stateful
+/// check runs when the operator is built, with the same message).
+pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
     // A corrupt file is reported as itself (kind `checkpoint_corrupt`, naming the file).
     if cp.exists() {
         cp.read_metadata()?;
@@ -226,7 +280,10 @@ pub fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
             cp.read_commit(id)?;
         }
     }
-    let (reasons, _) = check_static(spec, cp)?;
+    let (mut reasons, _) = check_static(spec, cp)?;
+    if reasons.is_empty() && cp.exists() {
+        reasons = check_sink(spec, cp).await;
+    }
     if reasons.is_empty() {
         return Ok(());
     }

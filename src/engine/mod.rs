@@ -193,7 +193,7 @@ async fn run_flow_inner(
         tracing::warn!(pid = prev.pid, host = %prev.host, started_at = %prev.started_at,
             "took over the checkpoint lock left by a process that is no longer running");
     }
-    crate::checkpoint::compat::refuse_incompatible(spec, &checkpoint)?;
+    crate::checkpoint::compat::refuse_incompatible(spec, &checkpoint).await?;
     let metadata = checkpoint.open_or_create()?;
     let query_id = metadata.id.to_string();
     let run_id = uuid::Uuid::new_v4().to_string();

@@ -508,6 +508,48 @@ fn reset_with_truncate_target_moves_the_checkpoint_aside_and_replays_exactly_onc
 }
 
 #[test]
+fn a_deleted_target_table_is_incompatible_and_a_reset_replays_it_once() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..2);
+    assert!(sc.run(&[]).status.success());
+    std::fs::rename(sc.table(), sc.dir.join("table.lost")).unwrap();
+
+    let check = sc.weir(&["check", s(&sc.pipeline())]);
+    assert_eq!(check.status.code(), Some(1));
+    let verdict = stdout(&check);
+    assert!(verdict.contains("is gone, but query"), "{verdict}");
+    // A restart fails fast instead of writing a table that misses the earlier rows.
+    land_files(&sc.landing(), 2..3);
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is gone, but query"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!sc.table().exists(), "nothing written");
+    assert_eq!(sc.health()["state"], "checkpoint_incompatible");
+
+    // Playbook action 3: reset (the table is gone: nothing to empty) and replay.
+    let out = sc.weir(&[
+        "checkpoint",
+        "reset",
+        s(&sc.pipeline()),
+        "--flow",
+        "f",
+        "--truncate-target",
+        "--yes",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("is not a Delta table yet: nothing to empty"));
+    let out = sc.run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
+}
+
+#[test]
 fn truncated_offsets_are_incompatible_and_rollback_repairs_them() {
     let sc = Scene::new();
     sc.write(&simple_pipeline("", "max_files_per_trigger = 1"));
