@@ -92,28 +92,24 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Ve
         Err(e) => reasons.push(e.to_string()),
         Ok(None) => {}
         Ok(Some(plan)) => {
-            let SourceSpec::Files(src) = &spec.source;
             if plan.flow != spec.name {
                 reasons.push(format!(
                     "the checkpoint belongs to flow {:?}, not {:?} (different query)",
                     plan.flow, spec.name
                 ));
             }
-            let source = format!("files:{}", src.format.as_str());
+            let source = spec.source.kind();
             if plan.source != source {
                 reasons.push(format!("source changed from {} to {source}", plan.source));
             }
-            if !same_path(&plan.source_path, &src.path) {
+            if !same_path(&plan.source_path, spec.source.path()) {
                 reasons.push(format!(
                     "source path changed from {} to {}",
                     plan.source_path.display(),
-                    src.path.display()
+                    spec.source.path().display()
                 ));
             }
-            let sink_path = match &spec.sink {
-                SinkSpec::Delta { path, .. } => Some(path.clone()),
-                _ => None,
-            };
+            let sink_path = sink_table(spec).map(Path::to_path_buf);
             if let (Some(old), Some(new)) = (&plan.sink_path, &sink_path)
                 && !same_path(old, new)
             {
@@ -141,6 +137,14 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Ve
     Ok((reasons, notes))
 }
 
+/// The flow's target Delta table (append or merge sink).
+pub fn sink_table(spec: &FlowSpec) -> Option<&Path> {
+    match &spec.sink {
+        SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
 fn same_path(a: &Path, b: &Path) -> bool {
     let norm = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     norm(a) == norm(b)
@@ -152,7 +156,10 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
         return None;
     }
     let last_commit = cp.latest_commit().ok().flatten().map(|(id, _)| id)?;
-    let SourceSpec::Files(src) = &spec.source;
+    // A Delta source's schema comes from its table: the engine checks its state at start.
+    let SourceSpec::Files(src) = &spec.source else {
+        return None;
+    };
     let data_schema = match &src.schema {
         Some(s) => s.clone(),
         None => {
@@ -173,11 +180,12 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
             rescued_data: true,
         });
     let input = crate::source::files::batch_schema(&read_schema);
-    let projection = crate::ops::Projection::new(
+    let mut projection = crate::ops::Projection::with_joins(
         &spec.name,
         &input,
         spec.where_.as_deref(),
         spec.select.as_deref(),
+        &spec.joins,
     );
     let projected = match projection.check(&input).await {
         Ok(p) => p,
@@ -198,7 +206,7 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
 /// a table that is gone, recreated, restored to an older version, or that has no
 /// commit of this query id cannot continue from this checkpoint without losing rows.
 async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Vec<String> {
-    let SinkSpec::Delta { path, .. } = &spec.sink else {
+    let Some(path) = sink_table(spec) else {
         return Vec::new();
     };
     let Ok(metadata) = cp.read_metadata() else {

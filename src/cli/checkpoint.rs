@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 
 use super::{EXIT_INVALID, report, runtime};
 use crate::checkpoint::actions::{ActionPlan, execute, plan_backup, plan_reset, plan_rollback};
-use crate::pipeline::{self, SinkSpec};
+use crate::pipeline;
 
 #[derive(Debug, Args)]
 pub struct CheckpointArgs {
@@ -101,10 +101,7 @@ pub fn run(args: &CheckpointArgs) -> ExitCode {
                 );
                 return ExitCode::from(EXIT_INVALID);
             };
-            let target = match &spec.sink {
-                SinkSpec::Delta { path, .. } => Some(path.as_path()),
-                _ => None,
-            };
+            let target = crate::checkpoint::compat::sink_table(spec);
             (
                 rt.block_on(plan_reset(&spec.checkpoint, target, *truncate_target)),
                 *dry_run,

@@ -169,6 +169,12 @@ pub fn prepare(dir: &Path, days: Option<usize>) -> Result<Landed> {
         std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
             .map_err(|e| Error::io(&pipeline_path, e))?;
     }
+    super::demo_data::write_dimensions(dir)?;
+    super::demo_data::land_weather(
+        &dir.join("landing").join("weather"),
+        &dir.join("_staging"),
+        days,
+    )?;
     land_flights(
         &dir.join("landing").join("flights"),
         &dir.join("_staging"),

@@ -9,6 +9,7 @@ pub mod attach;
 pub mod check;
 pub mod checkpoint;
 pub mod demo;
+pub mod demo_data;
 pub mod diff;
 pub mod inspect;
 pub mod playbook;

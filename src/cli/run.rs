@@ -53,8 +53,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
         Ok(mut f) => {
             if let Some(n) = args.max_files_per_trigger {
                 for flow in &mut f {
-                    let crate::pipeline::SourceSpec::Files(src) = &mut flow.source;
-                    src.max_files_per_trigger = n;
+                    match &mut flow.source {
+                        crate::pipeline::SourceSpec::Files(src) => src.max_files_per_trigger = n,
+                        crate::pipeline::SourceSpec::Delta(src) => src.max_files_per_trigger = n,
+                    }
                     flow.health.max_files_per_trigger = Some(n);
                 }
             }
@@ -180,7 +182,7 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
     rx
 }
 
-/// Runs flows: one after the other in file order with `available_now`/`once`
+/// Runs flows: one after the other in dependency order with `available_now`/`once`
 /// (each drains before the next starts), concurrently otherwise.
 pub async fn run_flows(
     flows: &[FlowSpec],
@@ -210,7 +212,9 @@ pub async fn run_flows(
     });
     let mut results = Vec::new();
     if draining {
-        for flow in flows {
+        // Upstream first: bronze drains before silver reads it, silver before gold.
+        let ordered = crate::pipeline::dependency_order(flows).unwrap_or_else(|_| flows.to_vec());
+        for flow in &ordered {
             let r = run_flow(flow, make_options(stop.clone())).await;
             let stop_now = *stop.borrow();
             results.push((flow.name.clone(), r));

@@ -90,6 +90,9 @@ pub struct WeirProgress {
     /// The flow's health after this batch (docs/health.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<crate::health::Health>,
+    /// Stream-static join tables: version read, rows, whether this batch re-read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<crate::ops::join::DimensionProgress>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

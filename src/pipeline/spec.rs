@@ -42,6 +42,8 @@ pub struct FlowFile {
     pub freshness: Option<HumanDuration>,
     /// Thresholds of the health classifier and the retries (docs/health.md).
     pub health: Option<Spanned<HealthFile>>,
+    /// Stream-static joins, applied to each batch in order (`[[flow.join]]`).
+    pub join: Option<Vec<Spanned<JoinFile>>>,
 }
 
 /// `[flow.health]`: the classifier's windows and thresholds, the retries' budget.
@@ -53,6 +55,31 @@ pub struct HealthFile {
     pub max_rescued_ratio: Option<Spanned<f64>>,
     pub retry_attempts: Option<Spanned<u64>>,
     pub retry_backoff: Option<HumanDuration>,
+}
+
+/// `[[flow.join]]`: a dimension table joined with each batch.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinFile {
+    /// A Delta table directory, or a CSV or Parquet file.
+    pub table: String,
+    /// `delta`, `csv` or `parquet` (default: from the path).
+    pub format: Option<Spanned<String>>,
+    /// The name the dimension has in SQL (default: the file or directory name).
+    pub alias: Option<Spanned<String>>,
+    /// Column names present on both sides, or a SQL condition over `batch.` and the alias.
+    pub on: Spanned<JoinOnFile>,
+    /// `inner` (default) or `left`.
+    pub how: Option<Spanned<String>>,
+    /// CSV only: the text that means null.
+    pub null_value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum JoinOnFile {
+    Columns(Vec<String>),
+    Text(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,9 +104,18 @@ pub enum TriggerFile {
     ProcessingTime { processing_time: HumanDuration },
 }
 
-/// A source table. Only `type = "files"` exists today; the type is checked after parsing
-/// (a serde-tagged enum would lose the value spans that error messages need).
+/// A source: `type = "files"` or `type = "delta"`. One struct holds the keys of both; the
+/// type is checked after parsing (a serde-tagged enum would lose the value spans that
+/// error messages need), and keys of the other type are refused then.
 pub type SourceFile = FilesSourceFile;
+
+/// Delta's `startingVersion`: a version number or `"latest"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StartingVersionFile {
+    Version(i64),
+    Word(String),
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -87,7 +123,12 @@ pub struct FilesSourceFile {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,
     pub path: String,
-    pub format: FormatFile,
+    /// Files only: `csv`, `json` or `parquet`.
+    pub format: Option<Spanned<FormatFile>>,
+    /// Delta only: where a new flow starts (a version, or `"latest"`).
+    pub starting_version: Option<Spanned<StartingVersionFile>>,
+    /// Delta only: skip commits that rewrite data (Delta's `skipChangeCommits`).
+    pub skip_change_commits: Option<Spanned<bool>>,
     /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.
     pub schema: Option<Spanned<String>>,
     #[serde(default = "default_true")]
@@ -144,6 +185,15 @@ pub enum SinkFile {
         partition_by: Vec<String>,
         #[serde(default)]
         merge_schema: bool,
+    },
+    /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
+    DeltaMerge {
+        path: String,
+        keys: Vec<String>,
+        /// Within a batch, the row with the greatest value of this column wins per key.
+        order_by: Option<String>,
+        #[serde(default)]
+        partition_by: Vec<String>,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

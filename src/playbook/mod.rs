@@ -73,16 +73,12 @@ fn path_str(p: &Path) -> String {
 
 impl Context {
     pub fn from_flow(spec: &crate::pipeline::FlowSpec, pipeline: &Path) -> Self {
-        let crate::pipeline::SourceSpec::Files(src) = &spec.source;
         Context {
             flow: Some(spec.name.clone()),
             pipeline: Some(path_str(pipeline)),
             checkpoint: Some(path_str(&spec.checkpoint)),
-            source_path: Some(path_str(&src.path)),
-            sink_path: match &spec.sink {
-                crate::pipeline::SinkSpec::Delta { path, .. } => Some(path_str(path)),
-                _ => None,
-            },
+            source_path: Some(path_str(spec.source.path())),
+            sink_path: crate::checkpoint::compat::sink_table(spec).map(path_str),
         }
     }
 }

@@ -8,6 +8,7 @@ mod console;
 mod crash;
 mod health;
 mod ingest;
+mod multihop;
 mod pipeline_files;
 mod schema_drift;
 mod stateful;
