@@ -549,6 +549,47 @@ fn a_deleted_target_table_is_incompatible_and_a_reset_replays_it_once() {
     assert_eq!(rt.block_on(ids(&sc.table())), expected_ids(3));
 }
 
+/// `weir attach` follows `_weir/health.json`: a flow that failed (no progress record
+/// for the failure) still shows its state and evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_follows_the_recorded_health_of_a_failed_flow() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..1);
+    std::fs::write(sc.table(), b"in the way").unwrap();
+    assert_eq!(sc.run(&[]).status.code(), Some(1));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let task = tokio::spawn(weir::console::follow::follow(
+        "f".into(),
+        sc.checkpoint(),
+        weir::console::follow::FollowOptions {
+            progress: true,
+            lock: false,
+            interval: Duration::from_millis(20),
+        },
+        tx,
+    ));
+    let health = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rx.recv().await {
+                Some(weir::console::app::Input::Engine(
+                    weir::engine::control::FlowEvent::Health { health, .. },
+                )) => break health,
+                Some(_) => continue,
+                None => panic!("follow ended"),
+            }
+        }
+    })
+    .await
+    .expect("a health event");
+    task.abort();
+    assert_eq!(health.state, weir::health::HealthState::SinkUnavailable);
+    assert_eq!(
+        health.evidence.error.as_ref().unwrap().kind,
+        "sink_unavailable"
+    );
+}
+
 #[test]
 fn truncated_offsets_are_incompatible_and_rollback_repairs_them() {
     let sc = Scene::new();
