@@ -418,6 +418,29 @@ fn changed_aggregation_key_is_incompatible_fails_fast_and_reverting_recovers() {
 }
 
 #[test]
+fn a_changed_source_is_incompatible_with_the_exact_reason() {
+    let sc = Scene::new();
+    sc.write(&simple_pipeline("", ""));
+    land_files(&sc.landing(), 0..1);
+    assert!(sc.run(&[]).status.success());
+    sc.write(&simple_pipeline("", "").replace("path = \"landing\"", "path = \"landing2\""));
+    let check = sc.weir(&["check", s(&sc.pipeline()), "--json"]);
+    assert_eq!(check.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let reason = v[0]["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("source path changed from ") && reason.ends_with("landing2"),
+        "{reason}"
+    );
+    let out = sc.run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(reason), "{}", stderr(&out));
+    // Reverting the change makes the checkpoint usable again.
+    sc.write(&simple_pipeline("", ""));
+    assert!(sc.weir(&["check", s(&sc.pipeline())]).status.success());
+}
+
+#[test]
 fn reset_with_truncate_target_moves_the_checkpoint_aside_and_replays_exactly_once() {
     let sc = Scene::new();
     sc.write(&simple_pipeline("", ""));
