@@ -371,11 +371,20 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
     // Freshness: the newest event time seen is older than the target.
     if let Some(freshness) = cfg.freshness {
         let freshness_ms = i64::try_from(freshness.as_millis()).unwrap_or(i64::MAX);
+        // The newest event time seen; without one (no-data batches), the watermark.
         let max_event = inputs
             .records
             .iter()
             .rev()
-            .find_map(|r| r.event_time.get("max").and_then(|t| parse_iso_ms(t)));
+            .find_map(|r| r.event_time.get("max").and_then(|t| parse_iso_ms(t)))
+            .or_else(|| {
+                inputs.records.iter().rev().find_map(|r| {
+                    r.event_time
+                        .get("watermark")
+                        .and_then(|t| parse_iso_ms(t))
+                        .filter(|w| *w > 0)
+                })
+            });
         if let Some(max_event) = max_event {
             let delay = inputs.now_ms - max_event;
             evidence.event_time_delay_ms = Some(delay);
@@ -574,6 +583,15 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(run(&recs, None, &fresh).state, HealthState::Healthy);
+        // Without a max event time (no-data batches) the watermark stands in.
+        recs[1].event_time.clear();
+        recs[1].event_time.insert(
+            "watermark".into(),
+            crate::engine::progress::iso_millis(1_700_000_100_000 - 40 * 60_000),
+        );
+        let h = run(&recs, None, &fresh);
+        assert_eq!(h.state, HealthState::Lagging);
+        assert_eq!(h.evidence.event_time_delay_ms, Some(40 * 60_000));
     }
 
     #[test]

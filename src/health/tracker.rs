@@ -35,7 +35,12 @@ pub struct HealthTracker {
     recent: Vec<StreamingQueryProgress>,
     state: Option<HealthState>,
     path: PathBuf,
+    last_write_ms: Option<i64>,
 }
+
+/// A healthy verdict that did not change is rewritten at most this often (fsyncs cost
+/// batch latency); a change of state, and any non-healthy verdict, is written at once.
+const REWRITE_HEALTHY_MS: i64 = 10_000;
 
 impl HealthTracker {
     /// Starts from the flow's recorded progress, so windows span restarts.
@@ -49,6 +54,7 @@ impl HealthTracker {
             config,
             recent,
             path: health_path(checkpoint),
+            last_write_ms: None,
         }
     }
 
@@ -93,7 +99,13 @@ impl HealthTracker {
     fn settle(&mut self, health: Health, now_ms: i64) -> Option<Health> {
         let changed = self.state != Some(health.state);
         self.state = Some(health.state);
-        self.write(&health, now_ms);
+        let stale = self
+            .last_write_ms
+            .is_none_or(|t| now_ms - t >= REWRITE_HEALTHY_MS);
+        if changed || health.state != HealthState::Healthy || stale {
+            self.write(&health, now_ms);
+            self.last_write_ms = Some(now_ms);
+        }
         changed.then_some(health)
     }
 
