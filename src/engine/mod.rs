@@ -13,6 +13,7 @@
 //! `committed` is repaired on the next start by re-running the batch; the sink's
 //! idempotence (Delta application transactions) makes the re-run write at most once.
 
+pub mod commits;
 pub mod control;
 pub mod failpoint;
 pub mod input;
@@ -185,6 +186,9 @@ async fn run_flow_inner(
         }
     };
     let mut control = Control::new(options.stop.take(), options.commands.take());
+    if let SourceSpec::Delta(d) = &spec.source {
+        control.upstream = Some(commits::subscribe(&d.path));
+    }
     let run_start = Instant::now();
     let trigger = options.trigger.unwrap_or(spec.trigger);
     let files_spec = match &spec.source {
@@ -274,6 +278,7 @@ async fn run_flow_inner(
     let mut source: Option<Operators> = None;
     let mut output_schema: Option<arrow::datatypes::SchemaRef> = None;
     let mut late_sink: Option<Sink> = None;
+    let mut quarantine_sink: Option<Sink> = None;
     let mut ledger_slot = ledger;
     let mut modified_total = 0u64;
 
@@ -297,6 +302,7 @@ async fn run_flow_inner(
         }
         let trigger_start = Instant::now();
         let t_latest = Instant::now();
+        control.upstream_seen();
 
         // The schema is known once files exist (or given), or once the Delta table exists;
         // until then there is nothing to plan.
@@ -536,6 +542,8 @@ async fn run_flow_inner(
         }
         // Schema evolution (Auto Loader): new columns widen the schema and stop the flow
         // before anything is written; the next start re-runs this batch with the new schema.
+        // `schema_evolution = "none"`: new columns are ignored, but named and counted.
+        let mut new_columns_ignored: Vec<String> = Vec::new();
         let decision = match (files_spec, src.files_source()) {
             (Some(files_spec), Some(file_source)) => {
                 let new_fields = if files_spec.infer_column_types {
@@ -543,6 +551,14 @@ async fn run_flow_inner(
                 } else {
                     strings_only(&read.new_fields)
                 };
+                if files_spec.schema_evolution == crate::schema::evolve::EvolutionMode::None {
+                    for f in &new_fields {
+                        let name = f.path.join(".");
+                        if !new_columns_ignored.contains(&name) {
+                            new_columns_ignored.push(name);
+                        }
+                    }
+                }
                 evolve(
                     file_source.data_schema(),
                     &new_fields,
@@ -586,14 +602,38 @@ async fn run_flow_inner(
         }
         // Records that cannot be parsed at all go to the quarantine instead of the table.
         let mut num_quarantined = 0u64;
-        let read_batches = match files_spec.and_then(|f| f.bad_records_path.as_ref()) {
-            None => read.batches,
-            Some(dir) => {
-                let (good, quarantined) = split_batches(read.batches, batch_id)?;
-                num_quarantined = quarantined.len() as u64;
+        let quarantine_dir = files_spec.and_then(|f| f.bad_records_path.as_ref());
+        let quarantine_table = files_spec.and_then(|f| f.bad_records_table.as_ref());
+        let read_batches = if quarantine_dir.is_none() && quarantine_table.is_none() {
+            read.batches
+        } else {
+            let (good, quarantined) = split_batches(read.batches, batch_id)?;
+            num_quarantined = quarantined.len() as u64;
+            if let Some(dir) = quarantine_dir {
                 QuarantineWriter::new(dir.clone()).write(batch_id, &quarantined)?;
-                good
             }
+            if let Some(table) = quarantine_table {
+                if quarantine_sink.is_none() {
+                    quarantine_sink = Some(
+                        Sink::open(
+                            &crate::pipeline::SinkSpec::Delta {
+                                path: table.clone(),
+                                partition_by: Vec::new(),
+                                merge_schema: false,
+                            },
+                            &query_id,
+                        )
+                        .await?,
+                    );
+                }
+                if let Some(qs) = quarantine_sink.as_mut() {
+                    let schema = crate::sink::quarantine::records_schema();
+                    let records = crate::sink::quarantine::records_batch(&quarantined)?;
+                    qs.add_batch_mode(batch_id, vec![records], false, Some(&schema))
+                        .await?;
+                }
+            }
+            good
         };
 
         // addBatch: transform and write.
@@ -684,6 +724,12 @@ async fn run_flow_inner(
             if let Some(ls) = late_sink.as_mut() {
                 ls.add_batch(batch_id, late_out).await?;
             }
+        }
+        if !commit.skipped
+            && commit.delta_version.is_some()
+            && let Some(table) = spec.writes()
+        {
+            commits::published(&table);
         }
         failpoint::hit("after_sink_commit", &spec.name, batch_id);
         if let Some(op) = operator.as_mut() {
@@ -811,6 +857,8 @@ async fn run_flow_inner(
                 num_rows_invalid_event_time: num_invalid_event_time,
                 num_records_quarantined: num_quarantined,
                 dimensions: projection.dimensions(),
+                num_new_columns_ignored: new_columns_ignored.len() as u64,
+                new_columns_ignored,
                 num_late_rows_written: if spec.late_rows.is_some() {
                     num_late + num_invalid_event_time
                 } else {
@@ -926,7 +974,7 @@ async fn idle_wait(
         *idle = true;
     }
     control
-        .wait(interval.max(IDLE_POLL_INTERVAL), on_command)
+        .wait_idle(interval.max(IDLE_POLL_INTERVAL), on_command)
         .await
         == Wake::Stop
 }

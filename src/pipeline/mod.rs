@@ -158,6 +158,8 @@ pub struct FilesSource {
     pub schema: Option<SchemaRef>,
     pub infer_column_types: bool,
     pub schema_inference_max_files: usize,
+    /// Bytes sampled for inference at most (Auto Loader's `sampleSize.numBytes`; at least one file).
+    pub schema_inference_max_bytes: u64,
     pub path_glob_filter: Option<glob::Pattern>,
     pub max_files_per_trigger: u64,
     pub max_bytes_per_trigger: Option<u64>,
@@ -167,6 +169,8 @@ pub struct FilesSource {
     pub schema_hints: Option<String>,
     pub schema_location: Option<PathBuf>,
     pub bad_records_path: Option<PathBuf>,
+    /// Delta table receiving unparseable records (`file`, `line`, `raw`, `error`, `batch_id`).
+    pub bad_records_table: Option<PathBuf>,
 }
 
 /// Where a flow writes.
@@ -236,7 +240,7 @@ impl FlowSpec {
 }
 
 /// `a/./b/../c` → `a/c`, lexically (paths in a pipeline may name tables not created yet).
-fn normalize(path: &Path) -> PathBuf {
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -288,6 +292,9 @@ pub fn dependency_order(flows: &[FlowSpec]) -> Result<Vec<FlowSpec>, String> {
     }
     Ok(order)
 }
+
+/// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).
+pub const DEFAULT_INFERENCE_MAX_BYTES: u64 = 50_000_000_000;
 
 /// Default `max_files_per_trigger` (Auto Loader's default).
 pub const DEFAULT_MAX_FILES_PER_TRIGGER: u64 = 1000;
@@ -926,6 +933,10 @@ fn resolve_files(
             .schema_location
             .as_deref()
             .map(|p| resolve_path(base, p)),
+        bad_records_table: files
+            .bad_records_table
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
         bad_records_path: files
             .bad_records_path
             .as_deref()
@@ -936,6 +947,9 @@ fn resolve_files(
         schema,
         infer_column_types: files.infer_column_types,
         schema_inference_max_files: files.schema_inference_max_files.unwrap_or(50).max(1),
+        schema_inference_max_bytes: files
+            .schema_inference_max_bytes
+            .map_or(DEFAULT_INFERENCE_MAX_BYTES, |b| b.0),
         path_glob_filter,
         max_files_per_trigger,
         max_bytes_per_trigger: files.max_bytes_per_trigger.map(|b| b.0),
@@ -958,6 +972,10 @@ fn resolve_delta(
             "schema_inference_max_files",
             src.schema_inference_max_files.is_some(),
         ),
+        (
+            "schema_inference_max_bytes",
+            src.schema_inference_max_bytes.is_some(),
+        ),
         ("path_glob_filter", src.path_glob_filter.is_some()),
         ("min_file_age", src.min_file_age.is_some()),
         ("allow_overwrites", src.allow_overwrites),
@@ -966,6 +984,7 @@ fn resolve_delta(
         ("schema_hints", src.schema_hints.is_some()),
         ("schema_location", src.schema_location.is_some()),
         ("bad_records_path", src.bad_records_path.is_some()),
+        ("bad_records_table", src.bad_records_table.is_some()),
     ];
     if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
         return Err(cx.error(

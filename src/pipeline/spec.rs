@@ -135,6 +135,8 @@ pub struct FilesSourceFile {
     pub infer_column_types: bool,
     /// How many files schema inference samples (default 50).
     pub schema_inference_max_files: Option<usize>,
+    /// How many bytes schema inference samples at most (at least one file is read).
+    pub schema_inference_max_bytes: Option<ByteSize>,
     pub path_glob_filter: Option<Spanned<String>>,
     pub max_files_per_trigger: Option<Spanned<u64>>,
     pub max_bytes_per_trigger: Option<ByteSize>,
@@ -150,6 +152,8 @@ pub struct FilesSourceFile {
     pub schema_location: Option<String>,
     /// Directory receiving records that cannot be parsed at all (JSON lines per batch).
     pub bad_records_path: Option<String>,
+    /// A Delta table receiving records that cannot be parsed at all (one commit per batch).
+    pub bad_records_table: Option<String>,
 }
 
 fn default_true() -> bool {
