@@ -96,6 +96,12 @@ pub enum FlowEvent {
         detail: crate::schema::events::SchemaEvent,
         at_ms: i64,
     },
+    /// The flow's health state changed (with the evidence of the new state).
+    Health {
+        flow: String,
+        health: Box<crate::health::Health>,
+        at_ms: i64,
+    },
     /// An operator's command was applied.
     Command {
         flow: String,

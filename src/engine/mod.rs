@@ -18,6 +18,7 @@ pub mod control;
 pub mod failpoint;
 pub mod input;
 pub mod progress;
+pub mod retry;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -114,7 +115,12 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
         }
     };
     emit_status(FlowStatus::Starting);
-    let result = run_flow_inner(spec, options, events.as_ref()).await;
+    let mut tracker = crate::health::tracker::HealthTracker::new(
+        &spec.name,
+        spec.health.clone(),
+        &Checkpoint::at(&spec.checkpoint),
+    );
+    let result = run_flow_inner(spec, options, events.as_ref(), &mut tracker).await;
     match &result {
         Ok(_) => emit_status(FlowStatus::Stopped),
         Err(e) => {
@@ -138,6 +144,17 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                     at_ms: now_ms(),
                 });
             }
+            // Another process runs the flow: its health is not ours to record.
+            if !matches!(e, Error::CheckpointLocked { .. }) {
+                let health = tracker.fail(e, now_ms());
+                if let Some(ev) = &events {
+                    ev.send(FlowEvent::Health {
+                        flow: spec.name.clone(),
+                        health: Box::new(health),
+                        at_ms: now_ms(),
+                    });
+                }
+            }
             emit_status(FlowStatus::Failed);
         }
     }
@@ -148,6 +165,7 @@ async fn run_flow_inner(
     spec: &FlowSpec,
     mut options: RunOptions,
     events: Option<&EventSink>,
+    tracker: &mut crate::health::tracker::HealthTracker,
 ) -> Result<FlowSummary> {
     let status = |status: FlowStatus| {
         if let Some(e) = events {
@@ -184,6 +202,7 @@ async fn run_flow_inner(
         tracing::warn!(pid = prev.pid, host = %prev.host, started_at = %prev.started_at,
             "took over the checkpoint lock left by a process that is no longer running");
     }
+    crate::checkpoint::compat::refuse_incompatible(spec, &checkpoint).await?;
     let metadata = checkpoint.open_or_create()?;
     let query_id = metadata.id.to_string();
     let run_id = uuid::Uuid::new_v4().to_string();
@@ -407,9 +426,17 @@ async fn run_flow_inner(
             } else {
                 let now = now_ms();
                 let start_offset = prev_end(next_batch_id);
-                let planned = src
-                    .plan(trigger, start_offset.as_ref(), next_batch_id, now)
-                    .await?;
+                let mut retry = retry::Retry::new(&spec.health, "plan the batch from the source");
+                let planned = loop {
+                    match src
+                        .plan(trigger, start_offset.as_ref(), next_batch_id, now)
+                        .await
+                    {
+                        Ok(p) => break p,
+                        Err(e) if retry.again(&e).await => continue,
+                        Err(e) => return Err(e),
+                    }
+                };
                 let latest_offset_ms = ms_since(t_latest);
                 // Spark's no-data batch: the watermark moved past state that can now be
                 // emitted or evicted, but no new data arrived.
@@ -654,15 +681,30 @@ async fn run_flow_inner(
             None => out,
         };
         if sink.is_none() {
-            sink = Some(Sink::open(&spec.sink, &query_id).await?);
+            let mut retry = retry::Retry::new(&spec.health, "open the sink");
+            sink = Some(loop {
+                match Sink::open(&spec.sink, &query_id).await {
+                    Ok(s) => break s,
+                    Err(e) if retry.again(&e).await => continue,
+                    Err(e) => return Err(e),
+                }
+            });
         }
         let sink_ref = sink
             .as_mut()
             .ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
         let overwrite = spec.stateful.output_mode == OutputMode::Complete;
-        let commit = sink_ref
-            .add_batch_mode(batch_id, out, overwrite, output_schema.as_ref())
-            .await?;
+        let mut retry = retry::Retry::new(&spec.health, "write the batch to the sink");
+        let commit = loop {
+            match sink_ref
+                .add_batch_mode(batch_id, out.clone(), overwrite, output_schema.as_ref())
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        };
         if let Some(path) = &spec.late_rows
             && !late_out.is_empty()
         {
@@ -753,7 +795,7 @@ async fn run_flow_inner(
         if let Some(versions) = backlog.versions {
             metrics.insert("numVersionsBehind".into(), versions.to_string());
         }
-        let record = StreamingQueryProgress {
+        let mut record = StreamingQueryProgress {
             id: query_id.clone(),
             run_id: run_id.clone(),
             name: spec.name.clone(),
@@ -830,8 +872,10 @@ async fn run_flow_inner(
                         error: error.clone(),
                     })
                     .collect(),
+                health: None,
             },
         };
+        let health_change = tracker.observe(&mut record, now_ms());
         progress_log.append(&record)?;
         if let Some(cb) = options.on_progress.as_mut() {
             cb(&record);
@@ -841,6 +885,13 @@ async fn run_flow_inner(
                 flow: spec.name.clone(),
                 progress: Box::new(record.clone()),
             });
+            if let Some(health) = health_change {
+                e.send(FlowEvent::Health {
+                    flow: spec.name.clone(),
+                    health: Box::new(health),
+                    at_ms: now_ms(),
+                });
+            }
         }
         tracing::info!(batch_id, rows = read.num_rows, files = files.len(), ms = trigger_ms, delta_version = ?commit.delta_version, "batch committed");
 

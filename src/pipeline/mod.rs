@@ -117,6 +117,8 @@ pub struct FlowSpec {
     pub stateful: StatefulSpec,
     /// Delta table receiving rows behind the watermark (instead of dropping them).
     pub late_rows: Option<PathBuf>,
+    /// Health thresholds (`freshness`, `[flow.health]`) and retry budget.
+    pub health: crate::health::HealthConfig,
     /// Stream-static joins (docs/joins.md).
     pub joins: Vec<JoinSpec>,
 }
@@ -628,6 +630,7 @@ fn resolve_flow(
             "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
         ));
     }
+    let health = resolve_health(cx, &source, flow.freshness, flow.health)?;
     let mut joins = Vec::new();
     for j in flow.join.unwrap_or_default() {
         let jspan = j.span();
@@ -728,7 +731,72 @@ fn resolve_flow(
         checkpoint,
         stateful,
         late_rows,
+        health,
     })
+}
+
+fn resolve_health(
+    cx: &Context<'_>,
+    source: &SourceSpec,
+    freshness: Option<units::HumanDuration>,
+    health: Option<toml::Spanned<spec::HealthFile>>,
+) -> Result<crate::health::HealthConfig, PipelineError> {
+    let cap = match source {
+        SourceSpec::Files(f) => f.max_files_per_trigger,
+        SourceSpec::Delta(d) => d.max_files_per_trigger,
+    };
+    let mut cfg = crate::health::HealthConfig {
+        freshness: freshness.map(|f| f.0).filter(|f| !f.is_zero()),
+        max_files_per_trigger: Some(cap),
+        ..Default::default()
+    };
+    let Some(h) = health else {
+        return Ok(cfg);
+    };
+    let h = h.into_inner();
+    if let Some(w) = h.window_batches {
+        let v = *w.get_ref();
+        if !(2..=1000).contains(&v) {
+            return Err(cx.error(
+                w.span(),
+                format!("window_batches = {v}: the lagging rules compare batches; use 2 to 1000 (default 5)"),
+            ));
+        }
+        cfg.window_batches = v as usize;
+    }
+    for (value, slot, what) in [
+        (&h.rate_tolerance, &mut cfg.rate_tolerance, "rate_tolerance"),
+        (
+            &h.max_rescued_ratio,
+            &mut cfg.max_rescued_ratio,
+            "max_rescued_ratio",
+        ),
+    ] {
+        if let Some(v) = value {
+            let x = *v.get_ref();
+            if !(0.0..=1.0).contains(&x) {
+                return Err(cx.error(
+                    v.span(),
+                    format!("{what} = {x}: a fraction between 0 and 1 (e.g. 0.1 for 10%)"),
+                ));
+            }
+            *slot = x;
+        }
+    }
+    if let Some(a) = h.retry_attempts {
+        let v = *a.get_ref();
+        if v > 100 {
+            return Err(cx.error(
+                a.span(),
+                format!("retry_attempts = {v}: at most 100 (0 turns retries off; default 3)"),
+            ));
+        }
+        cfg.retry_attempts = v as u32;
+    }
+    if let Some(b) = h.retry_backoff {
+        cfg.retry_backoff = b.0;
+    }
+    Ok(cfg)
 }
 
 fn single_byte(

@@ -38,8 +38,23 @@ pub struct FlowFile {
     pub output_mode: Option<Spanned<String>>,
     /// Where rows behind the watermark go instead of being dropped (a Delta table).
     pub late_rows: Option<LateRowsFile>,
+    /// Target for wall clock - max event time; beyond it the flow is `lagging` (docs/health.md).
+    pub freshness: Option<HumanDuration>,
+    /// Thresholds of the health classifier and the retries (docs/health.md).
+    pub health: Option<Spanned<HealthFile>>,
     /// Stream-static joins, applied to each batch in order (`[[flow.join]]`).
     pub join: Option<Vec<Spanned<JoinFile>>>,
+}
+
+/// `[flow.health]`: the classifier's windows and thresholds, the retries' budget.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthFile {
+    pub window_batches: Option<Spanned<u64>>,
+    pub rate_tolerance: Option<Spanned<f64>>,
+    pub max_rescued_ratio: Option<Spanned<f64>>,
+    pub retry_attempts: Option<Spanned<u64>>,
+    pub retry_backoff: Option<HumanDuration>,
 }
 
 /// `[[flow.join]]`: a dimension table joined with each batch.

@@ -273,6 +273,15 @@ impl DeltaSink {
                     "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
                 ),
             },
+            // The batch's columns do not fit the table's (e.g. a new column without merge_schema).
+            deltalake::DeltaTableError::Arrow {
+                source: arrow::error::ArrowError::SchemaError(msg),
+            } => Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: format!(
+                    "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
+                ),
+            },
             other => self.err(other),
         })?;
         self.table = table;
@@ -324,7 +333,10 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
 
 /// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let url = table_url(path)?;
     let log = path.join("_delta_log");
     let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());

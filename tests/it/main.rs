@@ -6,6 +6,7 @@ mod bad_input;
 mod cli;
 mod console;
 mod crash;
+mod health;
 mod ingest;
 mod multihop;
 mod pipeline_files;
