@@ -45,6 +45,8 @@ pub enum Action {
     ControlNamed(String, ControlCommand),
     /// Ask to stop the current flow (confirmation first).
     StopFlow,
+    /// Ask to restart the current flow after a schema-change stop (confirmation first).
+    RestartFlow,
     /// Run: stop all flows gracefully, then quit (again: abort). Attach: quit.
     Quit,
     /// Repaint the whole screen.

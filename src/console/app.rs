@@ -144,6 +144,7 @@ impl PlaybookView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirm {
     StopFlow(String),
+    RestartFlow(String),
 }
 
 impl Confirm {
@@ -151,6 +152,9 @@ impl Confirm {
         match self {
             Confirm::StopFlow(f) => format!(
                 "stop flow {f} after its running batch? It cannot be restarted from this console. (y/n)"
+            ),
+            Confirm::RestartFlow(f) => format!(
+                "restart flow {f}? Its source gained new columns; the wider schema is recorded and the restart re-reads the stopped batch with it, nothing lost. (y/n)"
             ),
         }
     }
@@ -763,8 +767,14 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
         }
         Action::ConfirmYes => {
             let overlay = std::mem::replace(&mut app.overlay, Overlay::None);
-            if let Overlay::Confirm(Confirm::StopFlow(flow)) = overlay {
-                app.control(flow, ControlCommand::Stop, &mut effects);
+            match overlay {
+                Overlay::Confirm(Confirm::StopFlow(flow)) => {
+                    app.control(flow, ControlCommand::Stop, &mut effects)
+                }
+                Overlay::Confirm(Confirm::RestartFlow(flow)) => {
+                    app.control(flow, ControlCommand::Restart, &mut effects)
+                }
+                _ => {}
             }
         }
         Action::ConfirmNo => app.overlay = Overlay::None,
@@ -826,6 +836,19 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ControlNamed(flow, command) => app.control(flow, command, &mut effects),
+        Action::RestartFlow => match app.current_flow() {
+            _ if app.mode == Mode::Attach => {
+                app.complain("weir attach is read-only: restart the flow where it runs")
+            }
+            Some(f) if f.restartable => {
+                app.overlay = Overlay::Confirm(Confirm::RestartFlow(f.name.clone()));
+            }
+            Some(f) => app.complain(format!(
+                "{} did not stop for a schema change; only such a stop is restarted from the console",
+                f.name
+            )),
+            None => app.complain("no flow selected"),
+        },
         Action::StopFlow => match app.current_flow().map(|f| f.name.clone()) {
             Some(flow) => return update(app, Action::ControlNamed(flow, ControlCommand::Stop)),
             None => app.complain("no flow selected"),
@@ -904,6 +927,46 @@ mod tests {
         assert!(app.message.as_ref().unwrap().bad);
         update(&mut app, Action::Quit);
         assert!(app.exit);
+    }
+
+    #[test]
+    fn a_schema_change_stop_is_restarted_after_confirmation() {
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        // Not restartable: refused with a reason.
+        assert!(update(&mut app, Action::RestartFlow).is_empty());
+        assert!(app.message.as_ref().is_some_and(|m| m.bad));
+        app.flows[0].ingest_event(
+            &FlowEvent::Error {
+                flow: "a".into(),
+                kind: "schema_changed".into(),
+                domain: crate::error::Domain::User,
+                retryable: false,
+                message: "schema changed: new column(s) tier".into(),
+                at_ms: 0,
+            },
+            60_000,
+        );
+        assert!(app.flows[0].restartable);
+        assert!(
+            update(&mut app, Action::RestartFlow).is_empty(),
+            "asks first"
+        );
+        assert_eq!(
+            app.overlay,
+            Overlay::Confirm(Confirm::RestartFlow("a".into()))
+        );
+        assert_eq!(
+            update(&mut app, Action::ConfirmYes),
+            vec![Effect::Command {
+                flow: "a".into(),
+                command: ControlCommand::Restart
+            }]
+        );
+        // Attach is read-only.
+        let mut attach = App::for_tests(Mode::Attach, &["a"]);
+        attach.flows[0].restartable = true;
+        assert!(update(&mut attach, Action::RestartFlow).is_empty());
+        assert_eq!(attach.overlay, Overlay::None);
     }
 
     #[test]

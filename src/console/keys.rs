@@ -95,6 +95,10 @@ fn can_trigger(app: &App) -> bool {
             Some(FlowStatus::Idle | FlowStatus::Paused | FlowStatus::Running)
         )
 }
+fn can_restart(app: &App) -> bool {
+    run_mode(app) && app.current_flow().is_some_and(|f| f.restartable)
+}
+
 fn can_stop(app: &App) -> bool {
     run_mode(app)
         && current_status(app).is_some_and(|s| {
@@ -502,6 +506,15 @@ pub static BINDINGS: &[Binding] = &[
         hint_keys: None,
         help: "start a batch now instead of waiting for the trigger",
         when: can_trigger,
+    },
+    Binding {
+        keys: &[k('R')],
+        action: Action::RestartFlow,
+        ctx: BROWSE,
+        hint: Some("restart"),
+        hint_keys: None,
+        help: "restart a flow that stopped because its source gained new columns (asks first)",
+        when: can_restart,
     },
     Binding {
         keys: &[k('S')],

@@ -2,7 +2,10 @@
 //! each flow gets a bounded command channel and an [`EventSink`] on one
 //! bounded event channel, so a slow console only drops events (counted)
 //! and never slows a batch. Flows are sequenced like `weir::cli::run::run_flows`:
-//! one after another with `available_now`/`once`, concurrently otherwise.
+//! one after another in dependency order with `available_now`/`once`,
+//! concurrently otherwise. A flow stopped by a schema change (`schema_changed`)
+//! waits for the console's confirmed restart (`ControlCommand::Restart`) and
+//! runs again with the widened schema.
 
 use std::collections::BTreeMap;
 
@@ -75,6 +78,8 @@ fn now_ms() -> i64 {
 
 /// Starts the flows (call inside a tokio runtime).
 pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
+    // Upstream flows first (they drain first with `available_now`).
+    let flows = crate::pipeline::dependency_order(&flows).unwrap_or(flows);
     let (events_tx, events) = mpsc::channel(EVENT_CAPACITY);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut commands = BTreeMap::new();
@@ -94,43 +99,89 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
         )
     });
     let run_one = move |flow: FlowSpec,
-                        rx: mpsc::Receiver<ControlCommand>,
+                        mut console_rx: mpsc::Receiver<ControlCommand>,
                         sink: EventSink,
-                        stop: watch::Receiver<bool>| {
-        let options = RunOptions {
-            trigger,
-            stop: Some(stop),
-            on_progress: None,
-            commands: Some(rx),
-            events: Some(sink.clone()),
-        };
+                        mut stop: watch::Receiver<bool>| {
         let name = flow.name.clone();
         async move {
-            let joined = tokio::spawn(async move { run_flow(&flow, options).await }).await;
-            let result = match joined {
-                Ok(r) => r,
-                Err(e) => {
-                    let message = format!("flow task panicked: {e}");
-                    sink.send(FlowEvent::Error {
-                        flow: name.clone(),
-                        kind: "internal".into(),
-                        domain: Domain::Internal,
-                        retryable: false,
-                        message: message.clone(),
-                        at_ms: now_ms(),
-                    });
-                    sink.send(FlowEvent::Status {
-                        flow: name.clone(),
-                        status: FlowStatus::Failed,
-                        at_ms: now_ms(),
-                    });
-                    Err(crate::Error::Source {
-                        path: std::path::PathBuf::new(),
-                        message,
-                    })
+            let mut console_open = true;
+            loop {
+                // Each run gets its own command channel; the console's commands are
+                // forwarded to it, so the console keeps one sender per flow across restarts.
+                let (run_tx, run_rx) = mpsc::channel(COMMAND_CAPACITY);
+                let options = RunOptions {
+                    trigger,
+                    stop: Some(stop.clone()),
+                    on_progress: None,
+                    commands: Some(run_rx),
+                    events: Some(sink.clone()),
+                };
+                let run_flow_spec = flow.clone();
+                let mut handle =
+                    tokio::spawn(async move { run_flow(&run_flow_spec, options).await });
+                // A restart asked for while the run is still ending (the console saw the
+                // error event first) is kept for when it has ended.
+                let mut restart_asked = false;
+                let joined = loop {
+                    tokio::select! {
+                        r = &mut handle => break r,
+                        c = console_rx.recv(), if console_open => match c {
+                            Some(ControlCommand::Restart) => restart_asked = true,
+                            None => console_open = false,
+                            Some(c) => {
+                                let _ = run_tx.try_send(c);
+                            }
+                        },
+                    }
+                };
+                let result = match joined {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let message = format!("flow task panicked: {e}");
+                        sink.send(FlowEvent::Error {
+                            flow: name.clone(),
+                            kind: "internal".into(),
+                            domain: Domain::Internal,
+                            retryable: false,
+                            message: message.clone(),
+                            at_ms: now_ms(),
+                        });
+                        sink.send(FlowEvent::Status {
+                            flow: name.clone(),
+                            status: FlowStatus::Failed,
+                            at_ms: now_ms(),
+                        });
+                        Err(crate::Error::Source {
+                            path: std::path::PathBuf::new(),
+                            message,
+                        })
+                    }
+                };
+                // A schema-change stop is offered as one confirmed restart (console `R`):
+                // wait for it, or for a stop of everything.
+                let schema_changed = matches!(&result, Err(e) if e.kind() == "schema_changed");
+                if schema_changed && (console_open || restart_asked) && !*stop.borrow() {
+                    let restart = restart_asked
+                        || loop {
+                            tokio::select! {
+                                c = console_rx.recv() => match c {
+                                    Some(ControlCommand::Restart) => break true,
+                                    Some(_) => {}
+                                    None => break false,
+                                },
+                                changed = stop.changed() => {
+                                    if changed.is_err() || *stop.borrow() {
+                                        break false;
+                                    }
+                                }
+                            }
+                        };
+                    if restart {
+                        continue;
+                    }
                 }
-            };
-            (name, result)
+                return (name, result);
+            }
         }
     };
     let done = tokio::spawn(async move {
@@ -168,5 +219,66 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
         },
         events,
         done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_schema_change_stop_waits_for_a_confirmed_restart_then_continues() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let landing = dir.path().join("landing");
+        std::fs::create_dir_all(&landing).expect("landing");
+        std::fs::write(landing.join("a.json"), "{\"id\":1}\n").expect("a");
+        let toml = r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+[flow.sink]
+type = "memory"
+"#;
+        let pipeline = crate::pipeline::parse(&dir.path().join("p.toml"), toml).expect("pipeline");
+        // First run: infers {id}; then a file with a new column lands.
+        let first = launch(pipeline.flows.clone(), None);
+        let results = first.done.await.expect("joined");
+        assert!(results[0].1.is_ok());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(landing.join("b.json"), "{\"id\":2,\"tier\":\"gold\"}\n").expect("b");
+        let mut second = launch(pipeline.flows.clone(), None);
+        // The flow stops with schema_changed and waits.
+        loop {
+            match second.events.recv().await {
+                Some(FlowEvent::Error { kind, .. }) if kind == "schema_changed" => break,
+                Some(_) => {}
+                None => panic!("events ended before the schema change"),
+            }
+        }
+        assert!(
+            !second.done.is_finished(),
+            "the launcher waits for a restart"
+        );
+        second
+            .link
+            .command("t", ControlCommand::Restart)
+            .expect("restart sent");
+        let results = second.done.await.expect("joined");
+        let summary = results[0].1.as_ref().expect("the restarted run succeeds");
+        assert_eq!(
+            summary.num_input_rows, 1,
+            "the re-read batch holds b.json's row"
+        );
+        let schema = crate::source::files::schema_store::latest(&dir.path().join("_checkpoints/t"))
+            .expect("history")
+            .expect("a schema");
+        assert!(
+            schema.1.field_with_name("tier").is_ok(),
+            "widened schema recorded"
+        );
     }
 }

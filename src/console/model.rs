@@ -200,6 +200,8 @@ pub struct FlowModel {
     pub batches: CheckpointBatches,
     pub last_progress: Option<Box<StreamingQueryProgress>>,
     pub last_error: Option<LastError>,
+    /// The flow stopped with `schema_changed`: a restart continues it (console `R`).
+    pub restartable: bool,
     /// The latest health verdict (from the engine's events or the progress records).
     pub health: Option<crate::health::Health>,
     last_run_id: Option<String>,
@@ -219,6 +221,7 @@ impl FlowModel {
             batches: CheckpointBatches::default(),
             last_progress: None,
             last_error: None,
+            restartable: false,
             health: None,
             last_run_id: None,
         }
@@ -403,7 +406,12 @@ impl FlowModel {
     /// Applies an engine event (progress, status, error, command).
     pub fn ingest_event(&mut self, event: &FlowEvent, retention_ms: i64) {
         match event {
-            FlowEvent::Status { status, at_ms, .. } => self.set_status(*status, *at_ms),
+            FlowEvent::Status { status, at_ms, .. } => {
+                if matches!(status, FlowStatus::Starting | FlowStatus::Running) {
+                    self.restartable = false;
+                }
+                self.set_status(*status, *at_ms)
+            }
             FlowEvent::Progress { progress, .. } => {
                 self.ingest_progress(progress, retention_ms);
             }
@@ -415,6 +423,7 @@ impl FlowModel {
                 at_ms,
                 ..
             } => {
+                self.restartable = kind == "schema_changed";
                 let domain = match domain {
                     Domain::User => "user",
                     Domain::External => "external",
@@ -487,6 +496,7 @@ pub fn command_word(c: ControlCommand) -> &'static str {
         ControlCommand::Resume => "resume",
         ControlCommand::TriggerNow => "trigger now",
         ControlCommand::Stop => "stop",
+        ControlCommand::Restart => "restart",
     }
 }
 

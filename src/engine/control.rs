@@ -38,6 +38,10 @@ pub enum ControlCommand {
     TriggerNow,
     /// Finish the running batch and stop this flow.
     Stop,
+    /// Start a flow again that stopped because its source gained new columns (the
+    /// widened schema is recorded; the restart re-reads the stopped batch with it).
+    /// Handled by the console's launcher, not by a running flow.
+    Restart,
 }
 
 /// Where a flow is in its life.
@@ -209,6 +213,7 @@ impl Control {
             ControlCommand::Resume => self.paused = false,
             ControlCommand::TriggerNow => {}
             ControlCommand::Stop => self.stop_flow = true,
+            ControlCommand::Restart => {}
         }
     }
 
