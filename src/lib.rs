@@ -17,6 +17,8 @@
 //! state/       versioned state store of stateful operators (snapshots + deltas per batch)
 //! sink/        delta (idempotent commits), memory, console, quarantine
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
+//! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
+//! generate/    synthetic event files for drills and tests (seeded, reproducible)
 //! console/     the operations console (run, attach): actions, panes, followers, terminal
 //! ```
 //!
@@ -27,8 +29,10 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod console;
+pub mod drill;
 pub mod engine;
 pub mod error;
+pub mod generate;
 pub mod ops;
 pub mod pipeline;
 pub mod schema;

@@ -7,6 +7,8 @@
 
 pub mod attach;
 pub mod demo;
+pub mod drill;
+pub mod generate;
 pub mod inspect;
 pub mod run;
 pub mod schema;
@@ -42,6 +44,11 @@ pub enum Command {
     Attach(attach::AttachArgs),
     /// Show a file source's schema history (versions, why, diffs). Reads only.
     Schema(schema::SchemaArgs),
+    /// Write synthetic event files (rate, keys, lateness, duplicates, drift, malformed; seeded).
+    Generate(generate::GenerateArgs),
+    /// Crash a pipeline at every failpoint and at random moments, on a copy, and report
+    /// duplicates and losses against a crash-free run.
+    Drill(drill::DrillArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -61,6 +68,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Attach(args) => attach::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Drill(args) => drill::run(&args),
     }
 }
 

@@ -581,6 +581,7 @@ async fn run_flow_inner(
                             path: path.clone(),
                             partition_by: Vec::new(),
                             merge_schema: false,
+                            idempotent: true,
                         },
                         &query_id,
                     )

@@ -150,6 +150,8 @@ pub enum SinkSpec {
         path: PathBuf,
         partition_by: Vec<String>,
         merge_schema: bool,
+        /// `false` (unsafe, drills only) skips the replay check of application transactions.
+        idempotent: bool,
     },
     Memory {
         name: String,
@@ -410,10 +412,12 @@ fn resolve_flow(
             path,
             partition_by,
             merge_schema,
+            idempotent,
         } => SinkSpec::Delta {
             path: resolve_path(base, &path),
             partition_by,
             merge_schema,
+            idempotent,
         },
         spec::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
             name: sink_name.unwrap_or_else(|| name.clone()),

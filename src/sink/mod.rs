@@ -43,8 +43,11 @@ impl Sink {
                 path,
                 partition_by,
                 merge_schema,
+                idempotent,
             } => Sink::Delta(
-                delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id).await?,
+                delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id)
+                    .await?
+                    .idempotent(*idempotent),
             ),
             SinkSpec::Memory { name } => Sink::Memory(memory::MemorySink::named(name)),
             SinkSpec::Console { num_rows } => Sink::Console(console::ConsoleSink::new(*num_rows)),

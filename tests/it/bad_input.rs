@@ -262,7 +262,16 @@ async fn column_names_delta_forbids_are_refused_before_anything_is_committed() {
     }
     assert_eq!(err.kind(), "sink_schema_mismatch");
     assert!(!dir.join("table/_delta_log").exists(), "no commit was made");
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint).await.unwrap();
-    assert_eq!(inspection.last_committed_batch_id, None, "checkpoint not advanced");
-    assert_eq!(inspection.pending_batch_id, Some(0), "the batch is re-run after a fix");
+    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+        .await
+        .unwrap();
+    assert_eq!(
+        inspection.last_committed_batch_id, None,
+        "checkpoint not advanced"
+    );
+    assert_eq!(
+        inspection.pending_batch_id,
+        Some(0),
+        "the batch is re-run after a fix"
+    );
 }

@@ -58,9 +58,15 @@ async fn demo_then_run_again_then_inspect() {
     assert_eq!(version, Some(0));
     // `ingested_at` is a TIMESTAMP (UTC instant) like Spark's current_timestamp(), so the
     // table needs no timestampNtz feature and stays readable by older Delta readers.
-    let log = std::fs::read_to_string(dir.join("lake/bronze/flights/_delta_log/00000000000000000000.json")).unwrap();
+    let log = std::fs::read_to_string(
+        dir.join("lake/bronze/flights/_delta_log/00000000000000000000.json"),
+    )
+    .unwrap();
     assert!(!log.contains("timestampNtz"), "{log}");
-    assert!(log.contains(r#"\"name\":\"ingested_at\",\"type\":\"timestamp\""#), "{log}");
+    assert!(
+        log.contains(r#"\"name\":\"ingested_at\",\"type\":\"timestamp\""#),
+        "{log}"
+    );
 
     // `weir run DIR/pipeline.toml` runs the same flow: nothing new, nothing committed.
     let again = weir()
