@@ -34,6 +34,10 @@ pub struct DrillArgs {
     /// temporary directory, kept.
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Overrides every file source's `max_files_per_trigger` in the copies: small values make
+    /// more batches, so every failpoint finds one to crash in.
+    #[arg(long)]
+    pub max_files_per_trigger: Option<u64>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -72,6 +76,7 @@ pub fn run(args: &DrillArgs) -> ExitCode {
         key: args.key.clone(),
         work_dir: work_dir.clone(),
         exe,
+        max_files_per_trigger: args.max_files_per_trigger,
     };
     eprintln!(
         "weir drill: working on copies in {} (the pipeline's own checkpoints and tables are not touched)",

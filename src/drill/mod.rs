@@ -79,6 +79,9 @@ pub struct DrillOptions {
     pub work_dir: PathBuf,
     /// The weir binary to run (default: this executable).
     pub exe: PathBuf,
+    /// Overrides every file source's `max_files_per_trigger` in both copies (more,
+    /// smaller batches give every failpoint a batch to crash in).
+    pub max_files_per_trigger: Option<u64>,
 }
 
 /// One process start of the drill.
@@ -134,6 +137,8 @@ pub struct DrillReport {
     pub process_starts: u64,
     pub attempts: Vec<Attempt>,
     pub flows: Vec<FlowReport>,
+    /// What limits the drill's evidence (e.g. failpoints never reached).
+    pub notes: Vec<String>,
     pub pass: bool,
 }
 
@@ -321,6 +326,12 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
                             .unwrap_or_else(|| root.join("missing-input")),
                     };
                     source.insert("path".into(), path_str(mapped));
+                }
+                if let Some(n) = options.max_files_per_trigger {
+                    source.insert(
+                        "max_files_per_trigger".into(),
+                        toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
+                    );
                 }
                 if source.contains_key("bad_records_path") {
                     source.insert(
@@ -519,8 +530,16 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         for fp in FAILPOINTS {
             for _ in 0..SCHEMA_RESTARTS {
                 let log = runner.log(&format!("failpoint-{}-{fp}", flow.name));
+                // Arm the batch after the last planned one: the process first finishes the
+                // batch the previous crash left (a replay), then dies in a new one.
+                let checkpoint = options.work_dir.join("drill/checkpoints").join(&flow.name);
+                let target = Checkpoint::at(&checkpoint)
+                    .latest_offsets()
+                    .ok()
+                    .flatten()
+                    .map_or(0, |(id, _)| id + 1);
                 let status = weir_run(&options.exe, &prepared.drill, Some(&flow.name), &log)?
-                    .env("WEIR_FAILPOINT", fp)
+                    .env("WEIR_FAILPOINT", format!("{fp}:{target}"))
                     .status()
                     .map_err(io(&options.exe))?;
                 let hit = std::fs::read_to_string(&log)
@@ -541,11 +560,12 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
             }
         }
     }
-    // N SIGKILLs at seeded random moments of a run as long as the reference.
+    // N SIGKILLs at seeded random moments in the first half of a run as long as the
+    // reference's (a kill that comes after the process ended is reported as such).
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     for _ in 0..options.kills {
         let after = rng
-            .random_range(reference_ms / 20..=reference_ms.max(2) - 1)
+            .random_range(reference_ms / 20..=reference_ms / 2)
             .max(20);
         let log = runner.log("sigkill");
         let mut child = weir_run(&options.exe, &prepared.drill, None, &log)?
@@ -584,7 +604,36 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         flows.push(compare(options, flow).await?);
     }
     let pass = flows.iter().all(|f| f.pass);
+    let mut notes = Vec::new();
+    let missed: Vec<String> = attempts
+        .iter()
+        .filter(|a| a.kind == "failpoint" && !a.crashed)
+        .map(|a| {
+            format!(
+                "{}@{}",
+                a.failpoint.as_deref().unwrap_or("?"),
+                a.flow.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    if !missed.is_empty() {
+        notes.push(format!(
+            "{} failpoint(s) not reached because the input drained first ({}); rerun with --max-files-per-trigger 1 or more input",
+            missed.len(),
+            missed.join(", ")
+        ));
+    }
+    let missed_kills = attempts
+        .iter()
+        .filter(|a| a.kind == "sigkill" && !a.crashed)
+        .count();
+    if missed_kills > 0 {
+        notes.push(format!(
+            "{missed_kills} SIGKILL(s) came after the process had already finished"
+        ));
+    }
     Ok(DrillReport {
+        notes,
         pipeline: options.pipeline.clone(),
         work_dir: options.work_dir.clone(),
         seed: options.seed,
@@ -681,9 +730,9 @@ async fn compare(options: &DrillOptions, flow: &FlowSpec) -> Result<FlowReport, 
             let sql = format!(
                 "WITH dk AS (SELECT {key_expr} AS k, count(*) AS n FROM d GROUP BY 1), \
                  rk AS (SELECT {key_expr} AS k, count(*) AS n FROM r GROUP BY 1) \
-                 SELECT CAST(coalesce(sum(CASE WHEN coalesce(dk.n, 0) > coalesce(rk.n, 0) THEN coalesce(dk.n, 0) - coalesce(rk.n, 0) ELSE 0 END), 0) AS BIGINT), \
-                        CAST(coalesce(sum(CASE WHEN coalesce(rk.n, 0) > coalesce(dk.n, 0) THEN coalesce(rk.n, 0) - coalesce(dk.n, 0) ELSE 0 END), 0) AS BIGINT), \
-                        CAST((SELECT count(*) FROM d) AS BIGINT), CAST((SELECT count(*) FROM r) AS BIGINT) \
+                 SELECT CAST(coalesce(sum(CASE WHEN coalesce(dk.n, 0) > coalesce(rk.n, 0) THEN coalesce(dk.n, 0) - coalesce(rk.n, 0) ELSE 0 END), 0) AS BIGINT) AS duplicates, \
+                        CAST(coalesce(sum(CASE WHEN coalesce(rk.n, 0) > coalesce(dk.n, 0) THEN coalesce(rk.n, 0) - coalesce(dk.n, 0) ELSE 0 END), 0) AS BIGINT) AS lost, \
+                        CAST((SELECT count(*) FROM d) AS BIGINT) AS rows_out, CAST((SELECT count(*) FROM r) AS BIGINT) AS reference_rows_out \
                  FROM dk FULL OUTER JOIN rk ON dk.k = rk.k"
             );
             let v = query_i64s(&ctx, &sql)
@@ -861,6 +910,9 @@ pub fn render(report: &DrillReport) -> String {
         );
     }
     let _ = writeln!(s);
+    for n in &report.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
     let _ = writeln!(
         s,
         "RESULT: {}{}",

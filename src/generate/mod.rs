@@ -604,4 +604,116 @@ mod tests {
         let late = totals.late as f64 / fresh;
         assert!((late - 0.1).abs() < 0.008, "late {late}");
     }
+
+    /// Lateness is read back from the bytes: with no skew, an on-time row's event time is
+    /// its clock (`start + event_id * interval`); a late row is behind it.
+    #[test]
+    fn lateness_follows_the_truncated_exponential() {
+        let spec = GenerateSpec {
+            rows_per_file: 20_000,
+            late_fraction: 0.2,
+            lateness_mean_ms: 30_000,
+            max_lateness_ms: 60_000,
+            seed: 11,
+            ..Default::default()
+        };
+        let mut lateness = Vec::new();
+        let mut rows = 0usize;
+        for f in files(&spec, 2) {
+            for line in String::from_utf8(f.bytes).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                let id = v["event_id"].as_i64().unwrap();
+                let t = chrono::DateTime::parse_from_rfc3339(v["event_time"].as_str().unwrap())
+                    .unwrap()
+                    .timestamp_millis();
+                let behind = Generator::clock_ms(&spec, id) - t;
+                assert!((0..=60_000).contains(&behind), "{behind}");
+                if behind > 0 {
+                    lateness.push(behind as f64);
+                }
+                rows += 1;
+            }
+        }
+        let fraction = lateness.len() as f64 / rows as f64;
+        assert!((fraction - 0.2).abs() < 0.01, "late fraction {fraction}");
+        // Mean of an exponential (mean m) truncated at M: m - M e^(-M/m) / (1 - e^(-M/m)).
+        let (m, big) = (30_000.0f64, 60_000.0f64);
+        let expected = m - big * (-big / m).exp() / (1.0 - (-big / m).exp());
+        let mean = lateness.iter().sum::<f64>() / lateness.len() as f64;
+        assert!(
+            (mean - expected).abs() / expected < 0.03,
+            "mean {mean} vs {expected}"
+        );
+        // Median of the truncated exponential: F(x) = 1/2.
+        let median_expected = -m * (1.0 - 0.5 * (1.0 - (-big / m).exp())).ln();
+        lateness.sort_by(f64::total_cmp);
+        let median = lateness[lateness.len() / 2];
+        assert!(
+            (median - median_expected).abs() / median_expected < 0.05,
+            "median {median} vs {median_expected}"
+        );
+    }
+
+    #[test]
+    fn drift_starts_at_the_requested_file() {
+        for format in [Format::Json, Format::Csv] {
+            let spec = GenerateSpec {
+                format,
+                rows_per_file: 5,
+                drift_at: Some(3),
+                ..Default::default()
+            };
+            for f in files(&spec, 5) {
+                let text = String::from_utf8(f.bytes).unwrap();
+                let drifted = f.stats.index >= 3;
+                assert_eq!(f.stats.drifted, drifted);
+                assert_eq!(text.contains("region"), drifted, "{format:?} {}", f.name);
+                assert_eq!(text.contains(" EUR"), drifted, "{format:?} {}", f.name);
+            }
+        }
+        let spec = GenerateSpec {
+            format: Format::Parquet,
+            rows_per_file: 5,
+            drift_at: Some(1),
+            drift: Drift::AddColumn,
+            ..Default::default()
+        };
+        let schemas: Vec<_> = files(&spec, 2)
+            .into_iter()
+            .map(|f| {
+                let mut file = tempfile::tempfile().unwrap();
+                file.write_all(&f.bytes).unwrap();
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .unwrap()
+                    .schema()
+                    .clone()
+            })
+            .collect();
+        assert!(schemas[0].field_with_name("region").is_err());
+        assert!(schemas[1].field_with_name("region").is_ok());
+        assert_eq!(
+            schemas[1].field_with_name("amount").unwrap().data_type(),
+            &DataType::Float64
+        );
+    }
+
+    #[test]
+    fn invalid_specs_name_the_flag() {
+        let bad = GenerateSpec {
+            format: Format::Parquet,
+            malformed_ratio: 0.1,
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("--malformed"));
+        let bad = GenerateSpec {
+            duplicate_ratio: 1.5,
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("--duplicates"));
+        let bad = GenerateSpec {
+            prefix: "_x".into(),
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("--prefix"));
+    }
 }

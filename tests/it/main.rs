@@ -6,6 +6,8 @@ mod bad_input;
 mod cli;
 mod console;
 mod crash;
+mod drill;
+mod generate;
 mod ingest;
 mod pipeline_files;
 mod schema_drift;
