@@ -17,6 +17,7 @@
 //! state/       versioned state store of stateful operators (snapshots + deltas per batch)
 //! sink/        delta (idempotent commits), memory, console, quarantine
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
+//! demo/        the live demo: flights replayed as a stream, faults to inject
 //! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
 //! generate/    synthetic event files for drills and tests (seeded, reproducible)
 //! console/     the operations console (run, attach): actions, panes, followers, terminal
@@ -29,6 +30,7 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod console;
+pub mod demo;
 pub mod drill;
 pub mod engine;
 pub mod error;

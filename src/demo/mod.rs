@@ -1,0 +1,224 @@
+//! The live demo: the flights replayed as a stream ([`replay`]) into whatever
+//! flows the demo pipeline declares, with faults to inject ([`fault`]).
+//!
+//! ```text
+//!  Replay ──(files in arrival order, paced by --speed)──► DIR/landing/flights ─► flows (processing time)
+//!  --inject NAME@SECS ──► fault::inject ─────────────────┘                       │
+//!  --until-drained: replay done ─► stop the flows ─► one available_now pass ─► summary
+//! ```
+//!
+//! While live, every flow of the pipeline runs concurrently with a processing-time
+//! trigger of [`LIVE_INTERVAL`]; a flow that stops on a schema change (exit 3 in
+//! `weir run`) or fails (a fault) is restarted after [`RESTART_AFTER`], as a
+//! supervisor would, and the failure stays in its progress and timeline.
+
+pub mod fault;
+pub mod replay;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::engine::progress::StreamingQueryProgress;
+use crate::engine::{FlowSummary, RunOptions, run_flow};
+use crate::pipeline::{FlowSpec, SinkSpec, Trigger};
+use fault::{ScheduledFault, Target};
+use replay::{Replay, ReplayStatus};
+
+/// Processing-time trigger of the flows while the replay is live.
+pub const LIVE_INTERVAL: Duration = Duration::from_millis(500);
+/// Pause before a failed or schema-stopped flow is started again.
+pub const RESTART_AFTER: Duration = Duration::from_secs(2);
+
+/// How a live demo runs.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// Simulated seconds per wall second (`f64::INFINITY`: as fast as possible).
+    pub speed: f64,
+    pub days: Option<usize>,
+    /// Stop once every file landed and the flows drained it (else: until a signal).
+    pub until_drained: bool,
+    /// Print each progress record on stdout.
+    pub print_progress: bool,
+    pub faults: Vec<ScheduledFault>,
+}
+
+/// The fault target of a demo directory and its flows.
+pub fn target(dir: &Path, flows: &[FlowSpec], replay: &Replay) -> Target {
+    Target {
+        landing: dir.join("landing").join("flights"),
+        staging: dir.join("_staging"),
+        tables: flows
+            .iter()
+            .filter_map(|f| match &f.sink {
+                SinkSpec::Delta { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect(),
+        header: replay.header.clone(),
+        sample_line: replay
+            .files
+            .first()
+            .and_then(|f| f.body.lines().nth(1))
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// Starts the replay and the scheduled faults as tasks; returns the replay's status
+/// channel and its task. `stop` ends the replay early.
+pub fn start_replay(
+    replay: Replay,
+    dir: &Path,
+    flows: &[FlowSpec],
+    options: &LiveOptions,
+    stop: watch::Receiver<bool>,
+) -> (
+    watch::Receiver<ReplayStatus>,
+    tokio::task::JoinHandle<crate::Result<ReplayStatus>>,
+) {
+    let target = target(dir, flows, &replay);
+    for scheduled in options.faults.clone() {
+        let target = target.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(scheduled.after).await;
+            if let Err(e) = fault::inject(scheduled.fault, &target).await {
+                eprintln!(
+                    "weir: fault {} could not be injected: {e}",
+                    scheduled.fault.name()
+                );
+            }
+        });
+    }
+    let (status_tx, status_rx) = watch::channel(ReplayStatus::default());
+    let landing = target.landing.clone();
+    let staging = target.staging.clone();
+    let speed = options.speed;
+    let task =
+        tokio::spawn(async move { replay.run(&landing, &staging, speed, stop, status_tx).await });
+    (status_rx, task)
+}
+
+fn progress_printer(print: bool) -> Option<crate::engine::ProgressCallback> {
+    print.then(|| {
+        Box::new(|p: &StreamingQueryProgress| {
+            if let Ok(line) = serde_json::to_string(p) {
+                println!("{line}");
+            }
+        }) as crate::engine::ProgressCallback
+    })
+}
+
+/// Runs the live demo without a console: replay, flows, faults; then (with
+/// `until_drained`) a final `available_now` pass. Returns each flow's last result.
+pub async fn run_headless(
+    dir: &Path,
+    flows: &[FlowSpec],
+    options: &LiveOptions,
+) -> crate::Result<(ReplayStatus, Vec<(String, crate::Result<FlowSummary>)>)> {
+    let replay = Replay::flights(options.days, Duration::from_secs(3600))?;
+    let signal = crate::cli::run::stop_on_signals();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (status, replay_task) = start_replay(replay, dir, flows, options, stop_rx.clone());
+
+    // The supervisor: each flow in its own task, restarted after a failure while live.
+    let mut set = tokio::task::JoinSet::new();
+    let spawn = |set: &mut tokio::task::JoinSet<(FlowSpec, crate::Result<FlowSummary>)>,
+                 flow: FlowSpec,
+                 delay: Duration| {
+        let stop = stop_rx.clone();
+        let print = options.print_progress;
+        set.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let options = RunOptions {
+                trigger: Some(Trigger::ProcessingTime(LIVE_INTERVAL)),
+                stop: Some(stop),
+                on_progress: progress_printer(print),
+                ..Default::default()
+            };
+            let r = run_flow(&flow, options).await;
+            (flow, r)
+        });
+    };
+    for flow in flows {
+        spawn(&mut set, flow.clone(), Duration::ZERO);
+    }
+    // Stop when asked (a signal), or when the replay is done and `until_drained`.
+    {
+        let stop_tx = stop_tx.clone();
+        let mut signal = signal.clone();
+        let mut status = status.clone();
+        let until_drained = options.until_drained;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = signal.wait_for(|s| *s) => {}
+                _ = async {
+                    if until_drained {
+                        let _ = status.wait_for(|s| s.done).await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                } => {}
+            }
+            let _ = stop_tx.send(true);
+        });
+    }
+    let mut last: Vec<(String, crate::Result<FlowSummary>)> = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let Ok((flow, result)) = joined else {
+            continue;
+        };
+        let stopping = *stop_rx.borrow();
+        if let Err(e) = &result
+            && !stopping
+        {
+            eprintln!(
+                "weir: flow {} stopped ({}): {e}; restarting in {} s",
+                flow.name,
+                e.kind(),
+                RESTART_AFTER.as_secs()
+            );
+            spawn(&mut set, flow.clone(), RESTART_AFTER);
+            continue;
+        }
+        last.retain(|(n, _)| n != &flow.name);
+        last.push((flow.name.clone(), result));
+    }
+    let status = match replay_task.await {
+        Ok(r) => r?,
+        Err(e) => {
+            return Err(crate::Error::Source {
+                path: dir.to_path_buf(),
+                message: format!("the replay task failed: {e}"),
+            });
+        }
+    };
+    if options.until_drained && !*signal.borrow() {
+        // What landed after the last live batch: one bounded pass, flows in file order.
+        last.clear();
+        for flow in flows {
+            let mut result = Err(crate::Error::Source {
+                path: PathBuf::from(&flow.name),
+                message: "not run".into(),
+            });
+            for _ in 0..20 {
+                let options = RunOptions {
+                    trigger: Some(Trigger::AvailableNow),
+                    stop: Some(signal.clone()),
+                    on_progress: progress_printer(options.print_progress),
+                    ..Default::default()
+                };
+                result = run_flow(flow, options).await;
+                match &result {
+                    Err(e) if e.kind() == "schema_changed" => continue,
+                    _ => break,
+                }
+            }
+            last.push((flow.name.clone(), result));
+        }
+    }
+    // Keep file order.
+    last.sort_by_key(|(n, _)| flows.iter().position(|f| &f.name == n));
+    Ok((status, last))
+}
