@@ -242,8 +242,7 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
                 std::time::Duration::from_secs(3600),
             )?;
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            let (status, task) =
-                crate::demo::start_replay(replay, dir, &pipeline.flows, &options, stop_rx);
+            let live = crate::demo::start_replay(replay, dir, &pipeline.flows, &options, stop_rx);
             let title = format!("{} (live replay)", pipeline_path.display());
             let run = crate::console::run_flows(
                 &title,
@@ -253,8 +252,8 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
             )
             .await;
             let _ = stop_tx.send(true);
-            let _ = task.await;
-            let landed = status.borrow().clone();
+            let _ = live.replay.await;
+            let landed = live.status.borrow().clone();
             match run {
                 Ok(o) if o.aborted => std::process::exit(i32::from(super::EXIT_ABORTED)),
                 Ok(o) => Ok((landed, o.results)),

@@ -66,22 +66,28 @@ pub fn target(dir: &Path, flows: &[FlowSpec], replay: &Replay) -> Target {
     }
 }
 
-/// Starts the replay and the scheduled faults as tasks; returns the replay's status
-/// channel and its task. `stop` ends the replay early.
+/// The tasks of a live replay.
+pub struct Live {
+    /// The replay's progress, updated after each file.
+    pub status: watch::Receiver<ReplayStatus>,
+    pub replay: tokio::task::JoinHandle<crate::Result<ReplayStatus>>,
+    /// One task per scheduled fault; it ends when the fault is over.
+    pub faults: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts the replay and the scheduled faults as tasks. `stop` ends the replay early.
 pub fn start_replay(
     replay: Replay,
     dir: &Path,
     flows: &[FlowSpec],
     options: &LiveOptions,
     stop: watch::Receiver<bool>,
-) -> (
-    watch::Receiver<ReplayStatus>,
-    tokio::task::JoinHandle<crate::Result<ReplayStatus>>,
-) {
+) -> Live {
     let target = target(dir, flows, &replay);
+    let mut faults = Vec::new();
     for scheduled in options.faults.clone() {
         let target = target.clone();
-        tokio::spawn(async move {
+        faults.push(tokio::spawn(async move {
             tokio::time::sleep(scheduled.after).await;
             if let Err(e) = fault::inject(scheduled.fault, &target).await {
                 eprintln!(
@@ -89,7 +95,7 @@ pub fn start_replay(
                     scheduled.fault.name()
                 );
             }
-        });
+        }));
     }
     let (status_tx, status_rx) = watch::channel(ReplayStatus::default());
     let landing = target.landing.clone();
@@ -97,7 +103,11 @@ pub fn start_replay(
     let speed = options.speed;
     let task =
         tokio::spawn(async move { replay.run(&landing, &staging, speed, stop, status_tx).await });
-    (status_rx, task)
+    Live {
+        status: status_rx,
+        replay: task,
+        faults,
+    }
 }
 
 fn progress_printer(print: bool) -> Option<crate::engine::ProgressCallback> {
@@ -120,7 +130,11 @@ pub async fn run_headless(
     let replay = Replay::flights(options.days, Duration::from_secs(3600))?;
     let signal = crate::cli::run::stop_on_signals();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (status, replay_task) = start_replay(replay, dir, flows, options, stop_rx.clone());
+    let Live {
+        status,
+        replay: replay_task,
+        faults,
+    } = start_replay(replay, dir, flows, options, stop_rx.clone());
 
     // The supervisor: each flow in its own task, restarted after a failure while live.
     let mut set = tokio::task::JoinSet::new();
@@ -156,6 +170,9 @@ pub async fn run_headless(
                 _ = async {
                     if until_drained {
                         let _ = status.wait_for(|s| s.done).await;
+                        for f in faults {
+                            let _ = f.await;
+                        }
                     } else {
                         std::future::pending::<()>().await;
                     }
@@ -196,7 +213,7 @@ pub async fn run_headless(
     };
     if options.until_drained && !*signal.borrow() {
         // What landed after the last live batch: one bounded pass, flows in file order.
-        last.clear();
+        let live = std::mem::take(&mut last);
         for flow in flows {
             let mut result = Err(crate::Error::Source {
                 path: PathBuf::from(&flow.name),
@@ -215,10 +232,31 @@ pub async fn run_headless(
                     _ => break,
                 }
             }
+            if let (Ok(total), Some((_, Ok(before)))) =
+                (&mut result, live.iter().find(|(n, _)| n == &flow.name))
+            {
+                add_summary(total, before);
+            }
             last.push((flow.name.clone(), result));
         }
     }
     // Keep file order.
     last.sort_by_key(|(n, _)| flows.iter().position(|f| &f.name == n));
     Ok((status, last))
+}
+
+/// Adds the counts of an earlier run of the same flow (the live phase) to `total`.
+fn add_summary(total: &mut FlowSummary, earlier: &FlowSummary) {
+    total.batches += earlier.batches;
+    total.replayed_batches += earlier.replayed_batches;
+    total.num_input_rows += earlier.num_input_rows;
+    total.num_output_rows += earlier.num_output_rows;
+    total.num_files += earlier.num_files;
+    total.num_bytes += earlier.num_bytes;
+    total.num_files_failed += earlier.num_files_failed;
+    total.num_rows_rescued += earlier.num_rows_rescued;
+    total.num_rows_dropped_by_watermark += earlier.num_rows_dropped_by_watermark;
+    total.elapsed_ms += earlier.elapsed_ms;
+    total.last_batch_id = total.last_batch_id.or(earlier.last_batch_id);
+    total.delta_version = total.delta_version.or(earlier.delta_version);
 }

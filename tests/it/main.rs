@@ -6,6 +6,7 @@ mod bad_input;
 mod cli;
 mod console;
 mod crash;
+mod demo_live;
 mod drill;
 mod generate;
 mod ingest;
