@@ -153,7 +153,8 @@ impl Replay {
 
     /// Lands the files at `speed` simulated seconds per wall second (`f64::INFINITY`:
     /// as fast as possible) until done or `stop` turns true; publishes its status
-    /// on `status` after each file. Files already present are not written again.
+    /// on `status` after each file. Files already present are not written again, and
+    /// the simulated clock starts at the first missing file (a restart resumes).
     pub async fn run(
         &self,
         landing: &Path,
@@ -168,14 +169,23 @@ impl Replay {
             rows_total: self.rows(),
             ..Default::default()
         };
-        let Some(first) = self.files.first() else {
+        // After a restart, files already landed count as landed and the clock starts
+        // at the first missing one.
+        let (present, missing): (Vec<&ReplayFile>, Vec<&ReplayFile>) = self
+            .files
+            .iter()
+            .partition(|f| landing.join(&f.relative).exists());
+        state.files_landed = present.len() as u64;
+        state.rows_landed = present.iter().map(|f| f.rows).sum();
+        state.simulated_ms = present.last().map_or(0, |f| f.lands_at_ms);
+        let Some(first) = missing.first() else {
             state.done = true;
             let _ = status.send(state.clone());
             return Ok(state);
         };
         let sim_start = first.lands_at_ms - 1;
         let wall_start = Instant::now();
-        for file in &self.files {
+        for file in missing {
             if speed.is_finite() && speed > 0.0 {
                 let wall =
                     Duration::from_secs_f64((file.lands_at_ms - sim_start) as f64 / 1000.0 / speed);
@@ -188,7 +198,7 @@ impl Replay {
                 break;
             }
             let target = landing.join(&file.relative);
-            if !target.exists() {
+            {
                 let dir = target.parent().unwrap_or(landing);
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
                 let name = file.relative.file_name().unwrap_or_default();
@@ -270,6 +280,14 @@ mod tests {
         assert_eq!(*rx.borrow(), done);
         let landed: usize = walk(&landing);
         assert_eq!(landed, r.files.len());
+        // A restart lands nothing again and is done at once.
+        let (_stop_tx, stop) = watch::channel(false);
+        let (tx, _rx) = watch::channel(ReplayStatus::default());
+        let again = r
+            .run(&landing, &tmp.path().join("_staging"), 1.0, stop, tx)
+            .await
+            .unwrap();
+        assert_eq!(again, done);
     }
 
     fn walk(dir: &Path) -> usize {
