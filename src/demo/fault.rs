@@ -199,6 +199,12 @@ pub async fn inject(fault: Fault, target: &Target) -> Result<Injected> {
                 UNAVAILABLE_FOR.as_secs()
             ));
             tokio::time::sleep(UNAVAILABLE_FOR).await;
+            // Files the producer landed meanwhile (it recreates the directory) join the rest.
+            if target.landing.exists() {
+                move_into(&target.landing, &away)?;
+                std::fs::remove_dir_all(&target.landing)
+                    .map_err(|e| Error::io(&target.landing, e))?;
+            }
             std::fs::rename(&away, &target.landing).map_err(|e| Error::io(&away, e))?;
             eprintln!(
                 "weir: fault over: source-unavailable: {} is back",
@@ -312,6 +318,21 @@ pub async fn inject(fault: Fault, target: &Target) -> Result<Injected> {
     }
 }
 
+/// Moves every file below `from` to the same relative place below `to`.
+fn move_into(from: &Path, to: &Path) -> Result<()> {
+    for e in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let e = e.map_err(|e| Error::io(from, e))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
+            move_into(&src, &dst)?;
+        } else {
+            std::fs::rename(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+        }
+    }
+    Ok(())
+}
+
 fn newest_file(dir: &Path) -> Result<Option<PathBuf>> {
     let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
     let mut stack = vec![dir.to_path_buf()];
@@ -351,6 +372,25 @@ mod tests {
             header: "year,dep_delay,time_hour".into(),
             sample_line: "2013,5,2013-01-01T10:00:00Z".into(),
         }
+    }
+
+    #[test]
+    fn files_landed_while_away_are_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (away, back) = (tmp.path().join("away"), tmp.path().join("landing"));
+        std::fs::create_dir_all(away.join("2013-01")).unwrap();
+        std::fs::write(away.join("2013-01/a.csv"), "a").unwrap();
+        std::fs::create_dir_all(back.join("2013-01")).unwrap();
+        std::fs::write(back.join("2013-01/b.csv"), "b").unwrap();
+        move_into(&back, &away).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(away.join("2013-01/b.csv")).unwrap(),
+            "b"
+        );
+        assert_eq!(
+            std::fs::read_to_string(away.join("2013-01/a.csv")).unwrap(),
+            "a"
+        );
     }
 
     #[test]
