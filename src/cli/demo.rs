@@ -196,6 +196,27 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         report(&e);
         return ExitCode::FAILURE;
     }
+    let crash = args
+        .inject
+        .iter()
+        .find(|f| f.fault == crate::demo::fault::Fault::Crash);
+    let console_wanted = !args.headless && !args.until_drained;
+    if let Some(crash) = crash
+        && !console_wanted
+        && std::env::var_os(crate::demo::CHILD_ENV).is_none()
+    {
+        let child_args = crate::demo::args_without_crash(std::env::args_os().skip(1), dir);
+        return match crate::demo::supervise_crash(&child_args, crash.after) {
+            Ok(status) => status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .map_or(ExitCode::FAILURE, ExitCode::from),
+            Err(e) => {
+                report(&e);
+                ExitCode::FAILURE
+            }
+        };
+    }
     let pipeline_path = dir.join("pipeline.toml");
     if !pipeline_path.exists()
         && let Err(e) = std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)

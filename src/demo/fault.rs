@@ -11,7 +11,7 @@
 //! | `malformed` | a file with broken lines, and a truncated gzip file | rows quarantined or rescued, a failed file |
 //! | `late-and-future` | rows scheduled a week ago and a year ahead | late rows counted; the watermark jumps |
 //! | `duplicates` | a copy of an already landed file under a new name | duplicates (dropped by a dedup flow) |
-//! | `crash` | the process aborts (like `kill -9`); run the same command to restart | recovers exactly once |
+//! | `crash` | headless: the demo runs as a child process, killed with SIGKILL and restarted; in the console: the process aborts (run the same command to restart) | recovers exactly once |
 //!
 //! Each injection returns an [`Injected`] record (name, detail, time) and is
 //! announced on stderr as `weir: fault injected: NAME: DETAIL`, so a console

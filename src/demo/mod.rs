@@ -260,3 +260,107 @@ fn add_summary(total: &mut FlowSummary, earlier: &FlowSummary) {
     total.last_batch_id = total.last_batch_id.or(earlier.last_batch_id);
     total.delta_version = total.delta_version.or(earlier.delta_version);
 }
+
+/// Set in the environment of a demo started by [`supervise_crash`], so it does not
+/// supervise again.
+pub const CHILD_ENV: &str = "WEIR_DEMO_CHILD";
+
+/// The `crash` fault without a console: runs the same demo as a child process
+/// (`args`, without the crash), kills it with SIGKILL `after` the start (mid-stream,
+/// usually mid-batch), announces it, and starts it again, which recovers from the
+/// checkpoints and resumes the replay at the first missing file. Returns the exit
+/// code of the restarted child.
+pub fn supervise_crash(
+    args: &[std::ffi::OsString],
+    after: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    let exe = std::env::current_exe()?;
+    let spawn = || {
+        std::process::Command::new(&exe)
+            .args(args)
+            .env(CHILD_ENV, "1")
+            .spawn()
+    };
+    let mut child = spawn()?;
+    let deadline = std::time::Instant::now() + after;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            eprintln!("weir: fault crash: the demo ended before the crash was due");
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = child.id();
+    child.kill()?;
+    child.wait()?;
+    eprintln!(
+        "weir: fault injected: crash: process {pid} killed with SIGKILL mid-stream; restarting it"
+    );
+    spawn()?.wait()
+}
+
+/// The command line of a demo without its `crash` faults (and with `--dir`).
+pub fn args_without_crash(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    dir: &Path,
+) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut has_dir = false;
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        let text = a.to_string_lossy().into_owned();
+        if text == "--inject"
+            && it
+                .peek()
+                .is_some_and(|v| v.to_string_lossy().starts_with("crash"))
+        {
+            it.next();
+            continue;
+        }
+        if text.starts_with("--inject=crash") {
+            continue;
+        }
+        has_dir |= text == "--dir" || text.starts_with("--dir=");
+        out.push(a);
+    }
+    if !has_dir {
+        out.push("--dir".into());
+        out.push(dir.as_os_str().to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_child_runs_without_the_crash_and_in_the_same_dir() {
+        let args = [
+            "demo",
+            "--headless",
+            "--inject",
+            "crash@2",
+            "--inject=crash",
+            "--inject",
+            "malformed@1",
+        ]
+        .map(std::ffi::OsString::from);
+        let out = args_without_crash(args, Path::new("/tmp/d"));
+        let out: Vec<String> = out
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            out,
+            [
+                "demo",
+                "--headless",
+                "--inject",
+                "malformed@1",
+                "--dir",
+                "/tmp/d"
+            ]
+        );
+    }
+}

@@ -130,3 +130,37 @@ async fn live_replay_drains_and_equals_the_batch_computation() {
         .sum();
     assert_eq!(rows, expected + 4);
 }
+
+/// The crash fault headless: the demo process is killed with SIGKILL mid-stream and
+/// restarted; the table still holds every flight exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_stream_is_followed_by_a_restart_and_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = weir()
+        .args(["demo", "--headless", "--until-drained", "--days", "2", "--speed", "60000"])
+        .args(["--inject", "crash@1"])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let expected =
+        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(2))
+            .unwrap()
+            .rows_total;
+    let table = delta_rows(&dir.join("lake/bronze/flights")).await;
+    assert_eq!(num_rows(&table) as u64, expected);
+    let distinct = sql(
+        &table,
+        "SELECT count(*) FROM (SELECT DISTINCT year, month, day, flight, carrier, sched_dep_time FROM t)",
+    )
+    .await;
+    assert_eq!(scalar(&distinct) as u64, expected, "no duplicate");
+    // Either the crash came mid-stream and was announced, or the demo had ended first.
+    assert!(
+        stderr.contains("fault injected: crash") || stderr.contains("ended before the crash"),
+        "{stderr}"
+    );
+}
