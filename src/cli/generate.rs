@@ -3,7 +3,8 @@
 //!
 //! stdout: one JSON line per file written ([`crate::generate::FileStats`]);
 //! stderr: a summary. Exit codes: 0 done (or stopped by SIGINT/SIGTERM between
-//! files); 1 a file could not be written; 2 invalid flags.
+//! files); 1 a file could not be written (or already exists: never overwritten);
+//! 2 invalid flags.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -176,6 +177,14 @@ async fn generate(args: &GenerateArgs, spec: GenerateSpec) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if args.dir.join(&file.name).exists() {
+            // A rewritten file is not new input to a file source: never overwrite.
+            eprintln!(
+                "error: {} already exists; generate into another directory or with another --prefix",
+                args.dir.join(&file.name).display()
+            );
+            return ExitCode::FAILURE;
+        }
         if let Err(e) = write_atomically(&args.dir, &file.name, &file.bytes) {
             report(&e);
             return ExitCode::FAILURE;

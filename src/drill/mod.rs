@@ -105,9 +105,11 @@ pub struct FlowReport {
     pub flow: String,
     pub table: PathBuf,
     pub key: Vec<String>,
-    /// Input rows of distinct batches (a replayed batch counted once).
+    /// Input rows: read by the crash-free run from the same input copy (its progress
+    /// log is complete; a crashed process may die between a commit and its record).
     pub rows_in: u64,
-    pub reference_rows_in: u64,
+    /// Committed batches of the drill without a progress record (killed in between).
+    pub batches_without_progress: u64,
     pub rows_out: u64,
     pub reference_rows_out: u64,
     /// Rows beyond the reference's count, per key.
@@ -654,6 +656,7 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
 }
 
 struct RunSide {
+    /// Input rows of distinct batches in the progress log (a replay counted once).
     rows_in: u64,
     batches: u64,
     replayed: u64,
@@ -775,8 +778,11 @@ async fn compare(options: &DrillOptions, flow: &FlowSpec) -> Result<FlowReport, 
         flow: flow.name.clone(),
         table: drill_table,
         key,
-        rows_in: drill.rows_in,
-        reference_rows_in: reference.rows_in,
+        rows_in: reference.rows_in,
+        batches_without_progress: drill
+            .last_committed
+            .map_or(0, |c| c + 1)
+            .saturating_sub(drill.batches),
         rows_out,
         reference_rows_out,
         duplicates,
@@ -807,13 +813,38 @@ async fn register(
         Ok(None) => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    table
-        .update_datafusion_session(&ctx.state())
+    // The active data files the Delta log lists, read with DataFusion's Parquet reader
+    // (weir's sinks only append or overwrite whole files: no deletion vectors).
+    let files: Vec<String> = table
+        .get_file_uris()
+        .map_err(|e| e.to_string())?
+        .map(|uri| match url::Url::parse(&uri) {
+            Ok(u) => u
+                .to_file_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or(uri),
+            Err(_) => path.join(&uri).display().to_string(),
+        })
+        .collect();
+    let schema: arrow::datatypes::SchemaRef = if files.is_empty() {
+        let empty = arrow::datatypes::SchemaRef::new(arrow::datatypes::Schema::empty());
+        ctx.register_batch(
+            name,
+            arrow::record_batch::RecordBatch::new_empty(empty.clone()),
+        )
         .map_err(|e| e.to_string())?;
-    let provider = table.table_provider().await.map_err(|e| e.to_string())?;
-    let schema = provider.schema();
-    ctx.register_table(name, provider)
-        .map_err(|e| e.to_string())?;
+        empty
+    } else {
+        let options = datafusion::prelude::ParquetReadOptions::default();
+        let df = ctx
+            .read_parquet(files, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let schema = arrow::datatypes::SchemaRef::new(df.schema().as_arrow().clone());
+        ctx.register_table(name, df.into_view())
+            .map_err(|e| e.to_string())?;
+        schema
+    };
     Ok(Some(Registered { table, schema }))
 }
 

@@ -138,7 +138,15 @@ async fn a_crash_mid_stream_is_followed_by_a_restart_and_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");
     let out = weir()
-        .args(["demo", "--headless", "--until-drained", "--days", "2", "--speed", "60000"])
+        .args([
+            "demo",
+            "--headless",
+            "--until-drained",
+            "--days",
+            "2",
+            "--speed",
+            "60000",
+        ])
         .args(["--inject", "crash@1"])
         .arg("--dir")
         .arg(&dir)

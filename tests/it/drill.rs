@@ -33,8 +33,26 @@ fn drill(pipeline: &Path, work: &Path, kills: &str) -> (std::process::Output, se
         .arg(pipeline)
         .output()
         .unwrap();
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        let logs: Vec<String> = std::fs::read_dir(work.join("logs"))
+            .map(|d| {
+                d.map(|e| {
+                    let p = e.unwrap().path();
+                    format!(
+                        "{}:\n{}",
+                        p.display(),
+                        std::fs::read_to_string(&p).unwrap_or_default()
+                    )
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs.join("\n")
+        )
+    });
     (out, report)
 }
 
@@ -104,4 +122,73 @@ fn a_non_idempotent_sink_fails_the_drill_with_duplicates() {
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("RESULT: FAIL"), "{stdout}");
     assert!(stdout.contains("bronze_flights"), "{stdout}");
+}
+
+/// Generated events with duplicates through a deduplicating flow: the drill keys on
+/// the flow's `drop_duplicates` columns and passes; the table holds each event once.
+#[test]
+fn a_deduplicating_flow_on_generated_events_passes_the_drill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let out = weir()
+        .args([
+            "generate", "--once", "--files", "6", "--rows", "300", "--seed", "3",
+        ])
+        .args([
+            "--duplicates",
+            "0.1",
+            "--late-fraction",
+            "0.05",
+            "--lateness-mean",
+            "1m",
+        ])
+        .args(["--max-lateness", "5m"])
+        .arg(user.join("landing/events"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let duplicates: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["duplicates"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert!(duplicates > 50);
+    let pipeline = write_pipeline(
+        &user,
+        r#"
+[[flow]]
+name = "dedup_events"
+trigger = "available_now"
+watermark = { column = "event_time", delay = "10 minutes" }
+drop_duplicates = ["event_id", "event_time"]
+
+[flow.source]
+type = "files"
+path = "landing/events"
+format = "json"
+schema = "event_id BIGINT, key STRING, event_time TIMESTAMP, amount DOUBLE"
+max_files_per_trigger = 1
+
+[flow.sink]
+type = "delta"
+path = "lake/events"
+"#,
+    );
+    let (out, report) = drill(&pipeline, &tmp.path().join("work"), "1");
+    assert!(out.status.success(), "{report:#}");
+    let flow = &report["flows"][0];
+    assert_eq!(flow["key"], serde_json::json!(["event_id", "event_time"]));
+    assert_eq!(flow["duplicates"], 0);
+    assert_eq!(flow["lost"], 0);
+    assert_eq!(flow["rows_in"], 1800);
+    assert_eq!(flow["rows_out"], 1800 - duplicates, "{flow:#}");
+    assert_eq!(report["failpoints_hit"], 4, "{report:#}");
 }
