@@ -59,6 +59,14 @@ pub enum Error {
         source: deltalake::DeltaTableError,
     },
 
+    /// The sink's table directory cannot be created or written (permissions, a file in its place).
+    #[error("delta table {path}: {source}")]
+    SinkIo {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The sink's table exists with a schema the batch cannot be written into.
     #[error("delta table {path}: schema mismatch: {message}")]
     SinkSchemaMismatch { path: String, message: String },
@@ -139,6 +147,7 @@ impl Error {
             }
             Error::CheckpointLocked { .. }
             | Error::SourceIo { .. }
+            | Error::SinkIo { .. }
             | Error::Delta { .. }
             | Error::Io { .. }
             | Error::Ledger { .. } => Domain::External,
@@ -152,6 +161,7 @@ impl Error {
         matches!(
             self,
             Error::SourceIo { .. }
+                | Error::SinkIo { .. }
                 | Error::Delta { .. }
                 | Error::Io { .. }
                 | Error::Ledger { .. }
@@ -169,7 +179,7 @@ impl Error {
             Error::CheckpointLocked { .. } => "checkpoint_locked",
             Error::SourceIo { .. } => "source_unavailable",
             Error::Source { .. } => "source_error",
-            Error::Delta { .. } => "sink_unavailable",
+            Error::Delta { .. } | Error::SinkIo { .. } => "sink_unavailable",
             Error::SinkSchemaMismatch { .. } => "sink_schema_mismatch",
             Error::Sql { .. } => "sql_error",
             Error::Arrow { .. } => "internal",

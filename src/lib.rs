@@ -8,7 +8,7 @@
 //! # Module map
 //!
 //! ```text
-//! cli/         one module per subcommand (run, validate, inspect, schema, demo, attach)
+//! cli/         one module per subcommand (run, validate, inspect, schema, demo, attach, check, playbook, checkpoint)
 //! pipeline/    TOML spec types, validation (errors point at file:line:key), resolved FlowSpec
 //! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
 //! source/      files/ (listing, ledger, csv/json/parquet decoders, schema location)
@@ -16,10 +16,12 @@
 //! ops/         where/select (DataFusion), watermark, windows, aggregation, deduplication
 //! state/       versioned state store of stateful operators (snapshots + deltas per batch)
 //! sink/        delta (idempotent commits), memory, console, quarantine
-//! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect
 //! demo/        the live demo: flights replayed as a stream, faults to inject
 //! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
 //! generate/    synthetic event files for drills and tests (seeded, reproducible)
+//! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect, compat (restart checks), actions
+//! health/      classify a flow: six states with evidence; the engine's tracker
+//! playbook/    playbooks/*.md compiled in, bound to live evidence
 //! console/     the operations console (run, attach): actions, panes, followers, terminal
 //! ```
 //!
@@ -35,8 +37,10 @@ pub mod drill;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod health;
 pub mod ops;
 pub mod pipeline;
+pub mod playbook;
 pub mod schema;
 pub mod sink;
 pub mod source;

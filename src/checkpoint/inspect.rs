@@ -28,8 +28,40 @@ pub struct Inspection {
     pub sink: Option<SinkReport>,
     pub lock: Option<LockHolder>,
     pub batches: Vec<BatchReport>,
+    /// Stateful operators (`state/<id>/`): name, keys, bytes per version.
+    pub state_operators: Vec<StateOperatorReport>,
+    /// The file source's schema versions (`_schemas/`), oldest first.
+    pub schema_history: Vec<SchemaHistoryEntry>,
+    /// The latest health verdict (`_weir/health.json`).
+    pub health: Option<crate::health::tracker::HealthRecord>,
     /// Corrupt, truncated or missing files, each with what is wrong.
     pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StateOperatorReport {
+    pub operator_id: u64,
+    pub operator_name: Option<String>,
+    pub key_columns: Vec<String>,
+    pub versions: Vec<StateVersionReport>,
+    /// Bytes of every version file on disk.
+    pub total_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StateVersionReport {
+    pub version: u64,
+    pub delta_bytes: Option<u64>,
+    pub snapshot_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaHistoryEntry {
+    pub version: u64,
+    pub created_at_ms: i64,
+    pub reason: String,
+    pub added: Vec<String>,
+    pub ddl: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +76,8 @@ pub struct SinkReport {
     pub description: String,
     pub path: Option<PathBuf>,
     pub delta_version: Option<i64>,
+    /// The last batch the table records for this query id (Delta `txn` version).
+    pub txn_version: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -157,10 +191,17 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                 },
                 None => None,
             };
+            let txn_version = match (&plan.sink_path, &query_id, delta_version) {
+                (Some(path), Some(q), Some(_)) => {
+                    super::actions::txn_version(path, q).await.ok().flatten()
+                }
+                _ => None,
+            };
             Some(SinkReport {
                 description: plan.sink.clone(),
                 path: plan.sink_path.clone(),
                 delta_version,
+                txn_version,
             })
         }
     };
@@ -183,6 +224,66 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         sink,
         lock: CheckpointLock::holder(&cp),
         batches,
+        state_operators: state_operators(&cp, &mut problems),
+        schema_history: match crate::source::files::schema_store::history(&cp) {
+            Ok(h) => h
+                .into_iter()
+                .map(|(version, v)| SchemaHistoryEntry {
+                    version,
+                    created_at_ms: v.created_at_ms,
+                    reason: v.reason,
+                    added: v.added,
+                    ddl: v.ddl,
+                })
+                .collect(),
+            Err(e) => {
+                problems.push(e.to_string());
+                Vec::new()
+            }
+        },
+        health: crate::health::tracker::read_health(&cp),
         problems,
     })
+}
+
+/// Every `state/<id>/` with its metadata and version files.
+fn state_operators(cp: &Checkpoint, problems: &mut Vec<String>) -> Vec<StateOperatorReport> {
+    let state_dir = cp.root().join("state");
+    let mut out = Vec::new();
+    for id in Checkpoint::batch_ids(&state_dir).unwrap_or_default() {
+        let dir = state_dir.join(id.to_string());
+        let meta = match crate::state::read_metadata(&dir) {
+            Ok(m) => m,
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        };
+        let versions = match crate::state::StateStore::list_versions(&dir) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(e.to_string());
+                Default::default()
+            }
+        };
+        let versions: Vec<StateVersionReport> = versions
+            .into_iter()
+            .map(|(version, f)| StateVersionReport {
+                version,
+                delta_bytes: f.delta_bytes,
+                snapshot_bytes: f.snapshot_bytes,
+            })
+            .collect();
+        out.push(StateOperatorReport {
+            operator_id: id,
+            operator_name: meta.as_ref().map(|m| m.operator_name.clone()),
+            key_columns: meta.map(|m| m.key_columns).unwrap_or_default(),
+            total_bytes: versions
+                .iter()
+                .map(|v| v.delta_bytes.unwrap_or(0) + v.snapshot_bytes.unwrap_or(0))
+                .sum(),
+            versions,
+        });
+    }
+    out
 }

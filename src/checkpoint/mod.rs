@@ -9,6 +9,7 @@
 //!   sources/0/ledger.sqlite  the file ledger (source::files::ledger)
 //!   _weir/plan.json          the flow's plan: source, sink, fingerprint
 //!   _weir/progress.jsonl     recent progress records (bounded)
+//!   _weir/health.json        the latest health verdict (health::tracker)
 //!   _weir/lock               held (flock) while a process runs the flow
 //! ```
 //!
@@ -16,6 +17,9 @@
 //! directory) and created owner-only (0700 directories, 0600 files). Nothing
 //! here deletes a checkpoint.
 
+pub mod actions;
+pub mod compat;
+pub mod diff;
 pub mod inspect;
 pub mod lock;
 pub mod log;

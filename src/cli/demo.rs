@@ -224,6 +224,18 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         report(&e);
         return ExitCode::FAILURE;
     }
+    // The static inputs (dimension tables, weather) land at once; the flights stream.
+    let statics = super::demo_data::write_dimensions(dir).and_then(|()| {
+        super::demo_data::land_weather(
+            &dir.join("landing").join("weather"),
+            &dir.join("_staging"),
+            args.days,
+        )
+    });
+    if let Err(e) = statics {
+        report(&e);
+        return ExitCode::FAILURE;
+    }
     let pipeline = match pipeline::load(&pipeline_path) {
         Ok(p) => p,
         Err(e) => {
@@ -320,6 +332,12 @@ pub fn prepare(dir: &Path, days: Option<usize>) -> Result<Landed> {
         std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
             .map_err(|e| Error::io(&pipeline_path, e))?;
     }
+    super::demo_data::write_dimensions(dir)?;
+    super::demo_data::land_weather(
+        &dir.join("landing").join("weather"),
+        &dir.join("_staging"),
+        days,
+    )?;
     land_flights(
         &dir.join("landing").join("flights"),
         &dir.join("_staging"),

@@ -85,9 +85,10 @@ pub fn render_text(i: &Inspection) -> String {
     }
     if let Some(s) = &i.sink {
         out.push_str(&format!(
-            "sink        {} (Delta version {})\n",
+            "sink        {} (Delta version {}, last batch committed for this query {})\n",
             s.description,
-            opt(s.delta_version)
+            opt(s.delta_version),
+            opt(s.txn_version)
         ));
     }
     match &i.lock {
@@ -109,6 +110,46 @@ pub fn render_text(i: &Inspection) -> String {
             opt(b.duration_ms),
             opt(b.delta_version)
         ));
+    }
+    for op in &i.state_operators {
+        out.push_str(&format!(
+            "\nstate {}: {} keyed by [{}], {} version(s), {} bytes\n version  delta bytes  snapshot bytes\n",
+            op.operator_id,
+            op.operator_name.as_deref().unwrap_or("?"),
+            op.key_columns.join(", "),
+            op.versions.len(),
+            op.total_bytes
+        ));
+        for v in &op.versions {
+            out.push_str(&format!(
+                " {:<8} {:<12} {}\n",
+                v.version,
+                opt(v.delta_bytes),
+                opt(v.snapshot_bytes)
+            ));
+        }
+    }
+    if !i.schema_history.is_empty() {
+        out.push_str("\nschema history\n");
+        for v in &i.schema_history {
+            out.push_str(&format!(
+                " v{} {} {}{}\n",
+                v.version,
+                crate::engine::progress::iso_millis(v.created_at_ms),
+                v.reason,
+                if v.added.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (added {})", v.added.join(", "))
+                }
+            ));
+        }
+    }
+    if let Some(h) = &i.health {
+        out.push_str(&format!("\nhealth      {} (at {})\n", h.health.state, h.at));
+        for r in &h.health.evidence.reasons {
+            out.push_str(&format!("  {r}\n"));
+        }
     }
     for p in &i.problems {
         out.push_str(&format!("problem: {p}\n"));

@@ -6,10 +6,15 @@
 //! wider schema); 130 aborted by a second SIGINT/SIGTERM.
 
 pub mod attach;
+pub mod check;
+pub mod checkpoint;
 pub mod demo;
+pub mod demo_data;
+pub mod diff;
 pub mod drill;
 pub mod generate;
 pub mod inspect;
+pub mod playbook;
 pub mod run;
 pub mod schema;
 pub mod validate;
@@ -49,6 +54,14 @@ pub enum Command {
     /// Crash a pipeline at every failpoint and at random moments, on a copy, and report
     /// duplicates and losses against a crash-free run.
     Drill(drill::DrillArgs),
+    /// Before a restart: is each flow's checkpoint compatible with its plan? Reads only.
+    Check(check::CheckArgs),
+    /// Print a health state's playbook with the flow's live evidence filled in.
+    Playbook(playbook::PlaybookArgs),
+    /// Checkpoint actions with a dry-run: backup, reset, rollback. Never deletes data.
+    Checkpoint(checkpoint::CheckpointArgs),
+    /// Two checkpoints, or two batches of one, side by side. Reads only.
+    Diff(diff::DiffArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -70,6 +83,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Drill(args) => drill::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Playbook(args) => playbook::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
+        Command::Diff(args) => diff::run(&args),
     }
 }
 

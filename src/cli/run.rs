@@ -24,6 +24,10 @@ pub struct RunArgs {
     /// Override every flow's trigger: `available-now`, `once`, or an interval like `10s`.
     #[arg(long, value_parser = parse_trigger)]
     pub trigger: Option<Trigger>,
+    /// Override `max_files_per_trigger` of the flows' file sources for this run
+    /// (the `lagging` playbook's first action); the pipeline file is not changed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_files_per_trigger: Option<u64>,
     #[command(flatten)]
     pub console: crate::console::ConsoleArgs,
 }
@@ -46,7 +50,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
     };
     let flows = match select_flows(&pipeline, args.flow.as_deref()) {
-        Ok(f) => f,
+        Ok(mut f) => {
+            if let Some(n) = args.max_files_per_trigger {
+                for flow in &mut f {
+                    match &mut flow.source {
+                        crate::pipeline::SourceSpec::Files(src) => src.max_files_per_trigger = n,
+                        crate::pipeline::SourceSpec::Delta(src) => src.max_files_per_trigger = n,
+                    }
+                    flow.health.max_files_per_trigger = Some(n);
+                }
+            }
+            f
+        }
         Err(m) => {
             eprintln!("error: {m}");
             return ExitCode::from(EXIT_INVALID);
@@ -167,7 +182,7 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
     rx
 }
 
-/// Runs flows: one after the other in file order with `available_now`/`once`
+/// Runs flows: one after the other in dependency order with `available_now`/`once`
 /// (each drains before the next starts), concurrently otherwise.
 pub async fn run_flows(
     flows: &[FlowSpec],
@@ -197,7 +212,9 @@ pub async fn run_flows(
     });
     let mut results = Vec::new();
     if draining {
-        for flow in flows {
+        // Upstream first: bronze drains before silver reads it, silver before gold.
+        let ordered = crate::pipeline::dependency_order(flows).unwrap_or_else(|_| flows.to_vec());
+        for flow in &ordered {
             let r = run_flow(flow, make_options(stop.clone())).await;
             let stop_now = *stop.borrow();
             results.push((flow.name.clone(), r));

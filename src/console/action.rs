@@ -49,4 +49,11 @@ pub enum Action {
     Quit,
     /// Repaint the whole screen.
     Redraw,
+    /// Open the current flow's playbook (for its health state) beside its live evidence.
+    OpenPlaybook,
+    ClosePlaybook,
+    /// Check off (or un-check) the selected playbook step.
+    ToggleStep,
+    /// Show the dry-run of the checkpoint action the selected step names.
+    DryRunStep,
 }

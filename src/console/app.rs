@@ -87,9 +87,57 @@ pub enum PromptKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overlay {
     None,
-    Help { scroll: usize },
-    Prompt { kind: PromptKind, text: String },
+    Help {
+        scroll: usize,
+    },
+    Prompt {
+        kind: PromptKind,
+        text: String,
+    },
     Confirm(Confirm),
+    Playbook(PlaybookView),
+    /// A checkpoint action's dry-run, waiting for its (typed) confirmation.
+    Action(ActionDialog),
+}
+
+/// The dry-run of a checkpoint action shown before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionDialog {
+    pub flow: String,
+    pub plan: crate::checkpoint::actions::ActionPlan,
+    /// What the operator typed so far.
+    pub typed: String,
+    /// What must be typed (the checkpoint directory's name) when the plan needs it.
+    pub word: String,
+    /// The playbook to return to.
+    pub back: PlaybookView,
+}
+
+/// The playbook overlay of one flow: which step is selected, which are checked off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaybookView {
+    pub flow: String,
+    pub state: crate::health::HealthState,
+    pub cursor: usize,
+    pub checked: std::collections::BTreeSet<usize>,
+}
+
+impl PlaybookView {
+    /// The playbook text with the flow's evidence filled in, and its steps.
+    pub fn rendered(&self, app: &App) -> (String, crate::health::Health) {
+        let flow = app.flows.iter().find(|f| f.name == self.flow);
+        let health = flow.and_then(|f| f.health.clone()).unwrap_or_default();
+        let cx = crate::playbook::Context {
+            flow: Some(self.flow.clone()),
+            pipeline: (app.mode == Mode::Run).then(|| app.title.clone()),
+            checkpoint: flow
+                .and_then(|f| f.checkpoint.as_ref())
+                .map(|p| p.display().to_string()),
+            source_path: None,
+            sink_path: None,
+        };
+        (crate::playbook::render(self.state, &health, &cx), health)
+    }
 }
 
 /// A question asked before an action that cannot be undone from the console.
@@ -178,6 +226,17 @@ pub enum Effect {
         command: ControlCommand,
     },
     StopAll,
+    /// Plan a checkpoint action (its dry-run) for a flow's checkpoint.
+    PlanAction {
+        view: PlaybookView,
+        checkpoint: std::path::PathBuf,
+        action: crate::playbook::StepAction,
+    },
+    /// Run a confirmed plan.
+    RunAction {
+        flow: String,
+        plan: crate::checkpoint::actions::ActionPlan,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -351,6 +410,7 @@ impl App {
                     | FlowEvent::Progress { flow, .. }
                     | FlowEvent::Error { flow, .. }
                     | FlowEvent::Schema { flow, .. }
+                    | FlowEvent::Health { flow, .. }
                     | FlowEvent::Command { flow, .. } => flow.clone(),
                 };
                 if let Some(i) = self.flow_index(&name) {
@@ -496,16 +556,31 @@ impl App {
     }
 }
 
+/// Checkable steps of the open playbook.
+fn playbook_steps(app: &App) -> usize {
+    match &app.overlay {
+        Overlay::Playbook(v) => crate::playbook::steps(&v.rendered(app).0).len(),
+        _ => 0,
+    }
+}
+
 /// Changes the app for an action; returns what the engine must be told.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
     let mut effects = Vec::new();
     match action {
         Action::Up => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
+            Overlay::Playbook(v) => v.cursor = v.cursor.saturating_sub(1),
             _ => app.scroll_by(-1),
         },
         Action::Down => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll += 1,
+            Overlay::Playbook(_) => {
+                let steps = playbook_steps(app);
+                if let Overlay::Playbook(v) = &mut app.overlay {
+                    v.cursor = (v.cursor + 1).min(steps.saturating_sub(1));
+                }
+            }
             _ => app.scroll_by(1),
         },
         Action::PageUp => app.scroll_by(-10),
@@ -616,6 +691,36 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
                 text: app.filter.clone(),
             };
         }
+        Action::InputChar(c) if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = &mut app.overlay {
+                d.typed.push(c);
+            }
+        }
+        Action::InputBackspace if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = &mut app.overlay {
+                d.typed.pop();
+            }
+        }
+        Action::InputCancel if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = std::mem::replace(&mut app.overlay, Overlay::None) {
+                app.overlay = Overlay::Playbook(d.back);
+                app.say("cancelled: nothing changed");
+            }
+        }
+        Action::InputSubmit if matches!(app.overlay, Overlay::Action(_)) => {
+            if let Overlay::Action(d) = std::mem::replace(&mut app.overlay, Overlay::None) {
+                if d.plan.needs_confirmation && d.typed.trim() != d.word {
+                    app.complain(format!("type {} to confirm (Esc cancels)", d.word));
+                    app.overlay = Overlay::Action(d);
+                } else {
+                    app.overlay = Overlay::Playbook(d.back);
+                    effects.push(Effect::RunAction {
+                        flow: d.flow,
+                        plan: d.plan,
+                    });
+                }
+            }
+        }
         Action::InputChar(c) => {
             if let Overlay::Prompt { kind, text } = &mut app.overlay {
                 text.push(c);
@@ -663,6 +768,52 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ConfirmNo => app.overlay = Overlay::None,
+        Action::OpenPlaybook => match app.current_flow() {
+            Some(f) => {
+                app.overlay = Overlay::Playbook(PlaybookView {
+                    flow: f.name.clone(),
+                    state: f.health.as_ref().map(|h| h.state).unwrap_or_default(),
+                    cursor: 0,
+                    checked: Default::default(),
+                });
+            }
+            None => app.complain("no flow selected"),
+        },
+        Action::ClosePlaybook => app.overlay = Overlay::None,
+        Action::DryRunStep => {
+            let Overlay::Playbook(v) = &app.overlay else {
+                return effects;
+            };
+            let v = v.clone();
+            let action = crate::playbook::step_actions(&v.rendered(app).0)
+                .get(v.cursor)
+                .copied()
+                .flatten();
+            let checkpoint = app
+                .flows
+                .iter()
+                .find(|f| f.name == v.flow)
+                .and_then(|f| f.checkpoint.clone());
+            match (app.mode, action, checkpoint) {
+                (Mode::Attach, _, _) => {
+                    app.complain("weir attach is read-only: run checkpoint actions in a shell")
+                }
+                (_, None, _) => app.complain("this step names no checkpoint action"),
+                (_, _, None) => app.complain("the flow's checkpoint is not known"),
+                (Mode::Run, Some(action), Some(checkpoint)) => effects.push(Effect::PlanAction {
+                    view: v,
+                    checkpoint,
+                    action,
+                }),
+            }
+        }
+        Action::ToggleStep => {
+            if let Overlay::Playbook(v) = &mut app.overlay
+                && !v.checked.remove(&v.cursor)
+            {
+                v.checked.insert(v.cursor);
+            }
+        }
         Action::Control(command) => match app.current_flow().map(|f| f.name.clone()) {
             Some(flow) => app.control(flow, command, &mut effects),
             None => app.complain("no flow selected"),

@@ -22,7 +22,10 @@ use ratatui::widgets::{
 use super::app::Pane;
 use super::keys::Hint;
 use super::model::PHASES;
-use super::snapshot::{Body, ChartSnap, DetailSnap, EventRow, OverlaySnap, OverviewSnap, Snapshot};
+use super::snapshot::{
+    Body, ChartSnap, DetailSnap, EventRow, LineKind, OverlaySnap, OverviewSnap, PlaybookSnap,
+    Snapshot,
+};
 use super::theme::{Role, Theme, fold_ascii};
 use super::units;
 
@@ -70,6 +73,18 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
     } = &snap.overlay
     {
         draw_help(frame, body, keys, commands, *scroll, theme);
+    }
+    if let OverlaySnap::Playbook(p) = &snap.overlay {
+        draw_playbook(frame, body, p, theme);
+    }
+    if let OverlaySnap::Action {
+        title,
+        lines,
+        prompt,
+        typed,
+    } = &snap.overlay
+    {
+        draw_action(frame, body, title, lines, prompt, typed, theme);
     }
     if theme.ascii {
         fold_ascii(frame.buffer_mut(), area);
@@ -194,6 +209,7 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
     let mut cols: Vec<(&str, Constraint)> = vec![
         ("FLOW", Constraint::Length(name_w)),
         ("STATUS", Constraint::Length(8)),
+        ("HEALTH", Constraint::Length(7)),
         ("BATCH", Constraint::Length(6)),
         ("IN", Constraint::Length(7)),
         ("PROC", Constraint::Length(7)),
@@ -210,13 +226,18 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
     if show_state {
         cols.push(("STATE", Constraint::Length(6)));
     }
-    cols.push(("LAST", Constraint::Length(7)));
+    // Below 100 columns the last batch's duration gives way to HEALTH and the last error.
+    let show_last = w >= 100;
+    if show_last {
+        cols.push(("LAST", Constraint::Length(7)));
+    }
     cols.push(("LAST ERROR", Constraint::Fill(1)));
     let header = Row::new(cols.iter().map(|(h, _)| Cell::from(*h))).style(theme.style(Role::Title));
     let rows = o.rows.iter().map(|r| {
         let mut cells = vec![
             Cell::from(r.name.clone()),
             Cell::from(Span::styled(r.status.clone(), theme.style(r.status_role))),
+            Cell::from(Span::styled(r.health.clone(), theme.style(r.health_role))),
             Cell::from(r.batch.clone()),
             Cell::from(r.input_rate.clone()),
             Cell::from(r.processed_rate.clone()),
@@ -228,7 +249,9 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
         if show_state {
             cells.push(Cell::from(r.state_rows.clone()));
         }
-        cells.push(Cell::from(r.last_duration.clone()));
+        if show_last {
+            cells.push(Cell::from(r.last_duration.clone()));
+        }
         cells.push(Cell::from(Span::styled(
             r.last_error.clone(),
             theme.style(Role::Bad),
@@ -694,6 +717,121 @@ fn draw_chart(frame: &mut Frame, area: Rect, c: &ChartSnap, theme: Theme) {
         )
         .legend_position(None);
     frame.render_widget(chart, area);
+}
+
+/// A checkpoint action's dry-run and its confirmation prompt, centred over the body.
+fn draw_action(
+    frame: &mut Frame,
+    body: Rect,
+    title: &str,
+    lines: &[String],
+    prompt: &str,
+    typed: &str,
+    theme: Theme,
+) {
+    let w = body.width.saturating_sub(4).clamp(20, 110).min(body.width);
+    let h = (lines.len() as u16 + 6).min(body.height);
+    let area = Rect::new(
+        body.x + (body.width - w) / 2,
+        body.y + (body.height - h) / 2,
+        w,
+        h,
+    );
+    frame.render_widget(Clear, area);
+    let b = block(title, true, theme);
+    let inner = b.inner(area);
+    frame.render_widget(b, area);
+    let mut text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
+    text.push(Line::from(""));
+    text.push(Line::from(Span::styled(
+        prompt.to_string(),
+        theme.style(Role::Warn),
+    )));
+    text.push(Line::from(vec![
+        Span::styled("> ", theme.style(Role::Focus)),
+        Span::raw(typed.to_string()),
+    ]));
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), inner);
+}
+
+/// The playbook beside its live evidence (side by side when wide, evidence on top when narrow).
+fn draw_playbook(frame: &mut Frame, body: Rect, p: &PlaybookSnap, theme: Theme) {
+    frame.render_widget(Clear, body);
+    let (ev_area, pb_area) = if body.width >= 100 {
+        let [a, b] =
+            Layout::horizontal([Constraint::Percentage(38), Constraint::Fill(1)]).areas(body);
+        (a, b)
+    } else {
+        let h = (p.evidence.len() as u16 + 2).clamp(3, body.height / 3);
+        let [a, b] = Layout::vertical([Constraint::Length(h), Constraint::Fill(1)]).areas(body);
+        (a, b)
+    };
+    let label_w = p
+        .evidence
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(5)
+        + 1;
+    let ev_lines: Vec<Line> = p
+        .evidence
+        .iter()
+        .map(|(k, v)| {
+            let role = if k == "state" {
+                p.evidence_role
+            } else {
+                Role::Plain
+            };
+            Line::from(vec![
+                Span::styled(format!("{k:<label_w$}"), theme.style(Role::Dim)),
+                Span::styled(v.clone(), theme.style(role)),
+            ])
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(ev_lines)
+            .wrap(Wrap { trim: false })
+            .block(block("Live evidence", false, theme)),
+        ev_area,
+    );
+    let b = block(&p.title, true, theme);
+    let inner = b.inner(pb_area);
+    frame.render_widget(b, pb_area);
+    let (open, done) = if theme.ascii {
+        ("[ ] ", "[x] ")
+    } else {
+        ("☐ ", "☑ ")
+    };
+    let lines: Vec<Line> = p
+        .lines
+        .iter()
+        .map(|l| match l.kind {
+            LineKind::Heading => Line::from(Span::styled(l.text.clone(), theme.style(Role::Title))),
+            LineKind::Subheading => {
+                Line::from(Span::styled(l.text.clone(), theme.style(Role::Focus)))
+            }
+            LineKind::Step { checked, selected } => {
+                let mark = if checked { done } else { open };
+                let role = if selected {
+                    Role::Selected
+                } else if checked {
+                    Role::Dim
+                } else {
+                    Role::Plain
+                };
+                Line::from(Span::styled(format!("{mark}{}", l.text), theme.style(role)))
+            }
+            LineKind::Text => Line::from(l.text.clone()),
+        })
+        .collect();
+    // Keep the selected step in the upper third of the pane.
+    let skip = p.selected_line.saturating_sub(inner.height as usize / 3);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((skip as u16, 0)),
+        inner,
+    );
 }
 
 fn draw_help(

@@ -165,6 +165,7 @@ pub async fn follow(
     let mut schemas_seen: Option<u64> = None;
     let mut holder: Option<Option<String>> = None;
     let mut reported_problem = false;
+    let mut health_seen: Option<crate::health::tracker::HealthRecord> = None;
     let mut interval = tokio::time::interval(options.interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -217,6 +218,20 @@ pub async fn follow(
                 });
             }
             Err(_) => {}
+        }
+        // The engine's latest verdict, also after the flow failed (no progress record then).
+        if options.progress
+            && let Some(record) = crate::health::tracker::read_health(&cp)
+            && health_seen.as_ref() != Some(&record)
+        {
+            let at_ms = chrono::DateTime::parse_from_rfc3339(&record.at)
+                .map_or_else(|_| now_ms(), |t| t.timestamp_millis());
+            inputs.push(Input::Engine(crate::engine::control::FlowEvent::Health {
+                flow: flow.clone(),
+                health: Box::new(record.health.clone()),
+                at_ms,
+            }));
+            health_seen = Some(record);
         }
         let newest_schema = Checkpoint::batch_ids(&cp.schemas_dir())
             .ok()

@@ -20,6 +20,9 @@ pub enum Ctx {
     Help,
     Prompt,
     Confirm,
+    Playbook,
+    /// A checkpoint action's dry-run and confirmation.
+    Action,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,7 @@ pub struct Binding {
 }
 
 const BROWSE: &[Ctx] = &[Ctx::Overview, Ctx::Detail];
+const PLAYBOOK: &[Ctx] = &[Ctx::Playbook];
 const OVERVIEW: &[Ctx] = &[Ctx::Overview];
 const DETAIL: &[Ctx] = &[Ctx::Detail];
 
@@ -99,6 +103,26 @@ fn can_stop(app: &App) -> bool {
                 FlowStatus::Stopping | FlowStatus::Stopped | FlowStatus::Failed
             )
         })
+}
+/// The current flow is in a state other than healthy: its playbook is hinted.
+fn unhealthy(app: &App) -> bool {
+    app.current_flow()
+        .and_then(|f| f.health.as_ref())
+        .is_some_and(|h| h.state != crate::health::HealthState::Healthy)
+}
+fn step_has_action(app: &App) -> bool {
+    match &app.overlay {
+        Overlay::Playbook(v) => {
+            app.mode == Mode::Run
+                && crate::playbook::step_actions(&v.rendered(app).0)
+                    .get(v.cursor)
+                    .is_some_and(Option::is_some)
+        }
+        _ => false,
+    }
+}
+fn healthy_or_unknown(app: &App) -> bool {
+    app.current_flow().is_some() && !unhealthy(app)
 }
 fn frozen(app: &App) -> bool {
     app.freeze.is_some()
@@ -526,6 +550,96 @@ pub static BINDINGS: &[Binding] = &[
         when: always,
     },
     Binding {
+        keys: &[k('b')],
+        action: Action::OpenPlaybook,
+        ctx: BROWSE,
+        hint: Some("playbook"),
+        hint_keys: None,
+        help: "the playbook of the flow's health state, beside its live evidence",
+        when: unhealthy,
+    },
+    Binding {
+        keys: &[k('b')],
+        action: Action::OpenPlaybook,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "the playbook (hinted when the flow is not healthy)",
+        when: healthy_or_unknown,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: PLAYBOOK,
+        hint: Some("step"),
+        hint_keys: Some("j/k"),
+        help: "next step",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: PLAYBOOK,
+        hint: None,
+        hint_keys: None,
+        help: "previous step",
+        when: always,
+    },
+    Binding {
+        keys: &[k(' ')],
+        action: Action::ToggleStep,
+        ctx: PLAYBOOK,
+        hint: Some("check off"),
+        hint_keys: None,
+        help: "check off (or un-check) the selected step",
+        when: always,
+    },
+    Binding {
+        keys: &[k('x')],
+        action: Action::DryRunStep,
+        ctx: PLAYBOOK,
+        hint: Some("dry-run"),
+        hint_keys: None,
+        help: "show the dry-run of the checkpoint action the step names; it runs only after confirmation",
+        when: step_has_action,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::InputSubmit,
+        ctx: &[Ctx::Action],
+        hint: Some("run"),
+        hint_keys: None,
+        help: "run the action (after typing the confirmation it asks for)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc)],
+        action: Action::InputCancel,
+        ctx: &[Ctx::Action],
+        hint: Some("cancel"),
+        hint_keys: None,
+        help: "cancel: nothing changes",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Backspace)],
+        action: Action::InputBackspace,
+        ctx: &[Ctx::Action],
+        hint: None,
+        hint_keys: None,
+        help: "delete the last character",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('b'), k('q')],
+        action: Action::ClosePlaybook,
+        ctx: PLAYBOOK,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the playbook",
+        when: always,
+    },
+    Binding {
         keys: &[k('q'), ctrl('c')],
         action: Action::Quit,
         ctx: BROWSE,
@@ -663,6 +777,8 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Help { .. } => Ctx::Help,
         Overlay::Prompt { .. } => Ctx::Prompt,
         Overlay::Confirm(_) => Ctx::Confirm,
+        Overlay::Playbook(_) => Ctx::Playbook,
+        Overlay::Action(_) => Ctx::Action,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -688,7 +804,7 @@ pub fn action_for(app: &App, event: &KeyEvent) -> Option<Action> {
     if let Some(b) = live_bindings(app).find(|b| b.keys.iter().any(|k| matches(k, event))) {
         return Some(b.action.clone());
     }
-    if context(app) == Ctx::Prompt
+    if matches!(context(app), Ctx::Prompt | Ctx::Action)
         && let KeyCode::Char(c) = event.code
         && !event
             .modifiers

@@ -136,6 +136,7 @@ pub enum EventKind {
     Schema,
     Operator,
     Batch,
+    Health,
 }
 
 impl EventKind {
@@ -148,6 +149,7 @@ impl EventKind {
             EventKind::Schema => "schema",
             EventKind::Operator => "operator",
             EventKind::Batch => "batch",
+            EventKind::Health => "health",
         }
     }
 }
@@ -198,6 +200,8 @@ pub struct FlowModel {
     pub batches: CheckpointBatches,
     pub last_progress: Option<Box<StreamingQueryProgress>>,
     pub last_error: Option<LastError>,
+    /// The latest health verdict (from the engine's events or the progress records).
+    pub health: Option<crate::health::Health>,
     last_run_id: Option<String>,
 }
 
@@ -215,6 +219,7 @@ impl FlowModel {
             batches: CheckpointBatches::default(),
             last_progress: None,
             last_error: None,
+            health: None,
             last_run_id: None,
         }
     }
@@ -287,6 +292,21 @@ impl FlowModel {
         }
     }
 
+    /// Records a health verdict; a change of state goes on the timeline.
+    pub fn set_health(&mut self, health: &crate::health::Health, at_ms: i64) {
+        let changed = self.health.as_ref().map(|h| h.state) != Some(health.state);
+        self.health = Some(health.clone());
+        if changed {
+            let why = health.evidence.reasons.first().cloned().unwrap_or_default();
+            let text = if why.is_empty() {
+                format!("health: {}", health.state)
+            } else {
+                format!("health: {}: {why}", health.state)
+            };
+            self.push_event(at_ms, EventKind::Health, text);
+        }
+    }
+
     /// Adds a progress record; returns false when it was already known.
     pub fn ingest_progress(&mut self, p: &StreamingQueryProgress, retention_ms: i64) -> bool {
         let Some(sample) = Sample::from_progress(p) else {
@@ -353,6 +373,9 @@ impl FlowModel {
             self.trigger = Some(p.weir.trigger.clone());
         }
         let newest = at == self.samples.len();
+        if newest && let Some(h) = &p.weir.health {
+            self.set_health(h, t);
+        }
         self.samples.insert(at, sample);
         if newest {
             self.last_progress = Some(Box::new(p.clone()));
@@ -427,6 +450,7 @@ impl FlowModel {
                 };
                 self.push_event(*at_ms, EventKind::Schema, text);
             }
+            FlowEvent::Health { health, at_ms, .. } => self.set_health(health, *at_ms),
             FlowEvent::Command { command, at_ms, .. } => {
                 self.push_event(
                     *at_ms,

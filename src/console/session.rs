@@ -8,15 +8,33 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 
 use super::action::Action;
-use super::app::{App, Effect, Input, update};
+use super::app::{ActionDialog, App, Effect, Input, Overlay, PlaybookView, update};
 use super::draw;
 use super::keys;
 use super::launch::EngineLink;
+use super::model::EventKind;
 use super::snapshot::Snapshot;
+use crate::checkpoint::actions::ActionPlan;
+use crate::playbook::StepAction;
 
 pub struct Session {
     pub app: App,
     link: Option<EngineLink>,
+}
+
+/// Runs a future to completion from the (synchronous) console loop.
+fn blocking<T>(fut: impl std::future::Future<Output = crate::Result<T>>) -> crate::Result<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(fut))
+        }
+        _ => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| crate::Error::io("tokio runtime", e))?
+            .block_on(fut),
+    }
 }
 
 impl Session {
@@ -35,8 +53,23 @@ impl Session {
     pub fn act(&mut self, action: Action) {
         for effect in update(&mut self.app, action) {
             let result = match (&self.link, &effect) {
-                (None, _) => Err("no engine to send to".to_string()),
                 (Some(link), Effect::Command { flow, command }) => link.command(flow, *command),
+                (
+                    _,
+                    Effect::PlanAction {
+                        view,
+                        checkpoint,
+                        action,
+                    },
+                ) => {
+                    self.plan_action(view.clone(), checkpoint, *action);
+                    Ok(())
+                }
+                (_, Effect::RunAction { flow, plan }) => {
+                    self.run_action(flow, plan);
+                    Ok(())
+                }
+                (None, _) => Err("no engine to send to".to_string()),
                 (Some(link), Effect::StopAll) => {
                     link.stop_all();
                     Ok(())
@@ -45,6 +78,73 @@ impl Session {
             if let Err(m) = result {
                 self.app.complain(m);
             }
+        }
+    }
+
+    /// Computes the dry-run of a checkpoint action and shows it for confirmation.
+    fn plan_action(
+        &mut self,
+        back: PlaybookView,
+        checkpoint: &std::path::Path,
+        action: StepAction,
+    ) {
+        use crate::checkpoint::actions::{plan_backup, plan_reset, plan_rollback};
+        let plan = match action {
+            StepAction::Backup => plan_backup(checkpoint),
+            StepAction::Rollback => {
+                let cp = crate::checkpoint::Checkpoint::at(checkpoint);
+                match crate::checkpoint::Checkpoint::batch_ids(&cp.commits_dir()) {
+                    Ok(ids) => match ids.last() {
+                        Some(&to) => blocking(plan_rollback(checkpoint, to)),
+                        None => {
+                            self.app.complain("no committed batch to roll back to");
+                            return;
+                        }
+                    },
+                    Err(e) => Err(e),
+                }
+            }
+            StepAction::Reset { truncate_target } => {
+                let target = crate::checkpoint::Checkpoint::at(checkpoint)
+                    .read_plan()
+                    .ok()
+                    .flatten()
+                    .and_then(|p| p.sink_path);
+                blocking(plan_reset(checkpoint, target.as_deref(), truncate_target))
+            }
+        };
+        match plan {
+            Ok(plan) => {
+                let word = checkpoint
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                self.app.overlay = Overlay::Action(ActionDialog {
+                    flow: back.flow.clone(),
+                    plan,
+                    typed: String::new(),
+                    word,
+                    back,
+                });
+            }
+            Err(e) => self.app.complain(format!("refused: {e}")),
+        }
+    }
+
+    /// Runs a confirmed plan; its outcome goes on the flow's timeline.
+    fn run_action(&mut self, flow: &str, plan: &ActionPlan) {
+        let now = self.app.now_ms;
+        match blocking(crate::checkpoint::actions::execute(plan)) {
+            Ok(done) => {
+                if let Some(f) = self.app.flows.iter_mut().find(|f| f.name == flow) {
+                    for line in &done {
+                        f.push_event(now, EventKind::Operator, format!("{}: {line}", plan.action));
+                    }
+                }
+                self.app
+                    .say(format!("{}: done ({} step(s))", plan.action, done.len()));
+            }
+            Err(e) => self.app.complain(format!("{} failed: {e}", plan.action)),
         }
     }
 

@@ -4,12 +4,15 @@
 
 use crate::engine::control::FlowStatus;
 
-use super::app::{App, Mode, OVERVIEW_EVENTS, Overlay, Pane, PromptKind, View, merged_events};
+use super::app::{
+    App, Mode, OVERVIEW_EVENTS, Overlay, Pane, PlaybookView, PromptKind, View, merged_events,
+};
 use super::forecast::forecast;
 use super::keys;
 use super::model::{EventKind, FlowModel, Sample, TimelineEvent};
 use super::theme::{Role, Theme};
 use super::units;
+use crate::health::{Health, HealthState};
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -39,6 +42,39 @@ pub enum OverlaySnap {
     Confirm {
         question: String,
     },
+    Playbook(Box<PlaybookSnap>),
+    /// A checkpoint action's dry-run with its confirmation prompt.
+    Action {
+        title: String,
+        lines: Vec<String>,
+        prompt: String,
+        typed: String,
+    },
+}
+
+/// The playbook overlay: live evidence beside the playbook's lines.
+#[derive(Debug, Clone)]
+pub struct PlaybookSnap {
+    pub title: String,
+    pub evidence: Vec<(String, String)>,
+    pub evidence_role: Role,
+    pub lines: Vec<PlaybookLine>,
+    /// Index in `lines` of the selected step.
+    pub selected_line: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    Heading,
+    Subheading,
+    Step { checked: bool, selected: bool },
+    Text,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlaybookLine {
+    pub kind: LineKind,
+    pub text: String,
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +105,8 @@ pub struct FlowRow {
     pub state_rows: String,
     pub last_duration: String,
     pub last_error: String,
+    pub health: String,
+    pub health_role: Role,
 }
 
 #[derive(Debug, Clone)]
@@ -216,6 +254,9 @@ impl Snapshot {
                         if app.theme.ascii { ">" } else { "›" },
                         f.name
                     ));
+                    if let Some(h) = &f.health {
+                        header_left.push_str(&format!("{}health {}", app.theme.sep(), h.state));
+                    }
                     Body::Detail(Box::new(detail(app, f, as_of)))
                 }
                 None => Body::Overview(overview(app, as_of)),
@@ -242,6 +283,20 @@ impl Snapshot {
             },
             Overlay::Confirm(c) => OverlaySnap::Confirm {
                 question: c.question(),
+            },
+            Overlay::Playbook(v) => OverlaySnap::Playbook(Box::new(playbook_snap(app, v))),
+            Overlay::Action(d) => OverlaySnap::Action {
+                title: format!("Dry run: {} (flow {})", d.plan.action, d.flow),
+                lines: d.plan.render().lines().map(str::to_string).collect(),
+                prompt: if d.plan.needs_confirmation {
+                    format!(
+                        "This moves a checkpoint or changes a table. Type {} and Enter to run it; Esc cancels.",
+                        d.word
+                    )
+                } else {
+                    "Nothing is moved or changed. Enter runs it; Esc cancels.".to_string()
+                },
+                typed: d.typed.clone(),
             },
         };
         Snapshot {
@@ -316,7 +371,7 @@ pub fn status_role(s: Option<FlowStatus>) -> Role {
 fn event_role(kind: EventKind) -> Role {
     match kind {
         EventKind::Error => Role::Bad,
-        EventKind::Operator => Role::Warn,
+        EventKind::Operator | EventKind::Health => Role::Warn,
         EventKind::Start | EventKind::Schema => Role::Good,
         _ => Role::Plain,
     }
@@ -394,6 +449,152 @@ fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
             .as_ref()
             .filter(|e| e.t_ms <= as_of)
             .map_or_else(String::new, |e| e.text.clone()),
+        health: f
+            .health
+            .as_ref()
+            .map_or_else(dash, |h| health_label(h.state).to_string()),
+        health_role: f
+            .health
+            .as_ref()
+            .map_or(Role::Dim, |h| health_role(h.state)),
+    }
+}
+
+/// The short label of a health state (the overview's HEALTH column).
+pub fn health_label(s: HealthState) -> &'static str {
+    match s {
+        HealthState::Healthy => "ok",
+        HealthState::Lagging => "lagging",
+        HealthState::SourceUnavailable => "source",
+        HealthState::SinkUnavailable => "sink",
+        HealthState::CheckpointIncompatible => "ckpt",
+        HealthState::SchemaMismatch => "schema",
+    }
+}
+
+pub fn health_role(s: HealthState) -> Role {
+    match s {
+        HealthState::Healthy => Role::Good,
+        HealthState::Lagging => Role::Warn,
+        _ => Role::Bad,
+    }
+}
+
+/// Evidence as label/value lines, only the facts that are known.
+pub fn evidence_lines(h: &Health) -> Vec<(String, String)> {
+    let e = &h.evidence;
+    let mut out = vec![("state".to_string(), h.state.to_string())];
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            out.push((k.to_string(), v));
+        }
+    };
+    for r in &e.reasons {
+        put("why", Some(r.clone()));
+    }
+    put(
+        "window",
+        e.window_batches.map(|w| match e.batches {
+            Some((a, b)) => format!("{w} batches ({a}..={b})"),
+            None => format!("{w} batches"),
+        }),
+    );
+    put(
+        "backlog",
+        e.backlog_files.map(|f| match e.backlog_bytes {
+            Some(b) => format!("{} files / {}", units::count(f), units::bytes(b)),
+            None => format!("{} files", units::count(f)),
+        }),
+    );
+    put("input", e.input_rows_per_second.map(units::rate));
+    put("processing", e.processed_rows_per_second.map(units::rate));
+    put(
+        "files/batch",
+        e.files_per_batch.map(|f| match e.max_files_per_trigger {
+            Some(cap) => format!("{f:.1} (cap {cap})"),
+            None => format!("{f:.1}"),
+        }),
+    );
+    put(
+        "catch-up",
+        e.catch_up_secs
+            .map(|s| format!("drains in {}", units::eta(s))),
+    );
+    put(
+        "event delay",
+        e.event_time_delay_ms.map(|d| match e.freshness_ms {
+            Some(f) => format!(
+                "{} (target {})",
+                units::duration_ms(d),
+                units::duration_ms(f)
+            ),
+            None => units::duration_ms(d),
+        }),
+    );
+    put(
+        "rescued",
+        e.rescued_rows
+            .map(|r| format!("{r} of {} rows", e.input_rows.unwrap_or(0))),
+    );
+    if let Some(err) = &e.error {
+        put(
+            "error",
+            Some(format!(
+                "{} [{}, {}]",
+                err.kind,
+                crate::health::domain_str(err.domain),
+                if err.retryable {
+                    "retryable"
+                } else {
+                    "not retryable"
+                }
+            )),
+        );
+        put("message", Some(err.message.clone()));
+    }
+    put("batch", e.batch_id.map(|b| b.to_string()));
+    put("file", e.file.clone());
+    out
+}
+
+fn playbook_snap(app: &App, v: &PlaybookView) -> PlaybookSnap {
+    let (text, health) = v.rendered(app);
+    let mut lines = Vec::new();
+    let mut step = 0usize;
+    let mut selected_line = 0;
+    for raw in text.lines() {
+        let (kind, text) = if let Some(t) = raw.strip_prefix("### ") {
+            (LineKind::Subheading, t.to_string())
+        } else if let Some(t) = raw.strip_prefix("## ").or_else(|| raw.strip_prefix("# ")) {
+            (LineKind::Heading, t.to_string())
+        } else if let Some(t) = raw.trim_start().strip_prefix("- [ ] ") {
+            let selected = step == v.cursor;
+            if selected {
+                selected_line = lines.len();
+            }
+            let kind = LineKind::Step {
+                checked: v.checked.contains(&step),
+                selected,
+            };
+            step += 1;
+            (kind, t.to_string())
+        } else {
+            (LineKind::Text, raw.to_string())
+        };
+        lines.push(PlaybookLine { kind, text });
+    }
+    PlaybookSnap {
+        title: format!(
+            "Playbook: {} · flow {} ({} of {} steps checked)",
+            v.state,
+            v.flow,
+            v.checked.len(),
+            step
+        ),
+        evidence_role: health_role(health.state),
+        evidence: evidence_lines(&health),
+        lines,
+        selected_line,
     }
 }
 

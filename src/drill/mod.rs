@@ -221,7 +221,7 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             .collect::<Result<_, _>>()?,
     };
     for f in &flows {
-        if !matches!(f.sink, SinkSpec::Delta { .. }) {
+        if !matches!(f.sink, SinkSpec::Delta { .. } | SinkSpec::DeltaMerge { .. }) {
             return Err(DrillError::Usage(format!(
                 "flow {}: the drill compares Delta tables; its sink is {}",
                 f.name,
@@ -265,31 +265,47 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             outputs.insert(resolve(&base, &p), name.to_string());
         }
     }
-    // Inputs: source paths not produced by a selected flow, copied once.
+    // Inputs: source paths and join tables not produced by a selected flow, copied once.
     let input_root = options.work_dir.join("input");
     let mut inputs: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+    let join_tables = |t: &toml::Table| -> Vec<String> {
+        t.get("join")
+            .and_then(|j| j.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|j| j.get("table").and_then(|x| x.as_str()).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     for t in raw_flows.iter().filter(|t| selected(t)) {
-        let Some(p) = str_at(t, "source", "path") else {
-            continue;
-        };
-        let abs = resolve(&base, &p);
-        if outputs.contains_key(&abs) || inputs.contains_key(&abs) {
-            continue;
+        let paths = str_at(t, "source", "path")
+            .into_iter()
+            .chain(join_tables(t));
+        for p in paths {
+            let abs = resolve(&base, &p);
+            if outputs.contains_key(&abs) || inputs.contains_key(&abs) {
+                continue;
+            }
+            if abs.starts_with(&options.work_dir) || options.work_dir.starts_with(&abs) {
+                return Err(DrillError::Usage(format!(
+                    "the work dir {} and the input {} overlap; choose another --work-dir",
+                    options.work_dir.display(),
+                    abs.display()
+                )));
+            }
+            let slot = input_root.join(format!("{}", inputs.len()));
+            let dst = slot.join(name_of(&abs));
+            if abs.is_dir() {
+                copy_tree(&abs, &dst)?;
+            } else if abs.is_file() {
+                std::fs::create_dir_all(&slot).map_err(io(&slot))?;
+                std::fs::copy(&abs, &dst).map_err(io(&abs))?;
+            } else {
+                std::fs::create_dir_all(&dst).map_err(io(&dst))?;
+            }
+            inputs.insert(abs, dst);
         }
-        let dst = input_root.join(format!("{}-{}", inputs.len(), name_of(&abs)));
-        if abs.starts_with(&options.work_dir) || options.work_dir.starts_with(&abs) {
-            return Err(DrillError::Usage(format!(
-                "the work dir {} and the input {} overlap; choose another --work-dir",
-                options.work_dir.display(),
-                abs.display()
-            )));
-        }
-        if abs.is_dir() {
-            copy_tree(&abs, &dst)?;
-        } else {
-            std::fs::create_dir_all(&dst).map_err(io(&dst))?;
-        }
-        inputs.insert(abs, dst);
     }
     let write_copy = |run: &str| -> Result<PathBuf, DrillError> {
         let root = options.work_dir.join(run);
@@ -348,6 +364,21 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
                     );
                 }
             }
+            if let Some(joins) = t.get_mut("join").and_then(|j| j.as_array_mut()) {
+                for join in joins.iter_mut().filter_map(|j| j.as_table_mut()) {
+                    if let Some(p) = join.get("table").and_then(|x| x.as_str()) {
+                        let abs = resolve(&base, p);
+                        let mapped = match outputs.get(&abs) {
+                            Some(upstream) => out_of(upstream),
+                            None => inputs
+                                .get(&abs)
+                                .cloned()
+                                .unwrap_or_else(|| root.join("missing-input")),
+                        };
+                        join.insert("table".into(), path_str(mapped));
+                    }
+                }
+            }
             out_flows.push(toml::Value::Table(t));
         }
         let mut doc = toml::Table::new();
@@ -365,7 +396,7 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
         let copy = pipeline::load(&path).map_err(|e| DrillError::Usage(e.to_string()))?;
         for f in &copy.flows {
             let mut outs = vec![f.checkpoint.clone()];
-            if let SinkSpec::Delta { path, .. } = &f.sink {
+            if let SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } = &f.sink {
                 outs.push(path.clone());
             }
             outs.extend(f.late_rows.clone());
@@ -390,10 +421,14 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
     })
 }
 
-/// The default key of a flow: its `drop_duplicates` columns when it has some, else
+/// The default key of a flow: its `delta_merge` keys (an upsert keeps one row per key),
+/// else its `drop_duplicates` columns when it has some, else
 /// every output column except those computed from the wall clock (a `select` item
 /// calling `current_timestamp()` or `now()`), which differ between two runs.
 pub fn default_key(flow: &FlowSpec, columns: &[String]) -> Vec<String> {
+    if let SinkSpec::DeltaMerge { keys, .. } = &flow.sink {
+        return keys.clone();
+    }
     if let Some(keys) = &flow.stateful.drop_duplicates
         && !keys.is_empty()
     {

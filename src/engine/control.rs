@@ -96,6 +96,12 @@ pub enum FlowEvent {
         detail: crate::schema::events::SchemaEvent,
         at_ms: i64,
     },
+    /// The flow's health state changed (with the evidence of the new state).
+    Health {
+        flow: String,
+        health: Box<crate::health::Health>,
+        at_ms: i64,
+    },
     /// An operator's command was applied.
     Command {
         flow: String,
@@ -140,6 +146,9 @@ pub struct Control {
     pub(crate) commands: Option<mpsc::Receiver<ControlCommand>>,
     pub(crate) paused: bool,
     pub(crate) stop_flow: bool,
+    /// Commits to the table the flow streams from, by flows of this process
+    /// ([`super::commits`]): they end an idle wait early.
+    pub(crate) upstream: Option<watch::Receiver<u64>>,
 }
 
 /// Why a wait ended.
@@ -160,7 +169,20 @@ impl Control {
             commands,
             paused: false,
             stop_flow: false,
+            upstream: None,
         }
+    }
+
+    /// Marks the upstream table's commits so far as seen (call before planning).
+    pub fn upstream_seen(&mut self) {
+        if let Some(rx) = self.upstream.as_mut() {
+            rx.borrow_and_update();
+        }
+    }
+
+    /// [`Control::wait`] for an idle flow: an upstream commit also ends it.
+    pub async fn wait_idle(&mut self, d: Duration, on_command: impl FnMut(ControlCommand)) -> Wake {
+        self.wait_for(d, on_command, true).await
     }
 
     pub fn stop_requested(&self) -> bool {
@@ -192,9 +214,19 @@ impl Control {
 
     /// Waits up to `d` (forever while paused); a command or a stop ends the wait early.
     /// `on_command` sees every command applied.
-    pub async fn wait(&mut self, d: Duration, mut on_command: impl FnMut(ControlCommand)) -> Wake {
+    pub async fn wait(&mut self, d: Duration, on_command: impl FnMut(ControlCommand)) -> Wake {
+        self.wait_for(d, on_command, false).await
+    }
+
+    async fn wait_for(
+        &mut self,
+        d: Duration,
+        mut on_command: impl FnMut(ControlCommand),
+        upstream_wakes: bool,
+    ) -> Wake {
         enum Woke {
             Time,
+            Upstream,
             StopChanged,
             Command(Option<ControlCommand>),
         }
@@ -206,7 +238,18 @@ impl Control {
             let paused = self.paused;
             let stop = &mut self.stop;
             let commands = &mut self.commands;
+            let upstream = &mut self.upstream;
             let woke = tokio::select! {
+                _ = async {
+                    match upstream.as_mut().filter(|_| upstream_wakes && !paused) {
+                        Some(rx) => {
+                            if rx.changed().await.is_err() {
+                                std::future::pending::<()>().await
+                            }
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Woke::Upstream,
                 _ = async {
                     if paused {
                         std::future::pending::<()>().await
@@ -232,7 +275,7 @@ impl Control {
                 } => Woke::Command(c),
             };
             match woke {
-                Woke::Time => return Wake::Go,
+                Woke::Time | Woke::Upstream => return Wake::Go,
                 Woke::StopChanged => {}
                 Woke::Command(None) => self.commands = None,
                 Woke::Command(Some(c)) => {

@@ -1,6 +1,7 @@
-//! Crash drills: `WEIR_FAILPOINT=<name>[:<batch_id>]` aborts the process (no
-//! cleanup, no destructors, like `kill -9`) when the batch protocol reaches
-//! the named step, in the given batch or in the first batch that reaches it.
+//! Crash drills: `WEIR_FAILPOINT=<name>[:<batch_id>][@<flow>]` aborts the process
+//! (no cleanup, no destructors, like `kill -9`) when the batch protocol reaches
+//! the named step, in the given batch or in the first batch that reaches it, of
+//! the named flow or of any flow.
 //!
 //! | name | the process dies after ... |
 //! |---|---|
@@ -22,6 +23,7 @@ pub const FAILPOINTS: [&str; 4] = [
 struct Armed {
     name: String,
     batch: Option<u64>,
+    flow: Option<String>,
 }
 
 fn armed() -> Option<&'static Armed> {
@@ -29,11 +31,15 @@ fn armed() -> Option<&'static Armed> {
     ARMED
         .get_or_init(|| {
             let value = std::env::var("WEIR_FAILPOINT").ok()?;
+            let (value, flow) = match value.split_once('@') {
+                Some((v, f)) => (v.to_string(), Some(f.to_string())),
+                None => (value, None),
+            };
             let (name, batch) = match value.split_once(':') {
                 Some((n, b)) => (n.to_string(), b.parse().ok()),
                 None => (value.clone(), None),
             };
-            Some(Armed { name, batch })
+            Some(Armed { name, batch, flow })
         })
         .as_ref()
 }
@@ -50,13 +56,14 @@ pub fn check_env() -> Result<(), String> {
     }
 }
 
-/// Aborts the process if the failpoint `name` is armed for `batch_id`.
-pub fn hit(name: &str, batch_id: u64) {
+/// Aborts the process if the failpoint `name` is armed for `batch_id` of `flow`.
+pub fn hit(name: &str, flow: &str, batch_id: u64) {
     if let Some(a) = armed()
         && a.name == name
         && a.batch.is_none_or(|b| b == batch_id)
+        && a.flow.as_deref().is_none_or(|f| f == flow)
     {
-        eprintln!("weir: failpoint {name} hit in batch {batch_id}; aborting");
+        eprintln!("weir: failpoint {name} hit in batch {batch_id} of flow {flow}; aborting");
         std::process::abort();
     }
 }

@@ -13,9 +13,12 @@
 //! `committed` is repaired on the next start by re-running the batch; the sink's
 //! idempotence (Delta application transactions) makes the re-run write at most once.
 
+pub mod commits;
 pub mod control;
 pub mod failpoint;
+pub mod input;
 pub mod progress;
+pub mod retry;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -37,9 +40,10 @@ use crate::schema::evolve::{Decision, evolve, strings_only};
 use crate::sink::Sink;
 use crate::sink::quarantine::{QuarantineWriter, split_batches};
 use crate::source::files::ledger::{FileOutcome, Ledger};
-use crate::source::files::{FileSource, IDLE_POLL_INTERVAL, Selection, select};
+use crate::source::files::{FileSource, IDLE_POLL_INTERVAL};
 use control::{Control, Wake};
 pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
+use input::{BatchFiles, DeltaInput, Input};
 use progress::{
     FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress,
     iso_millis,
@@ -49,7 +53,7 @@ use progress::{
 pub type ProgressCallback = Box<dyn FnMut(&StreamingQueryProgress) + Send>;
 
 /// A flow's source with its stateless projection and its stateful operator, if any.
-type Operators = (FileSource, Projection, Option<Box<dyn StatefulOperator>>);
+type Operators = (Input, Projection, Option<Box<dyn StatefulOperator>>);
 
 /// Options of one run of a flow, beyond its spec.
 #[derive(Default)]
@@ -111,7 +115,12 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
         }
     };
     emit_status(FlowStatus::Starting);
-    let result = run_flow_inner(spec, options, events.as_ref()).await;
+    let mut tracker = crate::health::tracker::HealthTracker::new(
+        &spec.name,
+        spec.health.clone(),
+        &Checkpoint::at(&spec.checkpoint),
+    );
+    let result = run_flow_inner(spec, options, events.as_ref(), &mut tracker).await;
     match &result {
         Ok(_) => emit_status(FlowStatus::Stopped),
         Err(e) => {
@@ -135,6 +144,17 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
                     at_ms: now_ms(),
                 });
             }
+            // Another process runs the flow: its health is not ours to record.
+            if !matches!(e, Error::CheckpointLocked { .. }) {
+                let health = tracker.fail(e, now_ms());
+                if let Some(ev) = &events {
+                    ev.send(FlowEvent::Health {
+                        flow: spec.name.clone(),
+                        health: Box::new(health),
+                        at_ms: now_ms(),
+                    });
+                }
+            }
             emit_status(FlowStatus::Failed);
         }
     }
@@ -145,6 +165,7 @@ async fn run_flow_inner(
     spec: &FlowSpec,
     mut options: RunOptions,
     events: Option<&EventSink>,
+    tracker: &mut crate::health::tracker::HealthTracker,
 ) -> Result<FlowSummary> {
     let status = |status: FlowStatus| {
         if let Some(e) = events {
@@ -165,9 +186,15 @@ async fn run_flow_inner(
         }
     };
     let mut control = Control::new(options.stop.take(), options.commands.take());
+    if let SourceSpec::Delta(d) = &spec.source {
+        control.upstream = Some(commits::subscribe(&d.path));
+    }
     let run_start = Instant::now();
     let trigger = options.trigger.unwrap_or(spec.trigger);
-    let SourceSpec::Files(files_spec) = &spec.source;
+    let files_spec = match &spec.source {
+        SourceSpec::Files(f) => Some(f),
+        SourceSpec::Delta(_) => None,
+    };
 
     let checkpoint = Checkpoint::at(&spec.checkpoint);
     let lock = CheckpointLock::acquire(&checkpoint)?;
@@ -175,13 +202,14 @@ async fn run_flow_inner(
         tracing::warn!(pid = prev.pid, host = %prev.host, started_at = %prev.started_at,
             "took over the checkpoint lock left by a process that is no longer running");
     }
+    crate::checkpoint::compat::refuse_incompatible(spec, &checkpoint).await?;
     let metadata = checkpoint.open_or_create()?;
     let query_id = metadata.id.to_string();
     let run_id = uuid::Uuid::new_v4().to_string();
     checkpoint.write_plan(&PlanRecord {
         flow: spec.name.clone(),
-        source: format!("files:{}", files_spec.format.as_str()),
-        source_path: files_spec.path.clone(),
+        source: spec.source.kind(),
+        source_path: spec.source.path().to_path_buf(),
         sink: spec.sink.describe(),
         sink_path: match &spec.sink {
             crate::pipeline::SinkSpec::Delta { path, .. } => Some(path.clone()),
@@ -224,9 +252,15 @@ async fn run_flow_inner(
         }
         _ => {}
     }
-    let mut ledger = Ledger::open(&checkpoint.ledger_path())?;
-    ledger.discard_unplanned_after(last_planned)?;
-    ledger.settle_committed_through(last_commit, now_ms())?;
+    let ledger = match files_spec {
+        Some(_) => {
+            let mut ledger = Ledger::open(&checkpoint.ledger_path())?;
+            ledger.discard_unplanned_after(last_planned)?;
+            ledger.settle_committed_through(last_commit, now_ms())?;
+            Some(ledger)
+        }
+        None => None,
+    };
     let mut pending_replay: Option<(u64, OffsetSeq)> =
         last_offsets.filter(|(id, _)| Some(*id) != last_commit);
     let mut next_batch_id = last_commit.map_or(0, |c| c + 1);
@@ -244,7 +278,8 @@ async fn run_flow_inner(
     let mut source: Option<Operators> = None;
     let mut output_schema: Option<arrow::datatypes::SchemaRef> = None;
     let mut late_sink: Option<Sink> = None;
-    let mut ledger_slot = Some(ledger);
+    let mut quarantine_sink: Option<Sink> = None;
+    let mut ledger_slot = ledger;
     let mut modified_total = 0u64;
 
     let mut idle = false;
@@ -267,30 +302,59 @@ async fn run_flow_inner(
         }
         let trigger_start = Instant::now();
         let t_latest = Instant::now();
+        control.upstream_seen();
 
-        // The schema is known once files exist (or given); until then there is nothing to plan.
+        // The schema is known once files exist (or given), or once the Delta table exists;
+        // until then there is nothing to plan.
         if source.is_none() {
-            let ledger = ledger_slot
-                .take()
-                .ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
-            let schema_location = crate::source::files::schema_store::location(
-                &checkpoint,
-                files_spec.schema_location.as_deref(),
-            );
-            match crate::source::files::schema_store::resolve_at(
-                files_spec,
-                schema_location,
-                files_spec.schema_hints.as_deref(),
-            )? {
-                Some(schema) => {
-                    let src = FileSource::new(files_spec.clone(), ledger, schema);
-                    let projection = Projection::new(
+            let input = match (&spec.source, files_spec) {
+                (_, Some(files_spec)) => {
+                    let ledger = ledger_slot
+                        .take()
+                        .ok_or_else(|| Error::checkpoint(checkpoint.root(), "ledger lost"))?;
+                    let schema_location = crate::source::files::schema_store::location(
+                        &checkpoint,
+                        files_spec.schema_location.as_deref(),
+                    );
+                    match crate::source::files::schema_store::resolve_at(
+                        files_spec,
+                        schema_location,
+                        files_spec.schema_hints.as_deref(),
+                    )? {
+                        Some(schema) => Some(Input::Files(Box::new(FileSource::new(
+                            files_spec.clone(),
+                            ledger,
+                            schema,
+                        )))),
+                        None => {
+                            ledger_slot = Some(ledger);
+                            None
+                        }
+                    }
+                }
+                (SourceSpec::Delta(options), None) => {
+                    let mut delta = crate::source::delta::DeltaSource::new(options.clone());
+                    match delta.refresh().await? {
+                        Some(_) => Some(Input::Delta(DeltaInput {
+                            source: delta,
+                            until_version: None,
+                        })),
+                        None => None,
+                    }
+                }
+                (SourceSpec::Files(_), None) => None,
+            };
+            match input {
+                Some(input) => {
+                    let batch_schema = input.batch_schema()?;
+                    let mut projection = Projection::with_joins(
                         &spec.name,
-                        src.batch_schema(),
+                        &batch_schema,
                         spec.where_.as_deref(),
                         spec.select.as_deref(),
+                        &spec.joins,
                     );
-                    let projected = projection.check(src.batch_schema()).await?;
+                    let projected = projection.check(&batch_schema).await?;
                     let operator = if spec.stateful.is_stateful() {
                         Some(crate::ops::stateful::build(
                             &spec.stateful,
@@ -314,23 +378,20 @@ async fn run_flow_inner(
                         Some(op) => op.output_schema(),
                         None => projected.clone(),
                     });
-                    source = Some((src, projection, operator));
+                    source = Some((input, projection, operator));
                 }
-                None => {
-                    ledger_slot = Some(ledger);
-                    match trigger {
-                        Trigger::AvailableNow | Trigger::Once => break,
-                        Trigger::ProcessingTime(interval) => {
-                            if idle_wait(&mut control, &mut idle, interval, &status, command_event)
-                                .await
-                            {
-                                summary.stopped_by_request = true;
-                                break;
-                            }
-                            continue;
+                None => match trigger {
+                    Trigger::AvailableNow | Trigger::Once => break,
+                    Trigger::ProcessingTime(interval) => {
+                        if idle_wait(&mut control, &mut idle, interval, &status, command_event)
+                            .await
+                        {
+                            summary.stopped_by_request = true;
+                            break;
                         }
+                        continue;
                     }
-                }
+                },
             }
         }
         let Some((src, projection, operator)) = source.as_mut() else {
@@ -338,9 +399,16 @@ async fn run_flow_inner(
         };
 
         // latestOffset + walCommit: plan the batch, or take the one to replay.
-        let (batch_id, files, replayed, selection, offsets_seq, latest_offset_ms, wal_ms) =
+        // The previous batch's end offset: where this batch starts.
+        let prev_end = |id: u64| -> Option<serde_json::Value> {
+            id.checked_sub(1)
+                .and_then(|prev| checkpoint.read_offsets(prev).ok())
+                .and_then(|seq| seq.offsets.first().cloned().flatten())
+        };
+        let (batch_id, files, replayed, backlog, offsets_seq, latest_offset_ms, wal_ms) =
             if let Some((id, seq)) = pending_replay.take() {
-                let files = src.ledger.files_for_batch(id)?;
+                let end = seq.offsets.first().cloned().flatten();
+                let files = src.replay(id, prev_end(id).as_ref(), end.as_ref()).await?;
                 tracing::info!(
                     batch_id = id,
                     files = files.len(),
@@ -350,42 +418,47 @@ async fn run_flow_inner(
                     id,
                     files,
                     true,
-                    Selection::default(),
+                    Backlog::default(),
                     seq,
                     ms_since(t_latest),
                     0,
                 )
             } else {
                 let now = now_ms();
-                let selection = match trigger {
-                    Trigger::AvailableNow => {
-                        if !src.has_snapshot() {
-                            let listing = src.list(now)?;
-                            modified_total += listing.newly_modified.len() as u64;
-                            src.take_snapshot(listing);
-                        }
-                        src.next_from_snapshot(true)
-                    }
-                    Trigger::Once => {
-                        let listing = src.list(now)?;
-                        modified_total += listing.newly_modified.len() as u64;
-                        select(&listing.candidates, &src.options, false)
-                    }
-                    Trigger::ProcessingTime(_) => {
-                        let listing = src.list(now)?;
-                        modified_total += listing.newly_modified.len() as u64;
-                        select(&listing.candidates, &src.options, true)
+                let start_offset = prev_end(next_batch_id);
+                let mut retry = retry::Retry::new(&spec.health, "plan the batch from the source");
+                let planned = loop {
+                    match src
+                        .plan(trigger, start_offset.as_ref(), next_batch_id, now)
+                        .await
+                    {
+                        Ok(p) => break p,
+                        Err(e) if retry.again(&e).await => continue,
+                        Err(e) => return Err(e),
                     }
                 };
                 let latest_offset_ms = ms_since(t_latest);
                 // Spark's no-data batch: the watermark moved past state that can now be
                 // emitted or evicted, but no new data arrived.
-                let no_data = selection.files.is_empty()
-                    && operator
+                let planned = match planned {
+                    Some(p) => p,
+                    None if operator
                         .as_ref()
-                        .is_some_and(|op| op.needs_no_data_batch(watermark_ms));
-                if selection.files.is_empty() && !no_data {
-                    match trigger {
+                        .is_some_and(|op| op.needs_no_data_batch(watermark_ms)) =>
+                    {
+                        input::Planned {
+                            files: match src {
+                                Input::Files(_) => BatchFiles::Files(Vec::new()),
+                                Input::Delta(_) => BatchFiles::Delta(Vec::new()),
+                            },
+                            end_offset: None,
+                            backlog_files: 0,
+                            backlog_bytes: 0,
+                            backlog_versions: None,
+                            num_modified: 0,
+                        }
+                    }
+                    None => match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
                         Trigger::ProcessingTime(interval) => {
                             if idle_wait(&mut control, &mut idle, interval, &status, command_event)
@@ -396,28 +469,25 @@ async fn run_flow_inner(
                             }
                             continue;
                         }
-                    }
-                }
-                let t_wal = Instant::now();
-                let end_offset = if no_data {
-                    // No new files: the source offset does not move.
-                    next_batch_id
-                        .checked_sub(1)
-                        .and_then(|prev| checkpoint.read_offsets(prev).ok())
-                        .and_then(|seq| seq.offsets.first().cloned().flatten())
-                        .unwrap_or_else(|| serde_json::json!({ "logOffset": next_batch_id }))
-                } else {
-                    serde_json::json!({ "logOffset": next_batch_id })
+                    },
                 };
+                modified_total += planned.num_modified;
+                let t_wal = Instant::now();
+                // A no-data batch: the source offset does not move.
+                let end_offset = planned
+                    .end_offset
+                    .clone()
+                    .or(start_offset)
+                    .unwrap_or_else(|| match src {
+                        Input::Files(_) => serde_json::json!({ "logOffset": next_batch_id }),
+                        Input::Delta(_) => serde_json::Value::Null,
+                    });
                 let seq = OffsetSeq {
                     metadata: OffsetSeqMetadata {
                         batch_watermark_ms: watermark_ms,
                         batch_timestamp_ms: now,
                         conf: [
-                            (
-                                "weir.source.format".to_string(),
-                                src.options.format.as_str().to_string(),
-                            ),
+                            ("weir.source.format".to_string(), src.format().to_string()),
                             (
                                 "weir.version".to_string(),
                                 env!("CARGO_PKG_VERSION").to_string(),
@@ -426,18 +496,24 @@ async fn run_flow_inner(
                         .into_iter()
                         .collect(),
                     },
-                    offsets: vec![Some(end_offset)],
+                    offsets: vec![if end_offset.is_null() {
+                        None
+                    } else {
+                        Some(end_offset)
+                    }],
                 };
-                src.ledger
-                    .plan_batch(next_batch_id, &selection.files, now)?;
+                src.record_plan(next_batch_id, &planned.files, now)?;
                 checkpoint.write_offsets(next_batch_id, &seq)?;
-                failpoint::hit("after_offsets", next_batch_id);
-                let files = selection.files.clone();
+                failpoint::hit("after_offsets", &spec.name, next_batch_id);
                 (
                     next_batch_id,
-                    files,
+                    planned.files,
                     false,
-                    selection,
+                    Backlog {
+                        files: planned.backlog_files,
+                        bytes: planned.backlog_bytes,
+                        versions: planned.backlog_versions,
+                    },
                     seq,
                     latest_offset_ms,
                     ms_since(t_wal),
@@ -450,7 +526,7 @@ async fn run_flow_inner(
         }
         // getBatch: read the files.
         let t_get = Instant::now();
-        let read = src.reader().read(&files).await?;
+        let read = src.reader()?.read(&files).await?;
         let get_batch_ms = ms_since(t_get);
         let schema_event = |event: SchemaEvent| {
             if let Some(e) = events {
@@ -466,12 +542,31 @@ async fn run_flow_inner(
         }
         // Schema evolution (Auto Loader): new columns widen the schema and stop the flow
         // before anything is written; the next start re-runs this batch with the new schema.
-        let new_fields = if files_spec.infer_column_types {
-            read.new_fields.clone()
-        } else {
-            strings_only(&read.new_fields)
+        // `schema_evolution = "none"`: new columns are ignored, but named and counted.
+        let mut new_columns_ignored: Vec<String> = Vec::new();
+        let decision = match (files_spec, src.files_source()) {
+            (Some(files_spec), Some(file_source)) => {
+                let new_fields = if files_spec.infer_column_types {
+                    read.new_fields.clone()
+                } else {
+                    strings_only(&read.new_fields)
+                };
+                if files_spec.schema_evolution == crate::schema::evolve::EvolutionMode::None {
+                    for f in &new_fields {
+                        let name = f.path.join(".");
+                        if !new_columns_ignored.contains(&name) {
+                            new_columns_ignored.push(name);
+                        }
+                    }
+                }
+                evolve(
+                    file_source.data_schema(),
+                    &new_fields,
+                    files_spec.schema_evolution,
+                )
+            }
+            _ => Decision::Unchanged,
         };
-        let decision = evolve(src.data_schema(), &new_fields, files_spec.schema_evolution);
         match &decision {
             Decision::Unchanged => {}
             Decision::Widen {
@@ -482,7 +577,7 @@ async fn run_flow_inner(
             } => {
                 let location = crate::source::files::schema_store::location(
                     &checkpoint,
-                    files_spec.schema_location.as_deref(),
+                    files_spec.and_then(|f| f.schema_location.as_deref()),
                 );
                 let version = crate::source::files::schema_store::record_version(
                     location, schema, reason, files, added,
@@ -507,14 +602,39 @@ async fn run_flow_inner(
         }
         // Records that cannot be parsed at all go to the quarantine instead of the table.
         let mut num_quarantined = 0u64;
-        let read_batches = match &files_spec.bad_records_path {
-            None => read.batches,
-            Some(dir) => {
-                let (good, quarantined) = split_batches(read.batches, batch_id)?;
-                num_quarantined = quarantined.len() as u64;
+        let quarantine_dir = files_spec.and_then(|f| f.bad_records_path.as_ref());
+        let quarantine_table = files_spec.and_then(|f| f.bad_records_table.as_ref());
+        let read_batches = if quarantine_dir.is_none() && quarantine_table.is_none() {
+            read.batches
+        } else {
+            let (good, quarantined) = split_batches(read.batches, batch_id)?;
+            num_quarantined = quarantined.len() as u64;
+            if let Some(dir) = quarantine_dir {
                 QuarantineWriter::new(dir.clone()).write(batch_id, &quarantined)?;
-                good
             }
+            if let Some(table) = quarantine_table {
+                if quarantine_sink.is_none() {
+                    quarantine_sink = Some(
+                        Sink::open(
+                            &crate::pipeline::SinkSpec::Delta {
+                                path: table.clone(),
+                                partition_by: Vec::new(),
+                                merge_schema: false,
+                                idempotent: true,
+                            },
+                            &query_id,
+                        )
+                        .await?,
+                    );
+                }
+                if let Some(qs) = quarantine_sink.as_mut() {
+                    let schema = crate::sink::quarantine::records_schema();
+                    let records = crate::sink::quarantine::records_batch(&quarantined)?;
+                    qs.add_batch_mode(batch_id, vec![records], false, Some(&schema))
+                        .await?;
+                }
+            }
+            good
         };
 
         // addBatch: transform and write.
@@ -562,15 +682,30 @@ async fn run_flow_inner(
             None => out,
         };
         if sink.is_none() {
-            sink = Some(Sink::open(&spec.sink, &query_id).await?);
+            let mut retry = retry::Retry::new(&spec.health, "open the sink");
+            sink = Some(loop {
+                match Sink::open(&spec.sink, &query_id).await {
+                    Ok(s) => break s,
+                    Err(e) if retry.again(&e).await => continue,
+                    Err(e) => return Err(e),
+                }
+            });
         }
         let sink_ref = sink
             .as_mut()
             .ok_or_else(|| Error::checkpoint(checkpoint.root(), "sink lost"))?;
         let overwrite = spec.stateful.output_mode == OutputMode::Complete;
-        let commit = sink_ref
-            .add_batch_mode(batch_id, out, overwrite, output_schema.as_ref())
-            .await?;
+        let mut retry = retry::Retry::new(&spec.health, "write the batch to the sink");
+        let commit = loop {
+            match sink_ref
+                .add_batch_mode(batch_id, out.clone(), overwrite, output_schema.as_ref())
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        };
         if let Some(path) = &spec.late_rows
             && !late_out.is_empty()
         {
@@ -592,12 +727,18 @@ async fn run_flow_inner(
                 ls.add_batch(batch_id, late_out).await?;
             }
         }
-        failpoint::hit("after_sink_commit", batch_id);
+        if !commit.skipped
+            && commit.delta_version.is_some()
+            && let Some(table) = spec.writes()
+        {
+            commits::published(&table);
+        }
+        failpoint::hit("after_sink_commit", &spec.name, batch_id);
         if let Some(op) = operator.as_mut() {
             op.commit(batch_id)?;
         }
-        failpoint::hit("after_state", batch_id);
-        failpoint::hit("before_commit", batch_id);
+        failpoint::hit("after_state", &spec.name, batch_id);
+        failpoint::hit("before_commit", &spec.name, batch_id);
         let add_batch_ms = ms_since(t_add);
         let next_watermark_ms = match &spec.stateful.watermark {
             Some(wm) => next_watermark(
@@ -616,8 +757,7 @@ async fn run_flow_inner(
                 next_batch_watermark_ms: next_watermark_ms,
             },
         )?;
-        src.ledger
-            .commit_batch(batch_id, &read.outcomes, now_ms())?;
+        src.settle(batch_id, &read.outcomes, now_ms())?;
         let commit_ms = ms_since(t_commit);
         let trigger_ms = ms_since(trigger_start);
 
@@ -652,15 +792,12 @@ async fn run_flow_inner(
         duration_ms.insert("commitOffsets".into(), commit_ms);
         duration_ms.insert("triggerExecution".into(), trigger_ms);
         let mut metrics = std::collections::BTreeMap::new();
-        metrics.insert(
-            "numFilesOutstanding".into(),
-            selection.backlog_files.to_string(),
-        );
-        metrics.insert(
-            "numBytesOutstanding".into(),
-            selection.backlog_bytes.to_string(),
-        );
-        let record = StreamingQueryProgress {
+        metrics.insert("numFilesOutstanding".into(), backlog.files.to_string());
+        metrics.insert("numBytesOutstanding".into(), backlog.bytes.to_string());
+        if let Some(versions) = backlog.versions {
+            metrics.insert("numVersionsBehind".into(), versions.to_string());
+        }
+        let mut record = StreamingQueryProgress {
             id: query_id.clone(),
             run_id: run_id.clone(),
             name: spec.name.clone(),
@@ -686,11 +823,7 @@ async fn run_flow_inner(
                 .unwrap_or_default(),
             sources: vec![SourceProgress {
                 description: src.description(),
-                start_offset: if batch_id == 0 {
-                    serde_json::Value::Null
-                } else {
-                    serde_json::json!({ "logOffset": batch_id - 1 })
-                },
+                start_offset: prev_end(batch_id).unwrap_or(serde_json::Value::Null),
                 end_offset: offsets_seq
                     .offsets
                     .first()
@@ -725,6 +858,9 @@ async fn run_flow_inner(
                 num_files_modified_after_ingestion: std::mem::take(&mut modified_total),
                 num_rows_invalid_event_time: num_invalid_event_time,
                 num_records_quarantined: num_quarantined,
+                dimensions: projection.dimensions(),
+                num_new_columns_ignored: new_columns_ignored.len() as u64,
+                new_columns_ignored,
                 num_late_rows_written: if spec.late_rows.is_some() {
                     num_late + num_invalid_event_time
                 } else {
@@ -738,8 +874,10 @@ async fn run_flow_inner(
                         error: error.clone(),
                     })
                     .collect(),
+                health: None,
             },
         };
+        let health_change = tracker.observe(&mut record, now_ms());
         progress_log.append(&record)?;
         if let Some(cb) = options.on_progress.as_mut() {
             cb(&record);
@@ -749,6 +887,13 @@ async fn run_flow_inner(
                 flow: spec.name.clone(),
                 progress: Box::new(record.clone()),
             });
+            if let Some(health) = health_change {
+                e.send(FlowEvent::Health {
+                    flow: spec.name.clone(),
+                    health: Box::new(health),
+                    at_ms: now_ms(),
+                });
+            }
         }
         tracing::info!(batch_id, rows = read.num_rows, files = files.len(), ms = trigger_ms, delta_version = ?commit.delta_version, "batch committed");
 
@@ -791,20 +936,31 @@ async fn run_flow_inner(
         summary.delta_version = match (&sink, &spec.sink) {
             (Some(s), _) => s.delta_version(),
             // No batch ran: report the table's current version.
-            (None, crate::pipeline::SinkSpec::Delta { path, .. }) => {
-                crate::sink::delta::open_existing(path)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|t| t.version())
-                    .map(|v| v as i64)
-            }
+            (
+                None,
+                crate::pipeline::SinkSpec::Delta { path, .. }
+                | crate::pipeline::SinkSpec::DeltaMerge { path, .. },
+            ) => crate::sink::delta::open_existing(path)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|t| t.version())
+                .map(|v| v as i64),
             (None, _) => None,
         };
     }
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// What a batch left behind in its source.
+#[derive(Debug, Default, Clone, Copy)]
+struct Backlog {
+    files: u64,
+    bytes: u64,
+    /// Delta: versions not fully read.
+    versions: Option<u64>,
 }
 
 /// Waits for the next poll of an idle processing-time flow; `true` when a stop was requested.
@@ -820,7 +976,7 @@ async fn idle_wait(
         *idle = true;
     }
     control
-        .wait(interval.max(IDLE_POLL_INTERVAL), on_command)
+        .wait_idle(interval.max(IDLE_POLL_INTERVAL), on_command)
         .await
         == Wake::Stop
 }

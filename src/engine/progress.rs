@@ -87,6 +87,18 @@ pub struct WeirProgress {
     pub num_late_rows_written: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FileError>,
+    /// The flow's health after this batch (docs/health.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::Health>,
+    /// `schema_evolution = "none"`: columns the batch's files have and the schema lacks,
+    /// ignored (not in the table, not rescued).
+    #[serde(default)]
+    pub num_new_columns_ignored: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_columns_ignored: Vec<String>,
+    /// Stream-static join tables: version read, rows, whether this batch re-read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<crate::ops::join::DimensionProgress>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -250,11 +250,17 @@ impl StatefulOperator for DedupOperator {
         let t_update = Instant::now();
         let mut output = Vec::new();
         let mut updated = 0usize;
-        for batch in &input {
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let (out, n) = self.dedup_batch(batch)?;
+        // One pass over the whole micro-batch: the state table is rebuilt once per
+        // upsert, so upserting per input batch would be quadratic in the batch count.
+        let input: Vec<RecordBatch> = input.into_iter().filter(|b| b.num_rows() > 0).collect();
+        if let Some(first) = input.first() {
+            let batch = if input.len() == 1 {
+                first.clone()
+            } else {
+                arrow::compute::concat_batches(&first.schema(), &input)
+                    .map_err(|e| self.arrow_error("deduplicating", e))?
+            };
+            let (out, n) = self.dedup_batch(&batch)?;
             updated += n;
             if out.num_rows() > 0 {
                 output.push(out);

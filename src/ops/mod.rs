@@ -1,5 +1,6 @@
-//! Operators on Arrow record batches. Stateless today: the flow's `where`
-//! predicate and `select` list, evaluated by DataFusion.
+//! Operators on Arrow record batches: the flow's `where` predicate, `select`
+//! list and stream-static joins, evaluated by DataFusion, and the stateful
+//! operators (windows, aggregates, deduplication).
 //!
 //! SQL dialect: DataFusion's, with identifier normalisation off so that
 //! unquoted names keep their case (`Photo` means the column `Photo`, as a
@@ -10,6 +11,7 @@
 
 pub mod aggregate;
 pub mod dedup;
+pub mod join;
 pub mod stateful;
 pub mod watermark;
 pub mod window;
@@ -51,9 +53,14 @@ pub fn check_sql_syntax(sql: &str, select_item: bool) -> std::result::Result<(),
     }
 }
 
-/// A flow's stateless `where` + `select`, planned by DataFusion per batch.
+/// A flow's stateless `where` + `select` (+ stream-static joins), planned by DataFusion per batch.
 pub struct Projection {
     flow: String,
+    where_: Option<String>,
+    select: Option<Vec<String>>,
+    /// The stream's data columns (quoted), what `*` expands to.
+    data_columns: Vec<String>,
+    dims: join::Dimensions,
     sql: Option<String>,
     ctx: SessionContext,
 }
@@ -66,44 +73,103 @@ impl Projection {
         where_: Option<&str>,
         select: Option<&[String]>,
     ) -> Self {
+        Self::with_joins(flow, input, where_, select, &[])
+    }
+
+    /// [`Projection::new`] with stream-static joins (see [`join`]).
+    pub fn with_joins(
+        flow: &str,
+        input: &SchemaRef,
+        where_: Option<&str>,
+        select: Option<&[String]>,
+        joins: &[join::JoinSpec],
+    ) -> Self {
         let data_columns: Vec<String> = input
             .fields()
             .iter()
             .filter(|f| f.name() != METADATA_COLUMN)
-            .map(|f| quote_ident(f.name()))
+            .map(|f| f.name().clone())
             .collect();
-        let sql = if where_.is_none() && select.is_none() {
-            None
-        } else {
-            let items = match select {
-                None => data_columns.join(", "),
-                Some(items) => items
-                    .iter()
-                    .map(|item| {
-                        if item.trim() == "*" {
-                            data_columns.join(", ")
-                        } else {
-                            item.clone()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            };
-            let mut sql = format!("SELECT {items} FROM batch");
-            if let Some(w) = where_ {
-                sql.push_str(&format!(" WHERE {w}"));
-            }
-            Some(sql)
-        };
         let mut config = SessionConfig::new().with_target_partitions(1);
         config.options_mut().sql_parser.enable_ident_normalization = false;
         // `current_timestamp()` is an instant in UTC (Spark's TIMESTAMP), not a timestamp_ntz.
         config.options_mut().execution.time_zone = Some("UTC".to_string());
-        Projection {
+        let mut p = Projection {
             flow: flow.to_string(),
-            sql,
+            where_: where_.map(str::to_string),
+            select: select.map(<[String]>::to_vec),
+            data_columns,
+            dims: join::Dimensions::new(flow, joins),
+            sql: None,
             ctx: SessionContext::new_with_config(config),
+        };
+        p.sql = p.build_sql();
+        p
+    }
+
+    fn build_sql(&self) -> Option<String> {
+        if self.where_.is_none() && self.select.is_none() && self.dims.is_empty() {
+            return None;
         }
+        let joined = !self.dims.is_empty();
+        let stream_items = || -> String {
+            self.data_columns
+                .iter()
+                .map(|c| {
+                    if joined {
+                        format!("batch.{}", quote_ident(c))
+                    } else {
+                        quote_ident(c)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let items = match &self.select {
+            None if joined => {
+                let specs: Vec<&join::JoinSpec> = self.dims.specs().collect();
+                let loaded: Vec<(&join::JoinSpec, &SchemaRef)> = specs
+                    .iter()
+                    .zip(self.dims.schemas())
+                    .filter_map(|(spec, (_, schema))| schema.map(|s| (*spec, s)))
+                    .collect();
+                join::default_items(&self.data_columns, &loaded).join(", ")
+            }
+            None => stream_items(),
+            Some(items) => items
+                .iter()
+                .map(|item| {
+                    if item.trim() == "*" {
+                        stream_items()
+                    } else {
+                        item.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let specs: Vec<join::JoinSpec> = self.dims.specs().cloned().collect();
+        let mut sql = format!("SELECT {items} FROM {}", join::from_clause(&specs));
+        if let Some(w) = &self.where_ {
+            sql.push_str(&format!(" WHERE {w}"));
+        }
+        Some(sql)
+    }
+
+    /// Re-reads dimensions that changed (and re-plans the SQL when one did).
+    async fn prepare(&mut self) -> Result<()> {
+        if self.dims.is_empty() {
+            return Ok(());
+        }
+        if self.dims.refresh(&self.ctx).await? {
+            self.sql = self.build_sql();
+        }
+        Ok(())
+    }
+
+    /// The dimensions' state after the last batch (`weir.dimensions` in progress).
+    pub fn dimensions(&mut self) -> Vec<join::DimensionProgress> {
+        self.dims.take_progress()
     }
 
     /// Whether the projection changes batches at all.
@@ -112,7 +178,8 @@ impl Projection {
     }
 
     /// Applies `where` and `select` to one micro-batch. Without either, drops `_metadata`.
-    pub async fn apply(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    pub async fn apply(&mut self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+        self.prepare().await?;
         let Some(sql) = &self.sql else {
             return batches
                 .into_iter()
@@ -139,7 +206,8 @@ impl Projection {
     }
 
     /// Plans the query against a schema without data, to report errors before anything runs.
-    pub async fn check(&self, input: &SchemaRef) -> Result<SchemaRef> {
+    pub async fn check(&mut self, input: &SchemaRef) -> Result<SchemaRef> {
+        self.prepare().await?;
         let Some(sql) = &self.sql else {
             let fields: Vec<_> = input
                 .fields()

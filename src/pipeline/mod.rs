@@ -16,9 +16,11 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 
+use crate::ops::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::ops::stateful::{OutputMode, StatefulSpec};
 use crate::ops::watermark::WatermarkSpec;
 use crate::schema::evolve::EvolutionMode;
+use crate::source::delta::{DeltaSourceOptions, StartingVersion};
 use crate::source::files::{CsvOptions, FileFormat};
 pub use units::{ByteSize, HumanDuration};
 
@@ -115,11 +117,35 @@ pub struct FlowSpec {
     pub stateful: StatefulSpec,
     /// Delta table receiving rows behind the watermark (instead of dropping them).
     pub late_rows: Option<PathBuf>,
+    /// Health thresholds (`freshness`, `[flow.health]`) and retry budget.
+    pub health: crate::health::HealthConfig,
+    /// Stream-static joins (docs/joins.md).
+    pub joins: Vec<JoinSpec>,
 }
 
 #[derive(Debug, Clone)]
 pub enum SourceSpec {
     Files(FilesSource),
+    /// A Delta table read as a stream (docs/delta-source.md).
+    Delta(DeltaSourceOptions),
+}
+
+impl SourceSpec {
+    /// `files:csv`, `files:json`, `files:parquet` or `delta` (the plan record's source).
+    pub fn kind(&self) -> String {
+        match self {
+            SourceSpec::Files(f) => format!("files:{}", f.format.as_str()),
+            SourceSpec::Delta(_) => "delta".to_string(),
+        }
+    }
+
+    /// The directory the source reads.
+    pub fn path(&self) -> &Path {
+        match self {
+            SourceSpec::Files(f) => &f.path,
+            SourceSpec::Delta(d) => &d.path,
+        }
+    }
 }
 
 /// Auto Loader-style file source options.
@@ -132,6 +158,8 @@ pub struct FilesSource {
     pub schema: Option<SchemaRef>,
     pub infer_column_types: bool,
     pub schema_inference_max_files: usize,
+    /// Bytes sampled for inference at most (Auto Loader's `sampleSize.numBytes`; at least one file).
+    pub schema_inference_max_bytes: u64,
     pub path_glob_filter: Option<glob::Pattern>,
     pub max_files_per_trigger: u64,
     pub max_bytes_per_trigger: Option<u64>,
@@ -141,6 +169,8 @@ pub struct FilesSource {
     pub schema_hints: Option<String>,
     pub schema_location: Option<PathBuf>,
     pub bad_records_path: Option<PathBuf>,
+    /// Delta table receiving unparseable records (`file`, `line`, `raw`, `error`, `batch_id`).
+    pub bad_records_table: Option<PathBuf>,
 }
 
 /// Where a flow writes.
@@ -152,6 +182,13 @@ pub enum SinkSpec {
         merge_schema: bool,
         /// `false` (unsafe, drills only) skips the replay check of application transactions.
         idempotent: bool,
+    },
+    /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
+    DeltaMerge {
+        path: PathBuf,
+        keys: Vec<String>,
+        order_by: Option<String>,
+        partition_by: Vec<String>,
     },
     Memory {
         name: String,
@@ -165,11 +202,101 @@ impl SinkSpec {
     pub fn describe(&self) -> String {
         match self {
             SinkSpec::Delta { path, .. } => format!("DeltaSink[{}]", path.display()),
+            SinkSpec::DeltaMerge { path, keys, .. } => {
+                format!(
+                    "DeltaMergeSink[{}, keys={}]",
+                    path.display(),
+                    keys.join(",")
+                )
+            }
             SinkSpec::Memory { name } => format!("MemorySink[{name}]"),
             SinkSpec::Console { .. } => "ConsoleSink".to_string(),
         }
     }
 }
+
+impl FlowSpec {
+    /// The tables this flow reads as a stream or a dimension (for dependency order).
+    pub fn reads(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let SourceSpec::Delta(d) = &self.source {
+            out.push(normalize(&d.path));
+        }
+        for j in &self.joins {
+            if j.format == DimensionFormat::Delta {
+                out.push(normalize(&j.table));
+            }
+        }
+        out
+    }
+
+    /// The table this flow writes, if it is a Delta table.
+    pub fn writes(&self) -> Option<PathBuf> {
+        match &self.sink {
+            SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
+                Some(normalize(path))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `a/./b/../c` → `a/c`, lexically (paths in a pipeline may name tables not created yet).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The flows in dependency order: a flow that reads a table comes after the flow that
+/// writes it; otherwise file order is kept. `Err` names a cycle.
+pub fn dependency_order(flows: &[FlowSpec]) -> Result<Vec<FlowSpec>, String> {
+    let upstream: Vec<Vec<usize>> = flows
+        .iter()
+        .map(|f| {
+            let reads = f.reads();
+            flows
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.name != f.name && g.writes().is_some_and(|w| reads.contains(&w)))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .collect();
+    let mut done = vec![false; flows.len()];
+    let mut order = Vec::with_capacity(flows.len());
+    while order.len() < flows.len() {
+        let next = (0..flows.len()).find(|&i| !done[i] && upstream[i].iter().all(|&u| done[u]));
+        match next {
+            Some(i) => {
+                done[i] = true;
+                order.push(flows[i].clone());
+            }
+            None => {
+                let stuck: Vec<&str> = (0..flows.len())
+                    .filter(|&i| !done[i])
+                    .map(|i| flows[i].name.as_str())
+                    .collect();
+                return Err(format!(
+                    "flows {} read each other's tables in a cycle; a pipeline's flows must form a chain or a tree (bronze -> silver -> gold)",
+                    stuck.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).
+pub const DEFAULT_INFERENCE_MAX_BYTES: u64 = 50_000_000_000;
 
 /// Default `max_files_per_trigger` (Auto Loader's default).
 pub const DEFAULT_MAX_FILES_PER_TRIGGER: u64 = 1000;
@@ -230,8 +357,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
                 format!("duplicate flow name {name:?}; flow names must be unique in a pipeline"),
             ));
         }
-        flows.push(resolve_flow(&cx, &base, span, flow)?);
+        flows.push(resolve_flow(&cx, &base, span.clone(), flow)?);
+        let this = flows.last().map(|f: &FlowSpec| f.reads());
+        if let Some(reads) = this
+            && flows
+                .last()
+                .and_then(FlowSpec::writes)
+                .is_some_and(|w| reads.contains(&w))
+        {
+            return Err(cx.error(
+                span,
+                format!("flow {name:?} reads the table it writes; a flow's sink must differ from its source"),
+            ));
+        }
     }
+    dependency_order(&flows).map_err(|m| cx.error(0..0, m))?;
     Ok(Pipeline {
         path: path.to_path_buf(),
         flows,
@@ -364,10 +504,11 @@ fn resolve_flow(
     let name = flow.name.into_inner();
     let source = match flow.source.kind.get_ref().as_str() {
         "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),
+        "delta" => SourceSpec::Delta(resolve_delta(cx, base, flow.source)?),
         other => {
             return Err(cx.error(
                 flow.source.kind.span(),
-                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files)"),
+                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files) or \"delta\" (a Delta table read as a stream)"),
             ));
         }
     };
@@ -419,6 +560,25 @@ fn resolve_flow(
             merge_schema,
             idempotent,
         },
+        spec::SinkFile::DeltaMerge {
+            path,
+            keys,
+            order_by,
+            partition_by,
+        } => {
+            if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
+                return Err(cx.error(
+                    span.clone(),
+                    "a delta_merge sink needs keys = [\"col\", ...]: the columns a row is matched on (MERGE ... ON t.key = s.key)".into(),
+                ));
+            }
+            SinkSpec::DeltaMerge {
+                path: resolve_path(base, &path),
+                keys,
+                order_by,
+                partition_by,
+            }
+        }
         spec::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
             name: sink_name.unwrap_or_else(|| name.clone()),
         },
@@ -474,7 +634,96 @@ fn resolve_flow(
             "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
         ));
     }
+    let health = resolve_health(cx, &source, flow.freshness, flow.health)?;
+    let mut joins = Vec::new();
+    for j in flow.join.unwrap_or_default() {
+        let jspan = j.span();
+        let j = j.into_inner();
+        let table = resolve_path(base, &j.table);
+        let format = match &j.format {
+            None => crate::ops::join::format_of(&table),
+            Some(f) => match f.get_ref().as_str() {
+                "delta" => DimensionFormat::Delta,
+                "csv" => DimensionFormat::Csv,
+                "parquet" => DimensionFormat::Parquet,
+                other => {
+                    return Err(cx.error(
+                        f.span(),
+                        format!("unknown join table format {other:?}; allowed: \"delta\", \"csv\", \"parquet\""),
+                    ));
+                }
+            },
+        };
+        let alias = match &j.alias {
+            Some(a) if valid_flow_name(a.get_ref()) && a.get_ref() != "batch" => {
+                a.get_ref().clone()
+            }
+            Some(a) => {
+                return Err(cx.error(
+                    a.span(),
+                    format!("invalid join alias {:?}; use letters, digits and '_' (not \"batch\", the stream's name in SQL)", a.get_ref()),
+                ));
+            }
+            None => table
+                .file_stem()
+                .map(|s| s.to_string_lossy().replace(['-', '.'], "_"))
+                .unwrap_or_else(|| "dim".to_string()),
+        };
+        if joins.iter().any(|x: &JoinSpec| x.alias == alias) {
+            return Err(cx.error(
+                jspan,
+                format!("two joins are named {alias:?}; give one an `alias`"),
+            ));
+        }
+        let on = match j.on.get_ref() {
+            spec::JoinOnFile::Columns(cols) if !cols.is_empty() => JoinOn::Columns(cols.clone()),
+            spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
+                if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    JoinOn::Columns(vec![t.clone()])
+                } else {
+                    crate::ops::check_sql_syntax(t, false).map_err(|m| {
+                        cx.error(
+                            j.on.span(),
+                            format!(
+                                "invalid join condition: {m}; e.g. \"batch.dest = airports.faa\""
+                            ),
+                        )
+                    })?;
+                    JoinOn::Condition(t.clone())
+                }
+            }
+            _ => {
+                return Err(cx.error(
+                    j.on.span(),
+                    "`on` is empty; give a column present on both sides (\"carrier\"), a list of them, or a condition (\"batch.dest = airports.faa\")".into(),
+                ));
+            }
+        };
+        let how = match j.how.as_ref().map(|h| h.get_ref().as_str()) {
+            None | Some("inner") => JoinType::Inner,
+            Some("left") | Some("left_outer") => JoinType::Left,
+            Some(other) => {
+                let at = j.how.as_ref().map_or(jspan.clone(), |h| h.span());
+                return Err(cx.error(
+                    at,
+                    format!(
+                        "join how = {other:?} is not supported with a static table; allowed: \"inner\", \"left\" \
+                         (as in Spark, a right or full outer join would need to know a dimension row matches no future batch)"
+                    ),
+                ));
+            }
+        };
+        joins.push(JoinSpec {
+            table,
+            format,
+            alias,
+            on,
+            how,
+            null_value: j.null_value,
+        });
+    }
     Ok(FlowSpec {
+        joins,
         name,
         source,
         where_: flow.where_.map(|w| w.into_inner()),
@@ -486,7 +735,72 @@ fn resolve_flow(
         checkpoint,
         stateful,
         late_rows,
+        health,
     })
+}
+
+fn resolve_health(
+    cx: &Context<'_>,
+    source: &SourceSpec,
+    freshness: Option<units::HumanDuration>,
+    health: Option<toml::Spanned<spec::HealthFile>>,
+) -> Result<crate::health::HealthConfig, PipelineError> {
+    let cap = match source {
+        SourceSpec::Files(f) => f.max_files_per_trigger,
+        SourceSpec::Delta(d) => d.max_files_per_trigger,
+    };
+    let mut cfg = crate::health::HealthConfig {
+        freshness: freshness.map(|f| f.0).filter(|f| !f.is_zero()),
+        max_files_per_trigger: Some(cap),
+        ..Default::default()
+    };
+    let Some(h) = health else {
+        return Ok(cfg);
+    };
+    let h = h.into_inner();
+    if let Some(w) = h.window_batches {
+        let v = *w.get_ref();
+        if !(2..=1000).contains(&v) {
+            return Err(cx.error(
+                w.span(),
+                format!("window_batches = {v}: the lagging rules compare batches; use 2 to 1000 (default 5)"),
+            ));
+        }
+        cfg.window_batches = v as usize;
+    }
+    for (value, slot, what) in [
+        (&h.rate_tolerance, &mut cfg.rate_tolerance, "rate_tolerance"),
+        (
+            &h.max_rescued_ratio,
+            &mut cfg.max_rescued_ratio,
+            "max_rescued_ratio",
+        ),
+    ] {
+        if let Some(v) = value {
+            let x = *v.get_ref();
+            if !(0.0..=1.0).contains(&x) {
+                return Err(cx.error(
+                    v.span(),
+                    format!("{what} = {x}: a fraction between 0 and 1 (e.g. 0.1 for 10%)"),
+                ));
+            }
+            *slot = x;
+        }
+    }
+    if let Some(a) = h.retry_attempts {
+        let v = *a.get_ref();
+        if v > 100 {
+            return Err(cx.error(
+                a.span(),
+                format!("retry_attempts = {v}: at most 100 (0 turns retries off; default 3)"),
+            ));
+        }
+        cfg.retry_attempts = v as u32;
+    }
+    if let Some(b) = h.retry_backoff {
+        cfg.retry_backoff = b.0;
+    }
+    Ok(cfg)
 }
 
 fn single_byte(
@@ -516,10 +830,28 @@ fn resolve_files(
     base: &Path,
     files: spec::FilesSourceFile,
 ) -> Result<FilesSource, PipelineError> {
-    let format = match files.format {
-        spec::FormatFile::Json => FileFormat::Json,
-        spec::FormatFile::Csv => FileFormat::Csv,
-        spec::FormatFile::Parquet => FileFormat::Parquet,
+    if let Some(v) = &files.starting_version {
+        return Err(cx.error(
+            v.span(),
+            "starting_version applies to a delta source; a files source starts with the files present (the ledger decides what is new)".into(),
+        ));
+    }
+    if let Some(v) = &files.skip_change_commits {
+        return Err(cx.error(
+            v.span(),
+            "skip_change_commits applies to a delta source (Delta's skipChangeCommits)".into(),
+        ));
+    }
+    let format = match files.format.as_ref().map(|f| *f.get_ref()) {
+        Some(spec::FormatFile::Json) => FileFormat::Json,
+        Some(spec::FormatFile::Csv) => FileFormat::Csv,
+        Some(spec::FormatFile::Parquet) => FileFormat::Parquet,
+        None => {
+            return Err(cx.error(
+                files.kind.span(),
+                "missing field `format`; a files source needs format = \"csv\", \"json\" or \"parquet\"".into(),
+            ));
+        }
     };
     let mut csv = CsvOptions::default();
     if let Some(c) = &files.csv {
@@ -605,6 +937,10 @@ fn resolve_files(
             .schema_location
             .as_deref()
             .map(|p| resolve_path(base, p)),
+        bad_records_table: files
+            .bad_records_table
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
         bad_records_path: files
             .bad_records_path
             .as_deref()
@@ -615,12 +951,77 @@ fn resolve_files(
         schema,
         infer_column_types: files.infer_column_types,
         schema_inference_max_files: files.schema_inference_max_files.unwrap_or(50).max(1),
+        schema_inference_max_bytes: files
+            .schema_inference_max_bytes
+            .map_or(DEFAULT_INFERENCE_MAX_BYTES, |b| b.0),
         path_glob_filter,
         max_files_per_trigger,
         max_bytes_per_trigger: files.max_bytes_per_trigger.map(|b| b.0),
         min_file_age: files.min_file_age.map(|d| d.0).unwrap_or(Duration::ZERO),
         allow_overwrites: files.allow_overwrites,
     })
+}
+
+/// A `type = "delta"` source: only the Delta source's keys are allowed.
+fn resolve_delta(
+    cx: &Context<'_>,
+    base: &Path,
+    src: spec::FilesSourceFile,
+) -> Result<DeltaSourceOptions, PipelineError> {
+    let only_files = [
+        ("format", src.format.is_some()),
+        ("schema", src.schema.is_some()),
+        ("infer_column_types", !src.infer_column_types),
+        (
+            "schema_inference_max_files",
+            src.schema_inference_max_files.is_some(),
+        ),
+        (
+            "schema_inference_max_bytes",
+            src.schema_inference_max_bytes.is_some(),
+        ),
+        ("path_glob_filter", src.path_glob_filter.is_some()),
+        ("min_file_age", src.min_file_age.is_some()),
+        ("allow_overwrites", src.allow_overwrites),
+        ("csv", src.csv.is_some()),
+        ("schema_evolution", src.schema_evolution.is_some()),
+        ("schema_hints", src.schema_hints.is_some()),
+        ("schema_location", src.schema_location.is_some()),
+        ("bad_records_path", src.bad_records_path.is_some()),
+        ("bad_records_table", src.bad_records_table.is_some()),
+    ];
+    if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
+        return Err(cx.error(
+            src.kind.span(),
+            format!(
+                "`{key}` is a files-source option; a delta source takes path, starting_version, \
+                 max_files_per_trigger, max_bytes_per_trigger and skip_change_commits (the table's schema is its own)"
+            ),
+        ));
+    }
+    let mut options = DeltaSourceOptions::new(resolve_path(base, &src.path));
+    if let Some(n) = &src.max_files_per_trigger {
+        if *n.get_ref() == 0 {
+            return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));
+        }
+        options.max_files_per_trigger = *n.get_ref();
+    }
+    options.max_bytes_per_trigger = src.max_bytes_per_trigger.map(|b| b.0);
+    options.skip_change_commits = src.skip_change_commits.is_some_and(|s| *s.get_ref());
+    options.starting_version = match &src.starting_version {
+        None => None,
+        Some(v) => Some(match v.get_ref() {
+            spec::StartingVersionFile::Version(n) if *n >= 0 => StartingVersion::Version(*n as u64),
+            spec::StartingVersionFile::Word(w) if w == "latest" => StartingVersion::Latest,
+            other => {
+                return Err(cx.error(
+                    v.span(),
+                    format!("invalid starting_version {other:?}; use a table version (0, 1, ...) or \"latest\""),
+                ));
+            }
+        }),
+    };
+    Ok(options)
 }
 
 impl spec::CsvFile {

@@ -38,6 +38,48 @@ pub struct FlowFile {
     pub output_mode: Option<Spanned<String>>,
     /// Where rows behind the watermark go instead of being dropped (a Delta table).
     pub late_rows: Option<LateRowsFile>,
+    /// Target for wall clock - max event time; beyond it the flow is `lagging` (docs/health.md).
+    pub freshness: Option<HumanDuration>,
+    /// Thresholds of the health classifier and the retries (docs/health.md).
+    pub health: Option<Spanned<HealthFile>>,
+    /// Stream-static joins, applied to each batch in order (`[[flow.join]]`).
+    pub join: Option<Vec<Spanned<JoinFile>>>,
+}
+
+/// `[flow.health]`: the classifier's windows and thresholds, the retries' budget.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthFile {
+    pub window_batches: Option<Spanned<u64>>,
+    pub rate_tolerance: Option<Spanned<f64>>,
+    pub max_rescued_ratio: Option<Spanned<f64>>,
+    pub retry_attempts: Option<Spanned<u64>>,
+    pub retry_backoff: Option<HumanDuration>,
+}
+
+/// `[[flow.join]]`: a dimension table joined with each batch.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinFile {
+    /// A Delta table directory, or a CSV or Parquet file.
+    pub table: String,
+    /// `delta`, `csv` or `parquet` (default: from the path).
+    pub format: Option<Spanned<String>>,
+    /// The name the dimension has in SQL (default: the file or directory name).
+    pub alias: Option<Spanned<String>>,
+    /// Column names present on both sides, or a SQL condition over `batch.` and the alias.
+    pub on: Spanned<JoinOnFile>,
+    /// `inner` (default) or `left`.
+    pub how: Option<Spanned<String>>,
+    /// CSV only: the text that means null.
+    pub null_value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum JoinOnFile {
+    Columns(Vec<String>),
+    Text(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,9 +104,18 @@ pub enum TriggerFile {
     ProcessingTime { processing_time: HumanDuration },
 }
 
-/// A source table. Only `type = "files"` exists today; the type is checked after parsing
-/// (a serde-tagged enum would lose the value spans that error messages need).
+/// A source: `type = "files"` or `type = "delta"`. One struct holds the keys of both; the
+/// type is checked after parsing (a serde-tagged enum would lose the value spans that
+/// error messages need), and keys of the other type are refused then.
 pub type SourceFile = FilesSourceFile;
+
+/// Delta's `startingVersion`: a version number or `"latest"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StartingVersionFile {
+    Version(i64),
+    Word(String),
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,13 +123,20 @@ pub struct FilesSourceFile {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,
     pub path: String,
-    pub format: FormatFile,
+    /// Files only: `csv`, `json` or `parquet`.
+    pub format: Option<Spanned<FormatFile>>,
+    /// Delta only: where a new flow starts (a version, or `"latest"`).
+    pub starting_version: Option<Spanned<StartingVersionFile>>,
+    /// Delta only: skip commits that rewrite data (Delta's `skipChangeCommits`).
+    pub skip_change_commits: Option<Spanned<bool>>,
     /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.
     pub schema: Option<Spanned<String>>,
     #[serde(default = "default_true")]
     pub infer_column_types: bool,
     /// How many files schema inference samples (default 50).
     pub schema_inference_max_files: Option<usize>,
+    /// How many bytes schema inference samples at most (at least one file is read).
+    pub schema_inference_max_bytes: Option<ByteSize>,
     pub path_glob_filter: Option<Spanned<String>>,
     pub max_files_per_trigger: Option<Spanned<u64>>,
     pub max_bytes_per_trigger: Option<ByteSize>,
@@ -94,6 +152,8 @@ pub struct FilesSourceFile {
     pub schema_location: Option<String>,
     /// Directory receiving records that cannot be parsed at all (JSON lines per batch).
     pub bad_records_path: Option<String>,
+    /// A Delta table receiving records that cannot be parsed at all (one commit per batch).
+    pub bad_records_table: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -133,6 +193,15 @@ pub enum SinkFile {
         /// after a crash is appended again (duplicates). Only for proving `weir drill` can fail.
         #[serde(default = "default_true")]
         idempotent: bool,
+    },
+    /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
+    DeltaMerge {
+        path: String,
+        keys: Vec<String>,
+        /// Within a batch, the row with the greatest value of this column wins per key.
+        order_by: Option<String>,
+        #[serde(default)]
+        partition_by: Vec<String>,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

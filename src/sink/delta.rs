@@ -60,6 +60,10 @@ impl DeltaSink {
         self
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn description(&self) -> String {
         format!("DeltaSink[{}]", self.path.display())
     }
@@ -70,6 +74,150 @@ impl DeltaSink {
 
     fn err(&self, source: deltalake::DeltaTableError) -> Error {
         delta_error(&self.path, source)
+    }
+
+    /// Loads the table's latest version and says whether it records batch `batch_id` of
+    /// this app id already (Delta `txn`: a replay after a crash).
+    async fn already_committed(&mut self, batch_id: u64) -> Result<bool> {
+        if self.table.version().is_some() {
+            self.table
+                .update_incremental(None)
+                .await
+                .map_err(|e| self.err(e))?;
+        } else {
+            // The table may have been created by a previous attempt of this batch.
+            self.table = open_table(&self.path).await?;
+        }
+        if !self.idempotent || self.table.version().is_none() {
+            return Ok(false);
+        }
+        let log_store = self.table.log_store();
+        let snapshot = self.table.snapshot().map_err(|e| self.err(e))?;
+        let committed = snapshot
+            .transaction_version(log_store.as_ref(), &self.app_id)
+            .await
+            .map_err(|e| self.err(e))?;
+        let done = committed.is_some_and(|v| v >= batch_id as i64);
+        if done {
+            tracing::info!(batch_id, app_id = %self.app_id, "batch already in the Delta log (replay after a crash); skipping the write");
+        }
+        Ok(done)
+    }
+
+    /// Upserts the batch (Delta MERGE on `keys`) in one commit with txn (app id, batch
+    /// id), unless the table records this batch already. Rows of one key within the
+    /// batch are reduced to one first: the greatest `order_by` value, ties and a missing
+    /// `order_by` resolved by arrival order (the last row wins). The first batch creates
+    /// the table. Keys match null-safely (`IS NOT DISTINCT FROM`).
+    pub async fn merge_batch(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        keys: &[String],
+        order_by: Option<&str>,
+        schema: Option<&SchemaRef>,
+    ) -> Result<SinkCommit> {
+        if self.already_committed(batch_id).await? {
+            return Ok(SinkCommit {
+                num_output_rows: 0,
+                delta_version: self.version(),
+                skipped: true,
+            });
+        }
+        let batches = batches
+            .iter()
+            .map(normalize_batch)
+            .collect::<Result<Vec<_>>>()?;
+        let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if num_rows == 0 || self.table.version().is_none() {
+            // Nothing to merge, or no table yet: an append (of the deduplicated rows) creates it.
+            let rows = if num_rows == 0 {
+                batches
+            } else {
+                super::merge::latest_per_key(batches, keys, order_by)
+                    .await?
+                    .collect()
+                    .await
+                    .map_err(|e| self.merge_error(e.into()))?
+            };
+            return self.add_batch(batch_id, rows, false, schema).await;
+        }
+        if let Some(first) = batches.first() {
+            check_column_names(&self.path, &first.schema())?;
+        }
+        let source = super::merge::latest_per_key(batches, keys, order_by).await?;
+        let columns: Vec<String> = source
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let qualified = |q: &str, c: &str| {
+            datafusion::prelude::Expr::Column(datafusion::common::Column::new(Some(q), c))
+        };
+        let predicate = keys
+            .iter()
+            .map(|k| {
+                datafusion::logical_expr::binary_expr(
+                    qualified("t", k),
+                    datafusion::logical_expr::Operator::IsNotDistinctFrom,
+                    qualified("s", k),
+                )
+            })
+            .reduce(|a, b| a.and(b))
+            .ok_or_else(|| Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: "a delta_merge sink needs at least one key".into(),
+            })?;
+        let commit = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
+        let unqualified = |c: &str| datafusion::common::Column::new_unqualified(c);
+        let (table, metrics) = self
+            .table
+            .clone()
+            .merge(source, predicate)
+            .with_source_alias("s")
+            .with_target_alias("t")
+            .with_commit_properties(commit)
+            .when_matched_update(|mut update| {
+                for c in &columns {
+                    update = update.update(unqualified(c), qualified("s", c));
+                }
+                update
+            })
+            .and_then(|m| {
+                m.when_not_matched_insert(|mut insert| {
+                    for c in &columns {
+                        insert = insert.set(unqualified(c), qualified("s", c));
+                    }
+                    insert
+                })
+            })
+            .map_err(|e| self.merge_error(e))?
+            .await
+            .map_err(|e| self.merge_error(e))?;
+        self.table = table;
+        tracing::debug!(
+            batch_id,
+            inserted = metrics.num_target_rows_inserted,
+            updated = metrics.num_target_rows_updated,
+            "merged"
+        );
+        Ok(SinkCommit {
+            num_output_rows: metrics.num_source_rows as u64,
+            delta_version: self.version(),
+            skipped: false,
+        })
+    }
+
+    fn merge_error(&self, e: deltalake::DeltaTableError) -> Error {
+        match e {
+            deltalake::DeltaTableError::SchemaMismatch { msg } => Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: format!("{msg}; nothing was merged"),
+            },
+            other => self.err(other),
+        }
     }
 
     /// Appends the batch in one commit with txn (app id, batch id), unless the table
@@ -83,30 +231,12 @@ impl DeltaSink {
         overwrite: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
-        if self.table.version().is_some() {
-            self.table
-                .update_incremental(None)
-                .await
-                .map_err(|e| self.err(e))?;
-        } else {
-            // The table may have been created by a previous attempt of this batch.
-            self.table = open_table(&self.path).await?;
-        }
-        if self.idempotent && self.table.version().is_some() {
-            let log_store = self.table.log_store();
-            let snapshot = self.table.snapshot().map_err(|e| self.err(e))?;
-            let committed = snapshot
-                .transaction_version(log_store.as_ref(), &self.app_id)
-                .await
-                .map_err(|e| self.err(e))?;
-            if committed.is_some_and(|v| v >= batch_id as i64) {
-                tracing::info!(batch_id, app_id = %self.app_id, "batch already in the Delta log (replay after a crash); skipping the write");
-                return Ok(SinkCommit {
-                    num_output_rows: 0,
-                    delta_version: self.version(),
-                    skipped: true,
-                });
-            }
+        if self.already_committed(batch_id).await? {
+            return Ok(SinkCommit {
+                num_output_rows: 0,
+                delta_version: self.version(),
+                skipped: true,
+            });
         }
         let mut batches = batches
             .iter()
@@ -150,6 +280,15 @@ impl DeltaSink {
         }
         let table = builder.await.map_err(|e| match e {
             deltalake::DeltaTableError::SchemaMismatch { msg } => Error::SinkSchemaMismatch {
+                path: self.path.display().to_string(),
+                message: format!(
+                    "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
+                ),
+            },
+            // The batch's columns do not fit the table's (e.g. a new column without merge_schema).
+            deltalake::DeltaTableError::Arrow {
+                source: arrow::error::ArrowError::SchemaError(msg),
+            } => Error::SinkSchemaMismatch {
                 path: self.path.display().to_string(),
                 message: format!(
                     "{msg}; nothing was written. Set `merge_schema = true` on the sink to add new columns, or fix the flow's `select`"
@@ -206,8 +345,19 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
 
 /// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
+    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let url = table_url(path)?;
+    let log = path.join("_delta_log");
+    let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
+    if !has_log {
+        // A table-to-be: not loaded (loading logs an error for a missing log).
+        return deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(|b| b.build())
+            .map_err(|e| delta_error(path, e));
+    }
     DeltaTable::try_from_url(url)
         .await
         .map_err(|e| delta_error(path, e))

@@ -12,6 +12,7 @@
 pub mod console;
 pub mod delta;
 pub mod memory;
+pub mod merge;
 pub mod quarantine;
 
 use arrow::record_batch::RecordBatch;
@@ -31,6 +32,12 @@ pub struct SinkCommit {
 
 pub enum Sink {
     Delta(delta::DeltaSink),
+    /// A Delta table upserted on keys.
+    DeltaMerge {
+        table: delta::DeltaSink,
+        keys: Vec<String>,
+        order_by: Option<String>,
+    },
     Memory(memory::MemorySink),
     Console(console::ConsoleSink),
 }
@@ -49,6 +56,16 @@ impl Sink {
                     .await?
                     .idempotent(*idempotent),
             ),
+            SinkSpec::DeltaMerge {
+                path,
+                keys,
+                order_by,
+                partition_by,
+            } => Sink::DeltaMerge {
+                table: delta::DeltaSink::open(path, partition_by.clone(), false, app_id).await?,
+                keys: keys.clone(),
+                order_by: order_by.clone(),
+            },
             SinkSpec::Memory { name } => Sink::Memory(memory::MemorySink::named(name)),
             SinkSpec::Console { num_rows } => Sink::Console(console::ConsoleSink::new(*num_rows)),
         })
@@ -75,6 +92,15 @@ impl Sink {
     ) -> Result<SinkCommit> {
         match self {
             Sink::Delta(s) => s.add_batch(batch_id, batches, overwrite, schema).await,
+            Sink::DeltaMerge {
+                table,
+                keys,
+                order_by,
+            } => {
+                table
+                    .merge_batch(batch_id, batches, keys, order_by.as_deref(), schema)
+                    .await
+            }
             Sink::Memory(s) => s.add_batch(batch_id, batches),
             Sink::Console(s) => s.add_batch(batch_id, batches),
         }
@@ -83,6 +109,13 @@ impl Sink {
     pub fn description(&self) -> String {
         match self {
             Sink::Delta(s) => s.description(),
+            Sink::DeltaMerge { table, keys, .. } => {
+                format!(
+                    "DeltaMergeSink[{}, keys={}]",
+                    table.path().display(),
+                    keys.join(",")
+                )
+            }
             Sink::Memory(s) => format!("MemorySink[{}]", s.name()),
             Sink::Console(_) => "ConsoleSink".into(),
         }
@@ -91,7 +124,7 @@ impl Sink {
     /// The latest Delta version, when the sink is a Delta table that exists.
     pub fn delta_version(&self) -> Option<i64> {
         match self {
-            Sink::Delta(s) => s.version(),
+            Sink::Delta(s) | Sink::DeltaMerge { table: s, .. } => s.version(),
             _ => None,
         }
     }

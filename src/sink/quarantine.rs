@@ -18,6 +18,11 @@
 //! {"file":"/landing/bad.json","line":5,"raw":"garbage line, not json","error":"invalid JSON: expected value at line 1 column 1","batch_id":3}
 //! ```
 //!
+//! - `bad_records_table` instead (or as well): the same records appended to a Delta
+//!   table (`file STRING, line BIGINT, raw STRING, error STRING, batch_id BIGINT`), one
+//!   commit per batch with the flow's application transaction, so a re-run batch is
+//!   not appended twice.
+//!
 //! Accounting: rows written to the sink + records quarantined = records read.
 //! Give each flow its own `bad_records_path` (file names are batch ids).
 
@@ -146,6 +151,44 @@ fn parse_corrupt(text: &str, batch_id: u64) -> Option<QuarantinedRecord> {
         raw,
         error,
         batch_id,
+    })
+}
+
+/// The columns of a quarantine Delta table (`bad_records_table`).
+pub fn records_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new("file", DataType::Utf8, true),
+        Field::new("line", DataType::Int64, true),
+        Field::new("raw", DataType::Utf8, true),
+        Field::new("error", DataType::Utf8, true),
+        Field::new("batch_id", DataType::Int64, true),
+    ]))
+}
+
+/// Quarantined records as one Arrow batch of [`records_schema`].
+pub fn records_batch(records: &[QuarantinedRecord]) -> Result<RecordBatch> {
+    use arrow::array::{Int64Array, StringArray};
+    let columns: Vec<arrow::array::ArrayRef> = vec![
+        std::sync::Arc::new(StringArray::from_iter_values(
+            records.iter().map(|r| r.file.as_str()),
+        )),
+        std::sync::Arc::new(Int64Array::from_iter(
+            records.iter().map(|r| r.line.map(|l| l as i64)),
+        )),
+        std::sync::Arc::new(StringArray::from_iter_values(
+            records.iter().map(|r| r.raw.as_str()),
+        )),
+        std::sync::Arc::new(StringArray::from_iter_values(
+            records.iter().map(|r| r.error.as_str()),
+        )),
+        std::sync::Arc::new(Int64Array::from_iter_values(
+            records.iter().map(|r| r.batch_id as i64),
+        )),
+    ];
+    RecordBatch::try_new(records_schema(), columns).map_err(|source| Error::Arrow {
+        context: "building the quarantine batch".into(),
+        source,
     })
 }
 

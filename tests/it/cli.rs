@@ -22,6 +22,7 @@ async fn demo_then_run_again_then_inspect() {
     assert!(!records.is_empty());
     let rows: u64 = records
         .iter()
+        .filter(|r| r["name"] == "bronze_flights")
         .map(|r| r["numInputRows"].as_u64().unwrap())
         .sum();
     let expected =
@@ -89,13 +90,15 @@ async fn demo_then_run_again_then_inspect() {
     let copy = tmp.path().join("copy");
     std::fs::create_dir_all(&copy).unwrap();
     std::fs::copy(dir.join("pipeline.toml"), copy.join("pipeline.toml")).unwrap();
-    let status = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(dir.join("landing"))
-        .arg(copy.join("landing"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    for sub in ["landing", "dims"] {
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(dir.join(sub))
+            .arg(copy.join(sub))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
     let copied = weir()
         .args(["run", "--headless"])
         .arg(copy.join("pipeline.toml"))

@@ -244,7 +244,7 @@ async fn stateful_flows_survive_every_failpoint() {
         ),
     ];
     for (kind, clauses) in stateful {
-        let body = weir::cli::demo::FLIGHTS_PIPELINE
+        let body = crate::support::bronze_flights_only()
             .replace(
                 "select = [\n  \"*\",\n  \"_metadata.file_path AS source_file\",\n  \"current_timestamp() AS ingested_at\",\n]",
                 clauses,

@@ -93,7 +93,7 @@ type = "memory"
 
 fn weir_demo_pipeline(dir: &std::path::Path) -> std::path::PathBuf {
     let p = dir.join("demo.toml");
-    std::fs::write(&p, weir::cli::demo::FLIGHTS_PIPELINE).unwrap();
+    std::fs::write(&p, crate::support::bronze_flights_only()).unwrap();
     p
 }
 
@@ -105,7 +105,9 @@ fn relative_paths_resolve_against_the_pipeline_file() {
     )
     .unwrap();
     let flow = &p.flows[0];
-    let weir::pipeline::SourceSpec::Files(src) = &flow.source;
+    let weir::pipeline::SourceSpec::Files(src) = &flow.source else {
+        panic!("expected a files source")
+    };
     assert_eq!(src.path, std::path::Path::new("/srv/pipes/landing/flights"));
     assert_eq!(
         flow.checkpoint,

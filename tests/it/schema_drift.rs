@@ -186,3 +186,130 @@ async fn unparseable_records_go_to_bad_records_path() {
         .collect();
     assert_eq!(progress[0]["weir"]["numRecordsQuarantined"], 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn none_mode_ignores_new_columns_and_counts_them_in_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"id BIGINT, name STRING\"\nschema_evolution = \"none\"",
+    );
+    let landing = dir.join("landing");
+    land(&landing, "a.json", b"{\"id\":1,\"name\":\"a\"}\n");
+    land(
+        &landing,
+        "b.json",
+        b"{\"id\":2,\"name\":\"b\",\"tier\":\"gold\",\"geo\":{\"lat\":1.5}}\n",
+    );
+    let out = run(&p);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ignored: Vec<String> = records
+        .iter()
+        .flat_map(|r| {
+            r["weir"]["newColumnsIgnored"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ignored, vec!["tier", "geo"]);
+    let count: u64 = records
+        .iter()
+        .map(|r| r["weir"]["numNewColumnsIgnored"].as_u64().unwrap())
+        .sum();
+    assert_eq!(count, 2);
+    // The table keeps its schema; both rows are there.
+    let rows = delta_rows(&dir.join("table")).await;
+    assert_eq!(num_rows(&rows), 2);
+    assert!(rows[0].schema().field_with_name("tier").is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inference_samples_at_most_the_byte_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Two files: the first alone is within the bound, so `extra` (only in the second) is
+    // not in the inferred schema; it is a new column met later (add_new_columns: exit 3).
+    let p = pipeline(dir, "json", "schema_inference_max_bytes = 40");
+    let landing = dir.join("landing");
+    land(&landing, "a.json", b"{\"id\":1,\"name\":\"a\"}\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(
+        &landing,
+        "b.json",
+        b"{\"id\":2,\"name\":\"b\",\"extra\":true}\n",
+    );
+    let out = run(&p);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history = weir()
+        .args(["schema", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&history.stdout);
+    assert!(text.contains("inferred from 1 file(s)"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unparseable_records_go_to_a_delta_quarantine_table_once_even_after_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_table = \"lake/quarantine\"",
+    );
+    land_step("B11", "step1", &dir.join("landing"));
+    // Crash after the sink committed: the re-run batch must not quarantine twice.
+    let crashed = weir()
+        .args(["run", "--headless"])
+        .arg(&p)
+        .env("WEIR_FAILPOINT", "after_sink_commit:0")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success());
+    let out = run(&p);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let quarantined = delta_rows(&dir.join("lake/quarantine")).await;
+    assert_eq!(num_rows(&quarantined), 3, "each record once");
+    let mut lines = column_strings(&quarantined, "line");
+    lines.sort();
+    assert_eq!(lines, vec!["3", "5", "7"]);
+    assert!(
+        column_strings(&quarantined, "file")
+            .iter()
+            .all(|f| f.ends_with("bad.json"))
+    );
+    assert!(
+        column_strings(&quarantined, "raw")
+            .iter()
+            .any(|r| r.contains("garbage line"))
+    );
+    assert!(
+        column_strings(&quarantined, "error")
+            .iter()
+            .all(|e| !e.is_empty() && e != "null")
+    );
+    let rows = delta_rows(&dir.join("table")).await;
+    assert_eq!(num_rows(&rows) + num_rows(&quarantined), 7, "nothing lost");
+}

@@ -212,7 +212,7 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
         land(&landing, &name, &std::fs::read(month.join(&name)).unwrap());
         std::thread::sleep(std::time::Duration::from_millis(15));
     }
-    let body = weir::cli::demo::FLIGHTS_PIPELINE
+    let body = crate::support::bronze_flights_only()
         .replace("name = \"bronze_flights\"", "name = \"gold\"")
         .replace(
             "select = [\n  \"*\",\n  \"_metadata.file_path AS source_file\",\n  \"current_timestamp() AS ingested_at\",\n]",

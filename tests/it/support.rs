@@ -142,7 +142,7 @@ pub fn land(dir: &Path, name: &str, bytes: &[u8]) {
 
 /// The flights pipeline used by the tests: demo schema, memory or delta sink.
 pub fn flights_pipeline(max_files: u32) -> String {
-    weir::cli::demo::FLIGHTS_PIPELINE.replace(
+    bronze_flights_only().replace(
         "max_files_per_trigger = 100",
         &format!("max_files_per_trigger = {max_files}"),
     )
@@ -158,4 +158,13 @@ pub fn raw_flights_schema() -> arrow::datatypes::Schema {
             .map(|n| arrow::datatypes::Field::new(n, arrow::datatypes::DataType::Utf8, true))
             .collect::<Vec<_>>(),
     )
+}
+
+/// The demo pipeline's first flow (files -> bronze Delta) alone.
+pub fn bronze_flights_only() -> String {
+    let p = weir::cli::demo::FLIGHTS_PIPELINE;
+    let end = p
+        .find("[[flow]]\nname = \"bronze_weather\"")
+        .expect("the demo pipeline has a bronze_weather flow");
+    p[..end].to_string()
 }

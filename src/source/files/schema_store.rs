@@ -238,7 +238,8 @@ pub fn resolve_with(
     Ok(Some(Arc::new(schema)))
 }
 
-/// Infers the schema from the oldest `schema_inference_max_files` files.
+/// Infers the schema from the oldest `schema_inference_max_files` files, at most
+/// `schema_inference_max_bytes` of them (at least one file).
 fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
     let mut files = Vec::new();
     super::list_for_inference(spec, &mut files)?;
@@ -251,6 +252,17 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
             .then_with(|| a.path.cmp(&b.path))
     });
     files.truncate(spec.schema_inference_max_files);
+    // The bytes bound: the oldest files up to it, at least one.
+    let mut bytes = 0u64;
+    let within = files
+        .iter()
+        .take_while(|f| {
+            bytes = bytes.saturating_add(f.size);
+            bytes <= spec.schema_inference_max_bytes
+        })
+        .count()
+        .max(1);
+    files.truncate(within);
     let metas: Vec<super::read::FileMeta> = files
         .iter()
         .map(|f| super::read::FileMeta {

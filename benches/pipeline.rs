@@ -1,0 +1,278 @@
+//! Multi-hop benchmarks (`cargo bench --bench pipeline`), one JSON line per result.
+//!
+//! - `latency`: end-to-end latency of three hops run concurrently in one process
+//!   with `processing_time = "0 seconds"`: JSON files land one at a time in
+//!   `landing/` (bronze: files -> Delta), silver streams bronze (Delta -> Delta,
+//!   a filter), gold streams silver (Delta -> Delta, a projection). A poller
+//!   watches gold's Delta log and records when each landed row becomes visible
+//!   there (the first gold version whose data files hold it). Latency = visible -
+//!   landed, per file; median, p99 and max over `WEIR_BENCH_FILES` (default 1000)
+//!   files landed at `WEIR_BENCH_RATE` files/s (default 20).
+//! - `pipeline`: the demo pipeline (bronze flights and weather -> silver with
+//!   joins and dedup -> gold hourly windows, flights x weather) with
+//!   `available_now` over `$WEIR_BENCH_DIR/flights_x10` (made by the `ingest`
+//!   bench), one run; wall time per flow and in total.
+//!
+//! `WEIR_BENCH_CASES` (default `latency,pipeline`) selects cases.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use tokio::sync::watch;
+use weir::engine::{RunOptions, run_flow};
+use weir::pipeline::{self, Trigger};
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+const LATENCY_PIPELINE: &str = r#"
+[[flow]]
+name = "bronze"
+trigger = "0 seconds"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "id BIGINT, landed_ms BIGINT, payload STRING"
+[flow.sink]
+type = "delta"
+path = "lake/bronze"
+
+[[flow]]
+name = "silver"
+trigger = "0 seconds"
+where = "id >= 0"
+[flow.source]
+type = "delta"
+path = "lake/bronze"
+[flow.sink]
+type = "delta"
+path = "lake/silver"
+
+[[flow]]
+name = "gold"
+trigger = "0 seconds"
+select = ["id", "landed_ms"]
+[flow.source]
+type = "delta"
+path = "lake/silver"
+[flow.sink]
+type = "delta"
+path = "lake/gold"
+"#;
+
+fn main() {
+    let cases = std::env::var("WEIR_BENCH_CASES").unwrap_or_else(|_| "latency,pipeline".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if cases.contains("latency") {
+        rt.block_on(bench_latency());
+    }
+    if cases.contains("pipeline") {
+        let dir = PathBuf::from(
+            std::env::var("WEIR_BENCH_DIR").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into()),
+        );
+        rt.block_on(bench_pipeline(&dir.join("flights_x10")));
+    }
+}
+
+async fn bench_latency() {
+    let files: usize = std::env::var("WEIR_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let rate: f64 = std::env::var("WEIR_BENCH_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20.0);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_path_buf();
+    std::fs::create_dir_all(dir.join("landing")).expect("landing");
+    std::fs::create_dir_all(dir.join("_staging")).expect("staging");
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, LATENCY_PIPELINE).expect("pipeline");
+    let pipeline = pipeline::load(&path).expect("valid pipeline");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    for flow in pipeline.flows.clone() {
+        let stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            run_flow(
+                &flow,
+                RunOptions {
+                    stop: Some(stop),
+                    ..Default::default()
+                },
+            )
+            .await
+        }));
+    }
+    // The poller: when each id becomes visible in gold.
+    let gold = dir.join("lake/gold");
+    let (seen_tx, seen_rx) = watch::channel(0usize);
+    let poller = tokio::spawn(async move {
+        let mut visible: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut read_files: HashSet<String> = HashSet::new();
+        let mut version = -1i64;
+        while visible.len() < files {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let Ok(Some(table)) = weir::sink::delta::open_existing(&gold).await else {
+                continue;
+            };
+            let v = table.version().map_or(-1, |v| v as i64);
+            if v == version {
+                continue;
+            }
+            version = v;
+            let at = now_ms();
+            let uris: Vec<String> = match table.get_file_uris() {
+                Ok(u) => u.collect(),
+                Err(_) => continue,
+            };
+            for uri in uris {
+                if !read_files.insert(uri.clone()) {
+                    continue;
+                }
+                let path = url::Url::parse(&uri)
+                    .ok()
+                    .and_then(|u| u.to_file_path().ok())
+                    .unwrap_or_else(|| PathBuf::from(&uri));
+                let Ok(file) = std::fs::File::open(&path) else {
+                    continue;
+                };
+                let Ok(reader) =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .and_then(|b| b.build())
+                else {
+                    continue;
+                };
+                for batch in reader.flatten() {
+                    let Some(ids) = batch.column_by_name("id") else {
+                        continue;
+                    };
+                    let Some(landed) = batch.column_by_name("landed_ms") else {
+                        continue;
+                    };
+                    let ids = ids.as_primitive::<Int64Type>();
+                    let landed = landed.as_primitive::<Int64Type>();
+                    for i in 0..ids.len() {
+                        if !ids.is_null(i) {
+                            visible.insert(ids.value(i), at - landed.value(i));
+                        }
+                    }
+                }
+            }
+            let _ = seen_tx.send(visible.len());
+        }
+        visible
+    });
+    // Land the files at the requested rate.
+    let interval = Duration::from_secs_f64(1.0 / rate.max(0.01));
+    let started = Instant::now();
+    for i in 0..files {
+        let due = started + interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due.into()).await;
+        let name = format!("e{i:06}.json");
+        let body = format!(
+            "{{\"id\":{i},\"landed_ms\":{},\"payload\":\"x\"}}\n",
+            now_ms()
+        );
+        let tmp = dir.join("_staging").join(&name);
+        std::fs::write(&tmp, body).expect("write");
+        std::fs::rename(&tmp, dir.join("landing").join(&name)).expect("rename");
+    }
+    let mut seen = seen_rx.clone();
+    let wait = tokio::time::timeout(Duration::from_secs(120), async {
+        while *seen.borrow() < files {
+            if seen.changed().await.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let visible = match (wait, poller.await) {
+        (Ok(()), Ok(v)) => v,
+        _ => {
+            println!(
+                "{{\"case\":\"latency\",\"error\":\"not every file became visible within 120 s\"}}"
+            );
+            return;
+        }
+    };
+    let mut lat: Vec<i64> = visible.values().copied().collect();
+    lat.sort_unstable();
+    let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{{\"case\":\"latency (3 hops, processing_time 0)\",\"files\":{},\"rate_files_per_s\":{rate},\"median_ms\":{},\"p90_ms\":{},\"p99_ms\":{},\"max_ms\":{}}}",
+        lat.len(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        lat[lat.len() - 1]
+    );
+}
+
+async fn bench_pipeline(input: &Path) {
+    let Ok(entries) = std::fs::read_dir(input) else {
+        println!(
+            "{{\"case\":\"pipeline\",\"skipped\":\"no input at {} (run the ingest bench first)\"}}",
+            input.display()
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_path_buf();
+    weir::cli::demo::prepare(&dir, Some(0)).expect("prepare");
+    // The demo's layout, with flights x10 (weekly files) as the flights landing directory.
+    let landing = dir.join("landing/flights/x10");
+    std::fs::create_dir_all(&landing).expect("landing");
+    let mut bytes = 0u64;
+    for e in entries.flatten() {
+        let target = landing.join(e.file_name());
+        bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::hard_link(e.path(), &target)
+            .or_else(|_| std::fs::copy(e.path(), &target).map(|_| ()))
+            .expect("link input");
+    }
+    weir::cli::demo_data::land_weather(&dir.join("landing/weather"), &dir.join("_staging"), None)
+        .expect("weather");
+    let pipeline = pipeline::load(&dir.join("pipeline.toml")).expect("demo pipeline");
+    let started = Instant::now();
+    let mut flows = Vec::new();
+    for flow in pipeline::dependency_order(&pipeline.flows).expect("order") {
+        let t = Instant::now();
+        let summary = run_flow(
+            &flow,
+            RunOptions {
+                trigger: Some(Trigger::AvailableNow),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("flow runs");
+        let secs = t.elapsed().as_secs_f64();
+        flows.push(format!(
+            "{{\"flow\":{:?},\"input_rows\":{},\"output_rows\":{},\"batches\":{},\"s\":{secs:.2},\"rows_per_s\":{:.0}}}",
+            flow.name,
+            summary.num_input_rows,
+            summary.num_output_rows,
+            summary.batches,
+            summary.num_input_rows as f64 / secs.max(1e-9)
+        ));
+    }
+    let total = started.elapsed().as_secs_f64();
+    println!(
+        "{{\"case\":\"pipeline (demo, flights x10, available_now)\",\"input_bytes\":{bytes},\"total_s\":{total:.2},\"flows\":[{}]}}",
+        flows.join(",")
+    );
+}

@@ -1,0 +1,422 @@
+//! Checkpoint actions the playbooks use: backup, reset, rollback.
+//!
+//! Each action is two steps: `plan_*` reads and decides, returning an
+//! [`ActionPlan`] whose lines are the dry-run; [`execute`] performs exactly
+//! the plan's operations, in order, and nothing else. None deletes data:
+//! checkpoints and offsets are moved aside (renamed), a target table is
+//! emptied only through a Delta commit that time travel can undo. Every action
+//! takes the checkpoint lock first, so it refuses while a process runs the flow.
+//!
+//! ```text
+//! backup   CopyTree(checkpoint -> checkpoint.backup-<time>), then verify every file
+//! reset    Rename(checkpoint -> checkpoint.bak-<time>) [+ TruncateTable(target) with --truncate-target]
+//! rollback Rename(offsets/N -> _weir/rollback-<time>/offsets/N) for each uncommitted N > BATCH,
+//!          refused if the Delta table's txn for the query id already covers any N
+//! ```
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Checkpoint, CheckpointLock, create_dir_private};
+use crate::error::{Error, Result};
+
+/// One operation of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Copy a directory tree (files 0600, dirs 0700), then compare every file's bytes.
+    CopyTree { from: PathBuf, to: PathBuf },
+    /// Rename (move aside) a file or directory.
+    Rename { from: PathBuf, to: PathBuf },
+    /// Remove every row of a Delta table in one Delta commit (`DELETE` without predicate).
+    TruncateTable {
+        path: PathBuf,
+        version_before: i64,
+        rows: u64,
+    },
+}
+
+impl Op {
+    /// The dry-run line of this operation.
+    pub fn describe(&self) -> String {
+        match self {
+            Op::CopyTree { from, to } => format!(
+                "copy {} to {} and verify every file",
+                from.display(),
+                to.display()
+            ),
+            Op::Rename { from, to } => {
+                format!("move {} to {}", from.display(), to.display())
+            }
+            Op::TruncateTable {
+                path,
+                version_before,
+                rows,
+            } => format!(
+                "empty Delta table {} ({rows} row(s)) with one DELETE commit (version {}); undo by restoring version {version_before}",
+                path.display(),
+                version_before + 1
+            ),
+        }
+    }
+}
+
+/// What an action will do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionPlan {
+    pub action: String,
+    pub checkpoint: PathBuf,
+    pub ops: Vec<Op>,
+    /// What the engineer should know (e.g. what the next run will do).
+    pub notes: Vec<String>,
+    /// Typed confirmation required (moves a checkpoint or changes a table).
+    pub needs_confirmation: bool,
+}
+
+impl ActionPlan {
+    /// The dry-run text: exactly the operations [`execute`] performs, in order.
+    pub fn render(&self) -> String {
+        let mut out = format!("{} {}:\n", self.action, self.checkpoint.display());
+        if self.ops.is_empty() {
+            out.push_str("  nothing to do\n");
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            out.push_str(&format!("  {}. {}\n", i + 1, op.describe()));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("  note: {n}\n"));
+        }
+        out
+    }
+}
+
+fn stamp() -> String {
+    chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// `<dir>.<tag>-<time>`, beside `dir`, not yet existing.
+fn sibling(dir: &Path, tag: &str) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "checkpoint".into());
+    let base = dir.with_file_name(format!("{name}.{tag}-{}", stamp()));
+    let mut candidate = base.clone();
+    let mut n = 1;
+    while candidate.exists() {
+        candidate = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    candidate
+}
+
+fn require_checkpoint(cp: &Checkpoint) -> Result<()> {
+    if !cp.exists() {
+        return Err(Error::checkpoint(
+            cp.root(),
+            "not a checkpoint (no `metadata` file)",
+        ));
+    }
+    if let Some(h) = CheckpointLock::holder(cp) {
+        return Err(Error::CheckpointLocked {
+            checkpoint: cp.root().to_path_buf(),
+            pid: h.pid,
+            host: h.host,
+            started_at: h.started_at,
+        });
+    }
+    Ok(())
+}
+
+/// `weir checkpoint backup CHECKPOINT`.
+pub fn plan_backup(checkpoint: &Path) -> Result<ActionPlan> {
+    let cp = Checkpoint::at(checkpoint);
+    require_checkpoint(&cp)?;
+    Ok(ActionPlan {
+        action: "backup".into(),
+        checkpoint: checkpoint.to_path_buf(),
+        ops: vec![Op::CopyTree {
+            from: checkpoint.to_path_buf(),
+            to: sibling(checkpoint, "backup"),
+        }],
+        notes: vec!["the checkpoint itself is not changed".into()],
+        needs_confirmation: false,
+    })
+}
+
+/// `weir checkpoint reset PIPELINE --flow NAME [--truncate-target]`.
+pub async fn plan_reset(
+    checkpoint: &Path,
+    target: Option<&Path>,
+    truncate_target: bool,
+) -> Result<ActionPlan> {
+    let cp = Checkpoint::at(checkpoint);
+    require_checkpoint(&cp)?;
+    let mut ops = vec![Op::Rename {
+        from: checkpoint.to_path_buf(),
+        to: sibling(checkpoint, "bak"),
+    }];
+    let mut notes = vec![
+        "the next run starts with a new query id and re-reads every file of the source".to_string(),
+    ];
+    match (truncate_target, target) {
+        (true, Some(path)) => match crate::sink::delta::open_existing(path).await? {
+            Some(table) => {
+                let version_before = table.version().map_or(-1, |v| v as i64);
+                let rows = table_rows(&table).await?;
+                ops.push(Op::TruncateTable {
+                    path: path.to_path_buf(),
+                    version_before,
+                    rows,
+                });
+            }
+            None => notes.push(format!(
+                "{} is not a Delta table yet: nothing to empty",
+                path.display()
+            )),
+        },
+        (true, None) => {
+            return Err(Error::checkpoint(
+                checkpoint,
+                "--truncate-target needs a Delta sink; this flow has none",
+            ));
+        }
+        (false, Some(path)) => notes.push(format!(
+            "the target {} keeps its rows: re-reading the source appends them again (duplicates) unless you add --truncate-target",
+            path.display()
+        )),
+        (false, None) => {}
+    }
+    Ok(ActionPlan {
+        action: "reset".into(),
+        checkpoint: checkpoint.to_path_buf(),
+        ops,
+        notes,
+        needs_confirmation: true,
+    })
+}
+
+async fn table_rows(table: &deltalake::DeltaTable) -> Result<u64> {
+    let path = table.table_url().to_string();
+    let snapshot = table.snapshot().map_err(|source| Error::Delta {
+        path: path.clone(),
+        source,
+    })?;
+    let mut rows = 0u64;
+    for add in snapshot.log_data().iter() {
+        if let Some(n) = add.num_records() {
+            rows += n as u64;
+        }
+    }
+    Ok(rows)
+}
+
+/// The Delta txn version the table records for `app_id`.
+pub async fn txn_version(path: &Path, app_id: &str) -> Result<Option<i64>> {
+    let Some(table) = crate::sink::delta::open_existing(path).await? else {
+        return Ok(None);
+    };
+    let err = |source| Error::Delta {
+        path: path.display().to_string(),
+        source,
+    };
+    let snapshot = table.snapshot().map_err(err)?;
+    snapshot
+        .transaction_version(table.log_store().as_ref(), app_id)
+        .await
+        .map_err(err)
+}
+
+/// `weir checkpoint rollback CHECKPOINT --to BATCH`.
+pub async fn plan_rollback(checkpoint: &Path, to: u64) -> Result<ActionPlan> {
+    let cp = Checkpoint::at(checkpoint);
+    require_checkpoint(&cp)?;
+    let commits = Checkpoint::batch_ids(&cp.commits_dir())?;
+    if !commits.contains(&to) {
+        return Err(Error::checkpoint(
+            cp.commit_path(to),
+            format!(
+                "batch {to} is not committed; roll back to a committed batch (committed: {})",
+                match (commits.first(), commits.last()) {
+                    (Some(a), Some(b)) => format!("{a}..={b}"),
+                    _ => "none".into(),
+                }
+            ),
+        ));
+    }
+    if let Some(&later) = commits.iter().find(|&&c| c > to) {
+        return Err(Error::checkpoint(
+            cp.commit_path(later),
+            format!(
+                "batch {later} after {to} is committed; rollback only removes uncommitted batches"
+            ),
+        ));
+    }
+    let beyond: Vec<u64> = Checkpoint::batch_ids(&cp.offsets_dir())?
+        .into_iter()
+        .filter(|id| *id > to)
+        .collect();
+    if let Some(plan) = cp.read_plan()?
+        && let Some(sink) = &plan.sink_path
+        && let Some(first) = beyond.first()
+    {
+        let query_id = cp.read_metadata()?.id.to_string();
+        if let Some(v) = txn_version(sink, &query_id).await?
+            && v >= *first as i64
+        {
+            return Err(Error::checkpoint(
+                cp.offsets_path(*first),
+                format!(
+                    "the Delta table {} already committed batch {v} of this query (txn {query_id}); \
+                     rolling its offsets back would write it twice. Run the flow instead: it finishes the batch \
+                     without writing it again",
+                    sink.display()
+                ),
+            ));
+        }
+    }
+    let aside = cp.weir_dir().join(format!("rollback-{}", stamp()));
+    let ops = beyond
+        .iter()
+        .map(|id| Op::Rename {
+            from: cp.offsets_path(*id),
+            to: aside.join("offsets").join(id.to_string()),
+        })
+        .collect();
+    let notes = if beyond.is_empty() {
+        vec![format!("no offsets beyond batch {to}")]
+    } else {
+        vec![format!(
+            "the next run plans batch {} again from the files not yet committed",
+            to + 1
+        )]
+    };
+    Ok(ActionPlan {
+        action: format!("rollback to batch {to}"),
+        checkpoint: checkpoint.to_path_buf(),
+        ops,
+        notes,
+        needs_confirmation: true,
+    })
+}
+
+/// Performs the plan's operations in order, holding the checkpoint lock.
+/// Returns one line per operation done.
+pub async fn execute(plan: &ActionPlan) -> Result<Vec<String>> {
+    let cp = Checkpoint::at(&plan.checkpoint);
+    let lock = CheckpointLock::acquire(&cp)?;
+    let mut done = Vec::new();
+    let mut lock = Some(lock);
+    for op in &plan.ops {
+        match op {
+            Op::CopyTree { from, to } => {
+                let n = copy_tree(from, to)?;
+                verify_tree(from, to)?;
+                done.push(format!(
+                    "copied and verified {n} file(s) to {}",
+                    to.display()
+                ));
+            }
+            Op::Rename { from, to } => {
+                if from == cp.root() {
+                    // The lock file moves with the directory: release it first.
+                    drop(lock.take());
+                }
+                if let Some(parent) = to.parent() {
+                    create_dir_private(parent)?;
+                }
+                if to.exists() {
+                    return Err(Error::io(
+                        to,
+                        std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists"),
+                    ));
+                }
+                fs::rename(from, to).map_err(|e| Error::io(from, e))?;
+                done.push(format!("moved {} to {}", from.display(), to.display()));
+            }
+            Op::TruncateTable {
+                path,
+                version_before,
+                ..
+            } => {
+                let table = crate::sink::delta::open_table(path).await?;
+                let (table, metrics) = table.delete().await.map_err(|source| Error::Delta {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                done.push(format!(
+                    "emptied {} ({} row(s) removed) in Delta version {}; rows remain readable at version {version_before}",
+                    path.display(),
+                    metrics.num_deleted_rows.unwrap_or_default(),
+                    table.version().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    drop(lock);
+    Ok(done)
+}
+
+const SKIP: &[&str] = &["_weir/lock"];
+
+fn rel_files(root: &Path) -> Result<Vec<PathBuf>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let path = entry.path();
+            let ft = entry.file_type().map_err(|e| Error::io(&path, e))?;
+            if ft.is_dir() {
+                walk(root, &path, out)?;
+            } else if ft.is_file() {
+                let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+                if !SKIP.iter().any(|s| rel == Path::new(s)) {
+                    out.push(rel);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
+    let files = rel_files(from)?;
+    create_dir_private(to)?;
+    for rel in &files {
+        let dst = to.join(rel);
+        if let Some(parent) = dst.parent() {
+            create_dir_private(parent)?;
+        }
+        fs::copy(from.join(rel), &dst).map_err(|e| Error::io(&dst, e))?;
+        let f = fs::File::open(&dst).map_err(|e| Error::io(&dst, e))?;
+        f.sync_all().map_err(|e| Error::io(&dst, e))?;
+    }
+    Ok(files.len())
+}
+
+fn verify_tree(from: &Path, to: &Path) -> Result<()> {
+    let a = rel_files(from)?;
+    let b = rel_files(to)?;
+    if a != b {
+        return Err(Error::checkpoint(
+            to,
+            "backup verification failed: the copy does not have the same files",
+        ));
+    }
+    for rel in &a {
+        let x = fs::read(from.join(rel)).map_err(|e| Error::io(from.join(rel), e))?;
+        let y = fs::read(to.join(rel)).map_err(|e| Error::io(to.join(rel), e))?;
+        if x != y {
+            return Err(Error::checkpoint(
+                to.join(rel),
+                "backup verification failed: content differs",
+            ));
+        }
+    }
+    Ok(())
+}

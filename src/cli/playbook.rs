@@ -1,0 +1,159 @@
+//! `weir playbook STATE [PIPELINE --flow NAME | --checkpoint DIR]`: prints a
+//! state's playbook with the flow's live evidence filled in.
+//!
+//! The evidence comes from, in order: `weir check` (for an incompatible
+//! checkpoint, with a pipeline), the last verdict the engine recorded in
+//! `_weir/health.json`, or a classification of `_weir/progress.jsonl`.
+//! `STATE` may be `current`: the flow's recorded state.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::{EXIT_INVALID, report, runtime};
+use crate::checkpoint::Checkpoint;
+use crate::engine::progress::read_progress;
+use crate::health::tracker::read_health;
+use crate::health::{Health, HealthConfig, HealthState, Inputs, classify};
+use crate::playbook::{Context, render};
+
+#[derive(Debug, Args)]
+pub struct PlaybookArgs {
+    /// healthy | lagging | source_unavailable | sink_unavailable |
+    /// checkpoint_incompatible | schema_mismatch | current
+    pub state: String,
+    /// The pipeline file, for the flow's commands and checks.
+    pub pipeline: Option<PathBuf>,
+    /// The flow (needed when the pipeline has several).
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// A checkpoint directory (without a pipeline file).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+}
+
+pub fn run(args: &PlaybookArgs) -> ExitCode {
+    let requested = if args.state == "current" {
+        None
+    } else {
+        match HealthState::parse(&args.state) {
+            Some(s) => Some(s),
+            None => {
+                eprintln!(
+                    "error: unknown state {:?}; one of: {}, current",
+                    args.state,
+                    HealthState::ALL.map(|s| s.as_str()).join(", ")
+                );
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let (cx, config, verdict) = match &args.pipeline {
+        Some(path) => {
+            let pipeline = match crate::pipeline::load(path) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            let flows = match super::run::select_flows(&pipeline, args.flow.as_deref()) {
+                Ok(f) => f,
+                Err(m) => {
+                    eprintln!("error: {m}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            let [flow] = flows.as_slice() else {
+                eprintln!("error: the pipeline has several flows; choose one with --flow NAME");
+                return ExitCode::from(EXIT_INVALID);
+            };
+            let verdict = match rt.block_on(crate::checkpoint::compat::check(flow)) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    report(&e);
+                    None
+                }
+            };
+            (Context::from_flow(flow, path), flow.health.clone(), verdict)
+        }
+        None => match &args.checkpoint {
+            Some(dir) => (context_of_checkpoint(dir), HealthConfig::default(), None),
+            None => (Context::default(), HealthConfig::default(), None),
+        },
+    };
+    let (health, source) = evidence(&cx, &config, verdict.as_ref());
+    let state = requested.unwrap_or(health.state);
+    let mut out = format!("playbook: {state}");
+    if let Some(f) = &cx.flow {
+        out.push_str(&format!(" for flow {f}"));
+    }
+    out.push_str(&format!(
+        " (evidence: {source}; flow state {})\n\n",
+        health.state
+    ));
+    out.push_str(&render(state, &health, &cx));
+    print!("{out}");
+    ExitCode::SUCCESS
+}
+
+fn context_of_checkpoint(dir: &Path) -> Context {
+    let cp = Checkpoint::at(dir);
+    let plan = cp.read_plan().ok().flatten();
+    Context {
+        flow: plan.as_ref().map(|p| p.flow.clone()),
+        pipeline: None,
+        checkpoint: Some(dir.display().to_string()),
+        source_path: plan.as_ref().map(|p| p.source_path.display().to_string()),
+        sink_path: plan
+            .as_ref()
+            .and_then(|p| p.sink_path.as_ref())
+            .map(|p| p.display().to_string()),
+    }
+}
+
+/// The flow's health and where it came from.
+fn evidence(
+    cx: &Context,
+    config: &HealthConfig,
+    verdict: Option<&crate::checkpoint::compat::Verdict>,
+) -> (Health, &'static str) {
+    let now = chrono::Utc::now().timestamp_millis();
+    let Some(dir) = &cx.checkpoint else {
+        return (Health::default(), "none");
+    };
+    let cp = Checkpoint::at(dir);
+    let records = read_progress(&cp.progress_path()).unwrap_or_default();
+    if let Some(v) = verdict.filter(|v| !v.compatible) {
+        let health = classify(Inputs {
+            records: &records,
+            error: None,
+            checkpoint_problems: &v.reasons,
+            now_ms: now,
+            config,
+        });
+        return (health, "weir check");
+    }
+    if let Some(h) = read_health(&cp) {
+        return (h.health, "_weir/health.json");
+    }
+    if records.is_empty() {
+        return (Health::default(), "none");
+    }
+    let health = classify(Inputs {
+        records: &records,
+        error: None,
+        checkpoint_problems: &[],
+        now_ms: now,
+        config,
+    });
+    (health, "_weir/progress.jsonl")
+}
