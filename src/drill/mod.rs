@@ -655,9 +655,14 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         .collect();
     if !missed.is_empty() {
         notes.push(format!(
-            "{} failpoint(s) not reached because the input drained first ({}); rerun with --max-files-per-trigger 1 or more input",
+            "{} failpoint(s) not reached because the input drained first ({}); {}",
             missed.len(),
-            missed.join(", ")
+            missed.join(", "),
+            if options.max_files_per_trigger == Some(1) {
+                "more input gives them batches to crash in"
+            } else {
+                "rerun with --max-files-per-trigger 1 or more input"
+            }
         ));
     }
     let missed_kills = attempts

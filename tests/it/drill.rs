@@ -192,3 +192,63 @@ path = "lake/events"
     assert_eq!(flow["rows_out"], 1800 - duplicates, "{flow:#}");
     assert_eq!(report["failpoints_hit"], 4, "{report:#}");
 }
+
+/// The whole demo pipeline (bronze, silver with joins and dedup, gold windows): every
+/// table passes, and the user's own tables and checkpoints are left as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_multi_hop_demo_passes_and_its_tables_are_not_touched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let user = tmp.path().join("user");
+    let demo = weir()
+        .args(["demo", "--headless", "--days", "3", "--dir"])
+        .arg(&user)
+        .output()
+        .unwrap();
+    assert!(
+        demo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    let before = delta_version(&user.join("lake/silver/flights")).await;
+    assert!(before.is_some());
+    let out = weir()
+        .args([
+            "drill",
+            "--json",
+            "--seed",
+            "5",
+            "--kills",
+            "0",
+            "--max-files-per-trigger",
+            "1",
+        ])
+        .arg("--work-dir")
+        .arg(tmp.path().join("work"))
+        .arg(user.join("pipeline.toml"))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(out.status.success(), "{report:#}");
+    let flows = report["flows"].as_array().unwrap();
+    assert!(flows.len() >= 4, "{report:#}");
+    for f in flows {
+        assert_eq!(f["duplicates"], 0, "{f:#}");
+        assert_eq!(f["lost"], 0, "{f:#}");
+        assert_eq!(f["rows_out"], f["reference_rows_out"], "{f:#}");
+        assert!(f["rows_out"].as_u64().unwrap() > 0, "{f:#}");
+    }
+    let silver = flows
+        .iter()
+        .find(|f| f["flow"] == "silver_flights")
+        .unwrap();
+    assert_eq!(
+        silver["key"],
+        serde_json::json!(["carrier", "flight", "origin", "time_hour"]),
+        "a dedup flow is keyed by its drop_duplicates columns"
+    );
+    assert_eq!(
+        delta_version(&user.join("lake/silver/flights")).await,
+        before
+    );
+}
