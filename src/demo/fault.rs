@@ -260,11 +260,8 @@ pub async fn inject(fault: Fault, target: &Target) -> Result<Injected> {
             }
             let full = gz.finish().map_err(|e| Error::io("gzip", e))?;
             let truncated = &full[..full.len() / 2];
-            let gz_path = land(
-                target,
-                &format!("{}.csv.gz", unique("truncated")),
-                truncated,
-            )?;
+            // Named .csv like the other landed files: readers sniff gzip by its magic bytes.
+            let gz_path = land(target, &format!("{}.csv", unique("truncated")), truncated)?;
             Ok(announce(format!(
                 "{} has broken lines; {} is a truncated gzip",
                 bad.display(),
@@ -436,7 +433,7 @@ mod tests {
             text.starts_with("year,dep_delay,time_hour,gate\n2013,12 min,"),
             "{text}"
         );
-        let gz = files.iter().find(|f| f.ends_with(".gz")).unwrap();
+        let gz = files.iter().find(|f| f.starts_with("truncated")).unwrap();
         let bytes = std::fs::read(t.landing.join("faults").join(gz)).unwrap();
         let mut out = String::new();
         use std::io::Read as _;

@@ -127,6 +127,7 @@ pub async fn run_headless(
     flows: &[FlowSpec],
     options: &LiveOptions,
 ) -> crate::Result<(ReplayStatus, Vec<(String, crate::Result<FlowSummary>)>)> {
+    let started_ms = chrono::Utc::now().timestamp_millis();
     let replay = Replay::flights(options.days, Duration::from_secs(3600))?;
     let signal = crate::cli::run::stop_on_signals();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -213,7 +214,7 @@ pub async fn run_headless(
     };
     if options.until_drained && !*signal.borrow() {
         // What landed after the last live batch: one bounded pass, flows in file order.
-        let live = std::mem::take(&mut last);
+        last.clear();
         for flow in flows {
             let mut result = Err(crate::Error::Source {
                 path: PathBuf::from(&flow.name),
@@ -232,33 +233,43 @@ pub async fn run_headless(
                     _ => break,
                 }
             }
-            if let (Ok(total), Some((_, Ok(before)))) =
-                (&mut result, live.iter().find(|(n, _)| n == &flow.name))
-            {
-                add_summary(total, before);
-            }
             last.push((flow.name.clone(), result));
         }
     }
-    // Keep file order.
+    // Keep file order. The counts cover every process run of the demo, restarts
+    // included: they come from the progress records written since it started.
     last.sort_by_key(|(n, _)| flows.iter().position(|f| &f.name == n));
+    for (name, result) in &mut last {
+        if let (Ok(summary), Some(flow)) = (result, flows.iter().find(|f| &f.name == name)) {
+            count_since(summary, &flow.checkpoint, started_ms);
+        }
+    }
     Ok((status, last))
 }
 
-/// Adds the counts of an earlier run of the same flow (the live phase) to `total`.
-fn add_summary(total: &mut FlowSummary, earlier: &FlowSummary) {
-    total.batches += earlier.batches;
-    total.replayed_batches += earlier.replayed_batches;
-    total.num_input_rows += earlier.num_input_rows;
-    total.num_output_rows += earlier.num_output_rows;
-    total.num_files += earlier.num_files;
-    total.num_bytes += earlier.num_bytes;
-    total.num_files_failed += earlier.num_files_failed;
-    total.num_rows_rescued += earlier.num_rows_rescued;
-    total.num_rows_dropped_by_watermark += earlier.num_rows_dropped_by_watermark;
-    total.elapsed_ms += earlier.elapsed_ms;
-    total.last_batch_id = total.last_batch_id.or(earlier.last_batch_id);
-    total.delta_version = total.delta_version.or(earlier.delta_version);
+/// Sets a summary's counts from the flow's progress records since `since_ms` (each
+/// batch once: a replayed batch's last record counts).
+fn count_since(summary: &mut FlowSummary, checkpoint: &Path, since_ms: i64) {
+    let path = crate::checkpoint::Checkpoint::at(checkpoint).progress_path();
+    let Ok(records) = crate::engine::progress::read_progress(&path) else {
+        return;
+    };
+    let since = crate::engine::progress::iso_millis(since_ms);
+    let mut batches = std::collections::BTreeMap::new();
+    let mut replayed = 0;
+    for r in records.into_iter().filter(|r| r.timestamp >= since) {
+        replayed += u64::from(r.weir.replayed);
+        batches.insert(r.batch_id, r);
+    }
+    summary.batches = batches.len() as u64;
+    summary.replayed_batches = replayed;
+    summary.num_input_rows = batches.values().map(|r| r.num_input_rows).sum();
+    summary.num_output_rows = batches
+        .values()
+        .map(|r| u64::try_from(r.sink.num_output_rows).unwrap_or(0))
+        .sum();
+    summary.num_files = batches.values().map(|r| r.weir.num_files).sum();
+    summary.num_files_failed = batches.values().map(|r| r.weir.num_files_failed).sum();
 }
 
 /// Set in the environment of a demo started by [`supervise_crash`], so it does not
