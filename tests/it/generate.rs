@@ -174,3 +174,76 @@ path = "lake/events"
         assert_eq!(scalar(&rescued), 0, "{format}");
     }
 }
+
+/// Schema drift at the requested file, end to end: the flow stops with exit code 3 at
+/// the batch holding it (the schema is widened), and the restart ingests `region`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_at_a_file_widens_the_schema_at_that_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = weir()
+        .args([
+            "generate",
+            "--once",
+            "--files",
+            "4",
+            "--rows",
+            "50",
+            "--drift-at",
+            "2",
+        ])
+        .args(["--drift", "add-column", "--seed", "4"])
+        .arg(dir.join("landing/events"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pipeline = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "bronze_events"
+trigger = "available_now"
+
+[flow.source]
+type = "files"
+path = "landing/events"
+format = "json"
+schema_inference_max_files = 1
+max_files_per_trigger = 1
+
+[flow.sink]
+type = "delta"
+path = "lake/events"
+merge_schema = true
+"#,
+    );
+    let first = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("region") && stderr.contains("events-000002.json"),
+        "{stderr}"
+    );
+    let second = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let table = delta_rows(&dir.join("lake/events")).await;
+    assert_eq!(num_rows(&table), 200);
+    let with_region = sql(&table, "SELECT count(*) FROM t WHERE region IS NOT NULL").await;
+    assert_eq!(scalar(&with_region), 100, "files 2 and 3 carry region");
+}
