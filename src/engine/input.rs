@@ -21,7 +21,7 @@ use crate::source::files::{BatchRead, FileSource, select};
 /// A flow's source, ready to plan batches.
 pub enum Input {
     Files(Box<FileSource>),
-    Delta(DeltaInput),
+    Delta(Box<DeltaInput>),
 }
 
 /// A Delta source with the bound an `available_now` run pinned at its start.

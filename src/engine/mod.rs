@@ -334,13 +334,12 @@ async fn run_flow_inner(
                 }
                 (SourceSpec::Delta(options), None) => {
                     let mut delta = crate::source::delta::DeltaSource::new(options.clone());
-                    match delta.refresh().await? {
-                        Some(_) => Some(Input::Delta(DeltaInput {
+                    delta.refresh().await?.map(|_| {
+                        Input::Delta(Box::new(DeltaInput {
                             source: delta,
                             until_version: None,
-                        })),
-                        None => None,
-                    }
+                        }))
+                    })
                 }
                 (SourceSpec::Files(_), None) => None,
             };

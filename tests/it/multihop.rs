@@ -349,12 +349,11 @@ fn bronze_only(days: usize, copy_extra: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn run_file(dir: &Path, file: &str) -> std::process::Output {
-    let out = weir()
+    weir()
         .args(["run", "--headless"])
         .arg(dir.join(file))
         .output()
-        .unwrap();
-    out
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
