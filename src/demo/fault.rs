@@ -167,14 +167,28 @@ fn unique(prefix: &str) -> String {
 /// Injects `fault`. The `*-unavailable` faults restore what they moved after
 /// [`UNAVAILABLE_FOR`] (so await this in a task); `crash` aborts the process.
 pub async fn inject(fault: Fault, target: &Target) -> Result<Injected> {
+    inject_notify(fault, target, None).await
+}
+
+/// [`inject`], also sending the [`Injected`] record on `notify` the moment the fault
+/// starts (a console timeline), before an `*-unavailable` fault is over.
+pub async fn inject_notify(
+    fault: Fault,
+    target: &Target,
+    notify: Option<&tokio::sync::mpsc::Sender<Injected>>,
+) -> Result<Injected> {
     let at_ms = chrono::Utc::now().timestamp_millis();
     let announce = |detail: String| {
         eprintln!("weir: fault injected: {}: {detail}", fault.name());
-        Injected {
+        let injected = Injected {
             fault,
             detail,
             at_ms,
+        };
+        if let Some(tx) = notify {
+            let _ = tx.try_send(injected.clone());
         }
+        injected
     };
     match fault {
         Fault::SmallFiles => {
@@ -415,8 +429,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let t = target(tmp.path());
         std::fs::create_dir_all(&t.landing).unwrap();
-        let drift = inject(Fault::SchemaDrift, &t).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let drift = inject_notify(Fault::SchemaDrift, &t, Some(&tx))
+            .await
+            .unwrap();
         assert_eq!(drift.fault, Fault::SchemaDrift);
+        assert_eq!(rx.try_recv().unwrap(), drift, "the console hears of it");
         let late = inject(Fault::LateAndFuture, &t).await.unwrap();
         assert!(late.detail.contains("2012-12-24"));
         let dup = inject(Fault::Duplicates, &t).await.unwrap();

@@ -73,6 +73,8 @@ pub struct Live {
     pub replay: tokio::task::JoinHandle<crate::Result<ReplayStatus>>,
     /// One task per scheduled fault; it ends when the fault is over.
     pub faults: Vec<tokio::task::JoinHandle<()>>,
+    /// Each fault as it is injected (bounded; for a console timeline).
+    pub injected: tokio::sync::mpsc::Receiver<fault::Injected>,
 }
 
 /// Starts the replay and the scheduled faults as tasks. `stop` ends the replay early.
@@ -85,15 +87,20 @@ pub fn start_replay(
 ) -> Live {
     let target = target(dir, flows, &replay);
     let mut faults = Vec::new();
+    let (injected_tx, injected) = tokio::sync::mpsc::channel(64);
     for scheduled in options.faults.clone() {
         let target = target.clone();
+        let injected_tx = injected_tx.clone();
         faults.push(tokio::spawn(async move {
             tokio::time::sleep(scheduled.after).await;
-            if let Err(e) = fault::inject(scheduled.fault, &target).await {
-                eprintln!(
-                    "weir: fault {} could not be injected: {e}",
-                    scheduled.fault.name()
-                );
+            match fault::inject_notify(scheduled.fault, &target, Some(&injected_tx)).await {
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!(
+                        "weir: fault {} could not be injected: {e}",
+                        scheduled.fault.name()
+                    );
+                }
             }
         }));
     }
@@ -107,6 +114,7 @@ pub fn start_replay(
         status: status_rx,
         replay: task,
         faults,
+        injected,
     }
 }
 
@@ -135,6 +143,7 @@ pub async fn run_headless(
         status,
         replay: replay_task,
         faults,
+        ..
     } = start_replay(replay, dir, flows, options, stop_rx.clone());
 
     // The supervisor: each flow in its own task, restarted after a failure while live.
