@@ -16,6 +16,9 @@
 //! ops/         where/select (DataFusion), watermark, windows, aggregation, deduplication
 //! state/       versioned state store of stateful operators (snapshots + deltas per batch)
 //! sink/        delta (idempotent commits), memory, console, quarantine
+//! demo/        the live demo: flights replayed as a stream, faults to inject
+//! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
+//! generate/    synthetic event files for drills and tests (seeded, reproducible)
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect, compat (restart checks), actions
 //! health/      classify a flow: six states with evidence; the engine's tracker
 //! playbook/    playbooks/*.md compiled in, bound to live evidence
@@ -29,8 +32,11 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod console;
+pub mod demo;
+pub mod drill;
 pub mod engine;
 pub mod error;
+pub mod generate;
 pub mod health;
 pub mod ops;
 pub mod pipeline;

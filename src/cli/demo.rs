@@ -38,8 +38,33 @@ pub struct DemoArgs {
     /// Land only the first N days of 2013 (quick runs, tests).
     #[arg(long)]
     pub days: Option<usize>,
+    /// Replay the flights as a live stream: files land in arrival order (scheduled hour +
+    /// departure delay) while the flows run, until quit (or `--until-drained`).
+    #[arg(long)]
+    pub live: bool,
+    /// Live: simulated seconds per wall second (default 21600: a day in 4 s), or `max`.
+    /// Implies `--live`.
+    #[arg(long, value_parser = parse_speed)]
+    pub speed: Option<f64>,
+    /// Live: stop once every file landed and the flows drained it. Implies `--live`.
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Live: inject a fault, `NAME[@SECONDS]` after the start (repeatable). Faults:
+    /// small-files, source-unavailable, sink-unavailable, schema-drift, malformed,
+    /// late-and-future, duplicates, crash. Implies `--live`.
+    #[arg(long = "inject")]
+    pub inject: Vec<crate::demo::fault::ScheduledFault>,
     #[command(flatten)]
     pub console: crate::console::ConsoleArgs,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    if s == "max" {
+        return Ok(f64::INFINITY);
+    }
+    s.parse::<f64>().ok().filter(|v| *v > 0.0).ok_or_else(|| {
+        format!("invalid speed {s:?}: simulated seconds per wall second (> 0), or max")
+    })
 }
 
 /// What landing produced.
@@ -64,6 +89,9 @@ pub fn run(args: &DemoArgs) -> ExitCode {
         },
     };
     let dir = std::path::absolute(&dir).unwrap_or(dir);
+    if args.live || args.speed.is_some() || args.until_drained || !args.inject.is_empty() {
+        return run_live(args, &dir);
+    }
     let started = Instant::now();
     let landed = match prepare(&dir, args.days) {
         Ok(l) => l,
@@ -159,6 +187,141 @@ pub fn run(args: &DemoArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `weir demo --live`: the flights replayed as a stream (see [`crate::demo`]).
+fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
+    let started = Instant::now();
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        report(&e);
+        return ExitCode::FAILURE;
+    }
+    let crash = args
+        .inject
+        .iter()
+        .find(|f| f.fault == crate::demo::fault::Fault::Crash);
+    let console_wanted = !args.headless && !args.until_drained;
+    if let Some(crash) = crash
+        && !console_wanted
+        && std::env::var_os(crate::demo::CHILD_ENV).is_none()
+    {
+        let child_args = crate::demo::args_without_crash(std::env::args_os().skip(1), dir);
+        return match crate::demo::supervise_crash(&child_args, crash.after) {
+            Ok(status) => status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .map_or(ExitCode::FAILURE, ExitCode::from),
+            Err(e) => {
+                report(&e);
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let pipeline_path = dir.join("pipeline.toml");
+    if !pipeline_path.exists()
+        && let Err(e) = std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
+    {
+        report(&e);
+        return ExitCode::FAILURE;
+    }
+    // The static inputs (dimension tables, weather) land at once; the flights stream.
+    let statics = super::demo_data::write_dimensions(dir).and_then(|()| {
+        super::demo_data::land_weather(
+            &dir.join("landing").join("weather"),
+            &dir.join("_staging"),
+            args.days,
+        )
+    });
+    if let Err(e) = statics {
+        report(&e);
+        return ExitCode::FAILURE;
+    }
+    let pipeline = match pipeline::load(&pipeline_path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let options = crate::demo::LiveOptions {
+        speed: args.speed.unwrap_or(crate::demo::replay::DEFAULT_SPEED),
+        days: args.days,
+        until_drained: args.until_drained,
+        print_progress: args.headless,
+        faults: args.inject.clone(),
+    };
+    let console = !args.headless && !args.until_drained && crate::console::terminal_available();
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "weir demo: nycflights13 flights replayed live into {} (speed {}x{})",
+        dir.display(),
+        options.speed,
+        if options.until_drained {
+            ", until drained"
+        } else {
+            "; SIGINT or q stops"
+        }
+    );
+    let outcome = if console {
+        rt.block_on(async {
+            let replay = crate::demo::replay::Replay::flights(
+                options.days,
+                std::time::Duration::from_secs(3600),
+            )?;
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            let live = crate::demo::start_replay(replay, dir, &pipeline.flows, &options, stop_rx);
+            let title = format!("{} (live replay)", pipeline_path.display());
+            let run = crate::console::run_flows(
+                &title,
+                &pipeline.flows,
+                Some(Trigger::ProcessingTime(crate::demo::LIVE_INTERVAL)),
+                &args.console,
+            )
+            .await;
+            let _ = stop_tx.send(true);
+            let _ = live.replay.await;
+            let landed = live.status.borrow().clone();
+            match run {
+                Ok(o) if o.aborted => std::process::exit(i32::from(super::EXIT_ABORTED)),
+                Ok(o) => Ok((landed, o.results)),
+                Err(e) => Err(Error::io(dir, e)),
+            }
+        })
+    } else {
+        rt.block_on(crate::demo::run_headless(dir, &pipeline.flows, &options))
+    };
+    let (status, results) = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!();
+    eprintln!("weir demo (live): nycflights13 flights replayed in arrival order -> Delta");
+    eprintln!("  directory   {}", dir.display());
+    eprintln!(
+        "  landed      {} of {} files, {} of {} rows",
+        status.files_landed, status.files_total, status.rows_landed, status.rows_total
+    );
+    for (name, result) in &results {
+        if let Some(flow) = pipeline.flow(name)
+            && let pipeline::SinkSpec::Delta { path, .. } = &flow.sink
+        {
+            eprintln!("  table       {}", path.display());
+        }
+        if let Ok(s) = result {
+            print_summary(s);
+        }
+    }
+    eprintln!("  total time  {:.1} s", started.elapsed().as_secs_f64());
+    super::run::exit_code(&results)
 }
 
 /// Creates DIR, writes `pipeline.toml` (unless present) and lands the daily files.

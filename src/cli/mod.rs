@@ -11,6 +11,8 @@ pub mod checkpoint;
 pub mod demo;
 pub mod demo_data;
 pub mod diff;
+pub mod drill;
+pub mod generate;
 pub mod inspect;
 pub mod playbook;
 pub mod run;
@@ -47,6 +49,11 @@ pub enum Command {
     Attach(attach::AttachArgs),
     /// Show a file source's schema history (versions, why, diffs). Reads only.
     Schema(schema::SchemaArgs),
+    /// Write synthetic event files (rate, keys, lateness, duplicates, drift, malformed; seeded).
+    Generate(generate::GenerateArgs),
+    /// Crash a pipeline at every failpoint and at random moments, on a copy, and report
+    /// duplicates and losses against a crash-free run.
+    Drill(drill::DrillArgs),
     /// Before a restart: is each flow's checkpoint compatible with its plan? Reads only.
     Check(check::CheckArgs),
     /// Print a health state's playbook with the flow's live evidence filled in.
@@ -74,6 +81,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Attach(args) => attach::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Drill(args) => drill::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Playbook(args) => playbook::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),

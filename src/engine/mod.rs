@@ -619,6 +619,7 @@ async fn run_flow_inner(
                                 path: table.clone(),
                                 partition_by: Vec::new(),
                                 merge_schema: false,
+                                idempotent: true,
                             },
                             &query_id,
                         )
@@ -714,6 +715,7 @@ async fn run_flow_inner(
                             path: path.clone(),
                             partition_by: Vec::new(),
                             merge_schema: false,
+                            idempotent: true,
                         },
                         &query_id,
                     )

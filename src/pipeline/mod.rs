@@ -181,6 +181,8 @@ pub enum SinkSpec {
         path: PathBuf,
         partition_by: Vec<String>,
         merge_schema: bool,
+        /// `false` (unsafe, drills only) skips the replay check of application transactions.
+        idempotent: bool,
     },
     /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
     DeltaMerge {
@@ -552,10 +554,12 @@ fn resolve_flow(
             path,
             partition_by,
             merge_schema,
+            idempotent,
         } => SinkSpec::Delta {
             path: resolve_path(base, &path),
             partition_by,
             merge_schema,
+            idempotent,
         },
         spec::SinkFile::DeltaMerge {
             path,

@@ -189,6 +189,10 @@ pub enum SinkFile {
         partition_by: Vec<String>,
         #[serde(default)]
         merge_schema: bool,
+        /// UNSAFE when false: skip the application-transaction check, so a batch replayed
+        /// after a crash is appended again (duplicates). Only for proving `weir drill` can fail.
+        #[serde(default = "default_true")]
+        idempotent: bool,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {

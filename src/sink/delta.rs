@@ -28,6 +28,8 @@ pub struct DeltaSink {
     partition_by: Vec<String>,
     merge_schema: bool,
     app_id: String,
+    /// `false` skips the replay check below (unsafe; `idempotent = false` in a pipeline).
+    idempotent: bool,
     table: DeltaTable,
 }
 
@@ -44,8 +46,18 @@ impl DeltaSink {
             partition_by,
             merge_schema,
             app_id: app_id.to_string(),
+            idempotent: true,
             table,
         })
+    }
+
+    /// With `false`, a replayed batch is written again: duplicates after a crash.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        if !idempotent {
+            tracing::warn!(table = %self.path.display(), "idempotent = false: batches replayed after a crash will be appended again (duplicates)");
+        }
+        self.idempotent = idempotent;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -76,7 +88,7 @@ impl DeltaSink {
             // The table may have been created by a previous attempt of this batch.
             self.table = open_table(&self.path).await?;
         }
-        if self.table.version().is_none() {
+        if !self.idempotent || self.table.version().is_none() {
             return Ok(false);
         }
         let log_store = self.table.log_store();

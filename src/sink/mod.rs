@@ -50,8 +50,11 @@ impl Sink {
                 path,
                 partition_by,
                 merge_schema,
+                idempotent,
             } => Sink::Delta(
-                delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id).await?,
+                delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id)
+                    .await?
+                    .idempotent(*idempotent),
             ),
             SinkSpec::DeltaMerge {
                 path,
