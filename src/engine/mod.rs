@@ -31,6 +31,7 @@ use crate::checkpoint::{
 use crate::error::{Error, Result};
 use crate::ops::Projection;
 use crate::ops::stateful::{OutputMode, StatefulOperator, StatefulSpec};
+use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, Split, next_watermark, split_late};
 use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
 use crate::schema::events::SchemaEvent;
@@ -41,7 +42,6 @@ use crate::source::files::ledger::{FileOutcome, Ledger};
 use crate::source::files::{FileSource, IDLE_POLL_INTERVAL};
 use control::{Control, Wake};
 pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
-use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use input::{BatchFiles, DeltaInput, Input};
 use progress::{
     FileError, ProgressLog, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress,
@@ -664,8 +664,8 @@ async fn run_flow_inner(
         let out = match &spec.stateful.watermark {
             None => projected,
             Some(wm) => {
-                let drops = operator.as_ref().is_some_and(|op| op.drops_late_rows())
-                    || join_op.is_some();
+                let drops =
+                    operator.as_ref().is_some_and(|op| op.drops_late_rows()) || join_op.is_some();
                 let split = split_late(
                     &projected,
                     wm,
@@ -852,8 +852,14 @@ async fn run_flow_inner(
             .chain(right.as_ref().map(|r| {
                 let rows = right_read.as_ref().map_or(0, |rr| rr.num_rows);
                 let mut metrics = std::collections::BTreeMap::new();
-                metrics.insert("numFilesOutstanding".into(), right_backlog.files.to_string());
-                metrics.insert("numBytesOutstanding".into(), right_backlog.bytes.to_string());
+                metrics.insert(
+                    "numFilesOutstanding".into(),
+                    right_backlog.files.to_string(),
+                );
+                metrics.insert(
+                    "numBytesOutstanding".into(),
+                    right_backlog.bytes.to_string(),
+                );
                 if let Some(versions) = right_backlog.versions {
                     metrics.insert("numVersionsOutstanding".into(), versions.to_string());
                 }

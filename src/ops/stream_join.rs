@@ -236,11 +236,7 @@ fn session() -> SessionContext {
 
 /// The SQL pieces of a join flow: select items, `FROM` for the inner pairs and for the
 /// null-extended rows.
-fn sql_parts(
-    plan: &JoinPlan<'_>,
-    left: &SchemaRef,
-    right: &SchemaRef,
-) -> (String, String, String) {
+fn sql_parts(plan: &JoinPlan<'_>, left: &SchemaRef, right: &SchemaRef) -> (String, String, String) {
     let join = plan.join;
     let left_columns: Vec<String> = left.fields().iter().map(|f| f.name().clone()).collect();
     let as_dim = JoinSpec {
@@ -283,6 +279,104 @@ fn sql_parts(
     (items, inner, outer)
 }
 
+/// The planned SQL of a join flow.
+struct SqlPlan {
+    left_schema: SchemaRef,
+    right_schema: SchemaRef,
+    left_state_schema: SchemaRef,
+    right_state_schema: SchemaRef,
+    output_schema: SchemaRef,
+    items: String,
+    from_inner: String,
+    from_outer: String,
+    ctx: SessionContext,
+}
+
+fn plan_sql(
+    plan: &JoinPlan<'_>,
+    left_input: &SchemaRef,
+    right_input: &SchemaRef,
+) -> Result<SqlPlan> {
+    let plan_error = |message: String| Error::Plan {
+        flow: plan.flow.to_string(),
+        message,
+    };
+    check_bounds(plan.left_watermark, plan.join).map_err(plan_error)?;
+    let join = plan.join;
+    let (Some(left_wm), Some(right_wm)) = (plan.left_watermark, &join.watermark) else {
+        return Err(plan_error("unbounded stream-stream join".into()));
+    };
+    let left_schema = data_schema(left_input);
+    let right_schema = data_schema(right_input);
+    for (side, schema, wm) in [
+        ("left", &left_schema, left_wm),
+        (join.alias.as_str(), &right_schema, right_wm),
+    ] {
+        let field = schema.field_with_name(&wm.column).map_err(|_| {
+            plan_error(format!(
+                "the watermark column `{}` is not a column of the {side} stream (columns: {})",
+                wm.column,
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        check_event_time_type(&wm.column, field.data_type()).map_err(plan_error)?;
+    }
+    let left_state_schema = state_schema(&left_schema, true);
+    let right_state_schema = state_schema(&right_schema, false);
+    let (items, from_inner, from_outer) = sql_parts(plan, &left_schema, &right_schema);
+    let ctx = session();
+    let mut op_schema = None;
+    // Plan the output against empty tables: unknown columns fail here, before a batch.
+    for (from, how) in [
+        (&from_inner, JoinType::Inner),
+        (&from_outer, JoinType::Left),
+    ] {
+        register(&ctx, plan.flow, "batch", &left_state_schema, Vec::new())?;
+        register(
+            &ctx,
+            plan.flow,
+            &join.alias,
+            &right_state_schema,
+            Vec::new(),
+        )?;
+        let sql = query_text(&items, from, None, plan.where_);
+        let schema = futures::executor::block_on(ctx.sql(&sql))
+            .map(|df| Arc::new(df.schema().as_arrow().clone()))
+            .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
+        if how == join.how || op_schema.is_none() {
+            op_schema = Some(schema);
+        }
+    }
+    let output_schema =
+        visible(&op_schema.ok_or_else(|| plan_error("the join has no output schema".into()))?);
+    Ok(SqlPlan {
+        left_schema,
+        right_schema,
+        left_state_schema,
+        right_state_schema,
+        output_schema,
+        items,
+        from_inner,
+        from_outer,
+        ctx,
+    })
+}
+
+/// Checks a join flow against both sides' schemas without touching any state (for
+/// `weir validate`): bounds, watermark columns, and the SQL. Returns the output schema.
+pub fn check_plan(
+    plan: &JoinPlan<'_>,
+    left_input: &SchemaRef,
+    right_input: &SchemaRef,
+) -> Result<SchemaRef> {
+    Ok(plan_sql(plan, left_input, right_input)?.output_schema)
+}
+
 impl StreamJoinOperator {
     /// Builds the operator over the two sides' schemas (`_metadata` is dropped), plans its
     /// SQL, and loads state version `load_version` from `state_dir` (`state/0`).
@@ -297,57 +391,24 @@ impl StreamJoinOperator {
             flow: plan.flow.to_string(),
             message,
         };
-        check_bounds(plan.left_watermark, plan.join).map_err(plan_error)?;
+        let sql = plan_sql(plan, left_input, right_input)?;
         let join = plan.join;
         let (Some(left_wm), Some(right_wm), Some(range)) =
             (plan.left_watermark, &join.watermark, &join.time_range)
         else {
             return Err(plan_error("unbounded stream-stream join".into()));
         };
-        let left_schema = data_schema(left_input);
-        let right_schema = data_schema(right_input);
-        for (side, schema, wm) in [
-            ("left", &left_schema, left_wm),
-            (join.alias.as_str(), &right_schema, right_wm),
-        ] {
-            let field = schema.field_with_name(&wm.column).map_err(|_| {
-                plan_error(format!(
-                    "the watermark column `{}` is not a column of the {side} stream (columns: {})",
-                    wm.column,
-                    schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })?;
-            check_event_time_type(&wm.column, field.data_type()).map_err(plan_error)?;
-        }
-        let left_state_schema = state_schema(&left_schema, true);
-        let right_state_schema = state_schema(&right_schema, false);
-        let (sql_items, sql_from_inner, sql_from_outer) =
-            sql_parts(plan, &left_schema, &right_schema);
-        let ctx = session();
-        let mut op_schema = None;
-        // Plan the output once against empty tables: unknown columns fail here, before a batch.
-        for (from, how) in [
-            (&sql_from_inner, JoinType::Inner),
-            (&sql_from_outer, JoinType::Left),
-        ] {
-            register(&ctx, plan.flow, "batch", &left_state_schema, Vec::new())?;
-            register(&ctx, plan.flow, &join.alias, &right_state_schema, Vec::new())?;
-            let sql = query_text(&sql_items, from, None, plan.where_);
-            let schema = futures::executor::block_on(ctx.sql(&sql))
-                .map(|df| Arc::new(df.schema().as_arrow().clone()))
-                .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
-            if how == join.how || op_schema.is_none() {
-                op_schema = Some(schema);
-            }
-        }
-        let output_schema = visible(
-            &op_schema.ok_or_else(|| plan_error("the join has no output schema".into()))?,
-        );
+        let SqlPlan {
+            left_schema,
+            right_schema,
+            left_state_schema,
+            right_state_schema,
+            output_schema,
+            items: sql_items,
+            from_inner: sql_from_inner,
+            from_outer: sql_from_outer,
+            ctx,
+        } = sql;
         let fingerprint = Fingerprint::default()
             .with("operator", OPERATOR_NAME)
             .with(
@@ -499,13 +560,15 @@ impl StreamJoinOperator {
             let parts: Vec<ArrayRef> = rows
                 .iter()
                 .map(|b| {
-                    b.column_by_name(field.name()).cloned().ok_or_else(|| Error::Plan {
-                        flow: self.flow.clone(),
-                        message: format!(
-                            "column `{}` is missing from a batch of the joined stream",
-                            field.name()
-                        ),
-                    })
+                    b.column_by_name(field.name())
+                        .cloned()
+                        .ok_or_else(|| Error::Plan {
+                            flow: self.flow.clone(),
+                            message: format!(
+                                "column `{}` is missing from a batch of the joined stream",
+                                field.name()
+                            ),
+                        })
                 })
                 .collect::<Result<_>>()?;
             let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
@@ -546,7 +609,11 @@ impl StreamJoinOperator {
         watermark_ms: i64,
         left_late: u64,
     ) -> Result<Vec<RecordBatch>> {
-        super::aggregate::check_batch_id(self.left_store.dir(), self.left_store.version(), batch_id)?;
+        super::aggregate::check_batch_id(
+            self.left_store.dir(),
+            self.left_store.version(),
+            batch_id,
+        )?;
         if self.dirty {
             let load = |store: &StateStore, schema: &SchemaRef, keys: usize| match store.version() {
                 Some(v) => store.load(v),
@@ -601,7 +668,13 @@ impl StreamJoinOperator {
             let all_right =
                 concat_batches(&self.right_state_schema, [self.right.data(), &new_right])
                     .map_err(|e| self.arrow_error("joining", e))?;
-            register(&self.ctx, &self.flow, "batch", &self.left_state_schema, vec![all_left])?;
+            register(
+                &self.ctx,
+                &self.flow,
+                "batch",
+                &self.left_state_schema,
+                vec![all_left],
+            )?;
             register(
                 &self.ctx,
                 &self.flow,
@@ -647,12 +720,18 @@ impl StreamJoinOperator {
                 .column(evicted.num_columns() - 1)
                 .as_boolean()
                 .clone();
-            let unmatched = arrow::compute::not(&arrow::compute::prep_null_mask_filter(&flags))
+            let unmatched = arrow::compute::not(&no_nulls(flags))
                 .map_err(|e| self.arrow_error("emitting outer rows", e))?;
             let unmatched = arrow::compute::filter_record_batch(&evicted, &unmatched)
                 .map_err(|e| self.arrow_error("emitting outer rows", e))?;
             if unmatched.num_rows() > 0 {
-                register(&self.ctx, &self.flow, "batch", &self.left_state_schema, vec![unmatched])?;
+                register(
+                    &self.ctx,
+                    &self.flow,
+                    "batch",
+                    &self.left_state_schema,
+                    vec![unmatched],
+                )?;
                 register(
                     &self.ctx,
                     &self.flow,
@@ -705,10 +784,13 @@ impl StreamJoinOperator {
             .map(|c| c.as_primitive::<Int64Type>().clone())
             .unwrap_or_else(|| Int64Array::from(Vec::<i64>::new()));
         let offset = offset_ms.saturating_mul(1000);
-        let shifted: Int64Array = t.iter().map(|v| v.map(|v| v.saturating_add(offset))).collect();
+        let shifted: Int64Array = t
+            .iter()
+            .map(|v| v.map(|v| v.saturating_add(offset)))
+            .collect();
         let mask = lt(&shifted, &Scalar::new(Int64Array::from(vec![wm_us])))
             .map_err(|e| self.arrow_error("evicting join state", e))?;
-        Ok(arrow::compute::prep_null_mask_filter(&mask))
+        Ok(no_nulls(mask))
     }
 
     /// Sets `__weir_matched` on the left rows named by `(batch, row)` pairs.
@@ -718,7 +800,9 @@ impl StreamJoinOperator {
             if p.num_rows() == 0 {
                 continue;
             }
-            let keys = self.left.key_rows(&[p.column(0).clone(), p.column(1).clone()])?;
+            let keys = self
+                .left
+                .key_rows(&[p.column(0).clone(), p.column(1).clone()])?;
             for i in 0..p.num_rows() {
                 if let Some(pos) = self.left.lookup(keys.get(i)) {
                     positions.push(pos);
@@ -874,6 +958,15 @@ impl StreamJoinOperator {
     }
 }
 
+/// A mask with nulls as false.
+fn no_nulls(mask: BooleanArray) -> BooleanArray {
+    if mask.null_count() > 0 {
+        arrow::compute::prep_null_mask_filter(&mask)
+    } else {
+        mask
+    }
+}
+
 /// Drops hidden (`__weir_*`) columns from a schema.
 fn visible(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new(
@@ -910,4 +1003,459 @@ fn register(
     ctx.register_table(name, Arc::new(table))
         .map_err(|e| sql_error(flow, "registering a join side", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::stateful::sim::{self, Lcg, ms, rows, synthetic};
+    use arrow::array::TimestampMicrosecondArray;
+
+    fn right_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            sim::schema().field(1).clone(),
+            Field::new("w", DataType::Int64, true),
+        ]))
+    }
+
+    /// Right-side events `k, ts, w`, like [`synthetic`] with another seed.
+    fn right_events(batches: usize, rows_per_batch: usize, seed: u64) -> Vec<RecordBatch> {
+        synthetic(batches, rows_per_batch, seed)
+            .into_iter()
+            .map(|b| RecordBatch::try_new(right_schema(), b.columns().to_vec()).unwrap())
+            .collect()
+    }
+
+    fn right_rows(rows: &[(&str, &str, i64)]) -> RecordBatch {
+        let k = StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let ts = TimestampMicrosecondArray::from(
+            rows.iter().map(|r| ms(r.1) * 1000).collect::<Vec<_>>(),
+        )
+        .with_timezone("UTC");
+        let w = Int64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>());
+        RecordBatch::try_new(right_schema(), vec![Arc::new(k), Arc::new(ts), Arc::new(w)]).unwrap()
+    }
+
+    fn left_rows(rows: &[(&str, &str, i64)]) -> RecordBatch {
+        let r: Vec<(&str, Option<&str>, i64)> =
+            rows.iter().map(|r| (r.0, Some(r.1), r.2)).collect();
+        sim::events(&r)
+    }
+
+    fn join_spec(how: JoinType, lower: &str, upper: &str, delay: &str) -> StreamJoinSpec {
+        let parse = |t: &str| {
+            let (neg, rest) = match t.strip_prefix('-') {
+                Some(r) => (true, r),
+                None => (false, t),
+            };
+            let d = crate::pipeline::units::HumanDuration::parse(rest)
+                .unwrap()
+                .as_millis();
+            if neg { -d } else { d }
+        };
+        StreamJoinSpec {
+            alias: "weather".into(),
+            source: SourceSpec::Delta(crate::source::delta::DeltaSourceOptions::new(
+                PathBuf::from("/unused"),
+            )),
+            watermark: Some(WatermarkSpec::new("ts", delay).unwrap()),
+            on: JoinOn::Columns(vec!["k".into()]),
+            time_range: Some(TimeRange {
+                left: "ts".into(),
+                right: "ts".into(),
+                lower_ms: parse(lower),
+                upper_ms: parse(upper),
+            }),
+            how,
+        }
+    }
+
+    /// The engine's loop for a join flow, in memory: left split by the engine, right split by
+    /// the operator, commit per batch, watermark = min of both sides, no-data batches.
+    struct JoinSim {
+        join: StreamJoinSpec,
+        left_wm: WatermarkSpec,
+        dir: PathBuf,
+        op: StreamJoinOperator,
+        wm: i64,
+        next_batch: u64,
+        output: Vec<RecordBatch>,
+        left_on: Vec<RecordBatch>,
+        right_on: Vec<RecordBatch>,
+        late: u64,
+        no_data_batches: u64,
+    }
+
+    impl JoinSim {
+        fn build(
+            join: &StreamJoinSpec,
+            left_wm: &WatermarkSpec,
+            dir: &Path,
+            v: Option<u64>,
+        ) -> StreamJoinOperator {
+            StreamJoinOperator::new(
+                &JoinPlan {
+                    flow: "fw",
+                    left_watermark: Some(left_wm),
+                    join,
+                    where_: None,
+                    select: None,
+                },
+                &sim::schema(),
+                &right_schema(),
+                dir,
+                v,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        }
+
+        fn new(join: StreamJoinSpec, left_delay: &str, dir: &Path) -> JoinSim {
+            let left_wm = WatermarkSpec::new("ts", left_delay).unwrap();
+            let op = Self::build(&join, &left_wm, dir, None);
+            JoinSim {
+                join,
+                left_wm,
+                dir: dir.to_path_buf(),
+                op,
+                wm: 0,
+                next_batch: 0,
+                output: Vec::new(),
+                left_on: Vec::new(),
+                right_on: Vec::new(),
+                late: 0,
+                no_data_batches: 0,
+            }
+        }
+
+        fn restart(&mut self) {
+            self.op = Self::build(
+                &self.join,
+                &self.left_wm,
+                &self.dir,
+                self.next_batch.checked_sub(1),
+            );
+        }
+
+        async fn batch(&mut self, left: Vec<RecordBatch>, right: Vec<RecordBatch>) {
+            let split = split_late(&left, &self.left_wm, self.wm).unwrap();
+            let rsplit =
+                split_late(&right, self.join.watermark.as_ref().unwrap(), self.wm).unwrap();
+            self.left_on.extend(split.on_time.iter().cloned());
+            self.right_on.extend(rsplit.on_time.iter().cloned());
+            let out = self
+                .op
+                .process(
+                    self.next_batch,
+                    split.on_time,
+                    right,
+                    self.wm,
+                    split.num_late,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            self.late += self.op.metrics().num_rows_dropped_by_watermark;
+            self.op.commit(self.next_batch).unwrap();
+            self.output.extend(out);
+            self.next_batch += 1;
+            self.wm = self.op.next_watermark(self.wm);
+        }
+
+        async fn trigger(&mut self, left: Vec<RecordBatch>, right: Vec<RecordBatch>) {
+            self.batch(left, right).await;
+            while self.op.needs_no_data_batch(self.wm) {
+                self.no_data_batches += 1;
+                self.batch(Vec::new(), Vec::new()).await;
+            }
+        }
+
+        /// DataFusion over all on-time rows of both sides.
+        async fn oracle(&self, how: &str) -> Vec<String> {
+            let lo = self.join.time_range.as_ref().unwrap().lower_ms;
+            let up = self.join.time_range.as_ref().unwrap().upper_ms;
+            let mut config = SessionConfig::new().with_target_partitions(1);
+            config.options_mut().sql_parser.enable_ident_normalization = false;
+            let ctx = SessionContext::new_with_config(config);
+            let l = datafusion::datasource::MemTable::try_new(
+                sim::schema(),
+                vec![self.left_on.clone()],
+            )
+            .unwrap();
+            let r = datafusion::datasource::MemTable::try_new(
+                right_schema(),
+                vec![self.right_on.clone()],
+            )
+            .unwrap();
+            ctx.register_table("l", Arc::new(l)).unwrap();
+            ctx.register_table("r", Arc::new(r)).unwrap();
+            // Left rows still held (not yet closed by the watermark) have no outer row yet.
+            let sql = format!(
+                "SELECT l.k, l.ts, l.v, r.ts, r.w FROM l {how} JOIN r ON l.k = r.k \
+                 AND r.ts >= l.ts + INTERVAL '{lo} milliseconds' AND r.ts <= l.ts + INTERVAL '{up} milliseconds' \
+                 WHERE r.k IS NOT NULL OR l.ts + INTERVAL '{up} milliseconds' < to_timestamp_millis({wm})",
+                wm = self.wm
+            );
+            let out = async { ctx.sql(&sql).await?.collect().await }
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            rows(&out)
+        }
+    }
+
+    #[tokio::test]
+    async fn inner_join_equals_a_batch_join_of_the_on_time_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sim = JoinSim::new(
+            join_spec(JoinType::Inner, "-5 seconds", "5 seconds", "10 seconds"),
+            "10 seconds",
+            dir.path(),
+        );
+        let left = synthetic(12, 20, 7);
+        let right = right_events(12, 15, 99);
+        for (l, r) in left.into_iter().zip(right) {
+            sim.trigger(vec![l], vec![r]).await;
+        }
+        let out = rows(&sim.output);
+        assert!(out.len() > 50, "{}", out.len());
+        assert_eq!(out, sim.oracle("INNER").await);
+        assert!(sim.late > 0, "some rows are behind the watermark");
+        let m = sim.op.metrics();
+        assert_eq!(m.operator_name, "symmetricHashJoin");
+        assert!(m.custom_metrics["leftNumRowsTotal"] > 0);
+        assert!(m.custom_metrics["stateOnCurrentVersionSizeBytes"] > 0);
+        // State holds only rows the watermark has not closed.
+        let wm_us = sim.wm * 1000;
+        let (l, r) = sim.op.state_rows();
+        let open = |batches: &[RecordBatch], offset_us: i64| {
+            batches
+                .iter()
+                .map(|b| {
+                    let t = event_time_micros(b.column(1)).unwrap();
+                    t.iter().filter(|t| t.unwrap() + offset_us >= wm_us).count()
+                })
+                .sum::<usize>()
+        };
+        assert_eq!(l, open(&sim.left_on, 5_000_000));
+        assert_eq!(r, open(&sim.right_on, 5_000_000));
+    }
+
+    #[tokio::test]
+    async fn left_outer_join_emits_unmatched_left_rows_once_when_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sim = JoinSim::new(
+            join_spec(JoinType::Left, "-5 seconds", "0 seconds", "10 seconds"),
+            "10 seconds",
+            dir.path(),
+        );
+        let left = synthetic(12, 20, 3);
+        let right = right_events(12, 6, 41);
+        for (l, r) in left.into_iter().zip(right) {
+            sim.trigger(vec![l], vec![r]).await;
+        }
+        let out = rows(&sim.output);
+        let expected = sim.oracle("LEFT").await;
+        assert_eq!(out, expected);
+        let nulls = out.iter().filter(|r| r.ends_with("|null|null")).count();
+        assert!(nulls > 10, "{nulls} outer rows");
+        assert!(out.len() > nulls, "and matched rows");
+    }
+
+    #[tokio::test]
+    async fn eviction_late_rows_and_no_data_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        // weather within the hour before the flight; both sides 0 delay.
+        let mut sim = JoinSim::new(
+            join_spec(JoinType::Left, "-1 hour", "0 seconds", "0 seconds"),
+            "0 seconds",
+            dir.path(),
+        );
+        sim.trigger(
+            vec![left_rows(&[
+                ("EWR", "2013-01-01T10:00:00Z", 1),
+                ("JFK", "2013-01-01T10:00:00Z", 2),
+            ])],
+            vec![right_rows(&[("EWR", "2013-01-01T09:30:00Z", 100)])],
+        )
+        .await;
+        assert_eq!(rows(&sim.output).len(), 1, "EWR matched at once");
+        // Only the left side has seen data beyond 10:00: the watermark is min(10:00, 09:30).
+        assert_eq!(sim.wm, ms("2013-01-01T09:30:00Z"));
+        assert_eq!(sim.op.state_rows(), (2, 1));
+        // The right side moves to 11:30: watermark 10:00 (left). Nothing closes yet
+        // (a left row closes when t + 0 < wm; the right row at 09:30 when 09:30 + 1h < wm).
+        sim.trigger(
+            vec![],
+            vec![right_rows(&[("JFK", "2013-01-01T11:30:00Z", 200)])],
+        )
+        .await;
+        assert_eq!(sim.wm, ms("2013-01-01T10:00:00Z"));
+        assert_eq!(sim.op.state_rows(), (2, 2));
+        // Left at 12:00: watermark 11:30 closes both 10:00 left rows (JFK unmatched -> null
+        // row, in a no-data batch) and the 09:30 right row; a late right row is dropped.
+        sim.trigger(
+            vec![left_rows(&[("JFK", "2013-01-01T12:00:00Z", 3)])],
+            vec![right_rows(&[("EWR", "2013-01-01T09:00:00Z", 300)])],
+        )
+        .await;
+        assert_eq!(sim.wm, ms("2013-01-01T11:30:00Z"));
+        assert_eq!(sim.no_data_batches, 1);
+        assert_eq!(
+            sim.late, 1,
+            "the 09:00 right row is behind the 10:00 watermark"
+        );
+        let out = rows(&sim.output);
+        let t = |s: &str| ms(s) * 1000;
+        assert_eq!(
+            out,
+            vec![
+                format!(
+                    "EWR|{}|1|{}|100",
+                    t("2013-01-01T10:00:00Z"),
+                    t("2013-01-01T09:30:00Z")
+                ),
+                format!("JFK|{}|2|null|null", t("2013-01-01T10:00:00Z")),
+                format!(
+                    "JFK|{}|3|{}|200",
+                    t("2013-01-01T12:00:00Z"),
+                    t("2013-01-01T11:30:00Z")
+                ),
+            ]
+        );
+        // The 11:30 right row stays until 11:30 + 1h < watermark; the 12:00 left row too.
+        assert_eq!(sim.op.state_rows(), (1, 1));
+        assert_eq!(out, sim.oracle("LEFT").await);
+    }
+
+    #[tokio::test]
+    async fn a_restart_from_committed_state_gives_the_same_output() {
+        let run = |restarts: bool| async move {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sim = JoinSim::new(
+                join_spec(JoinType::Left, "-10 seconds", "5 seconds", "5 seconds"),
+                "15 seconds",
+                dir.path(),
+            );
+            let left = synthetic(15, 12, 5);
+            let right = right_events(15, 10, 6);
+            let mut rng = Lcg(17);
+            for (i, (l, r)) in left.into_iter().zip(right).enumerate() {
+                if restarts && i % 2 == 1 {
+                    sim.restart();
+                }
+                // Sometimes a side has nothing in a trigger.
+                let l = if rng.next(5) == 0 { vec![] } else { vec![l] };
+                sim.trigger(l, vec![r]).await;
+            }
+            let wm = sim.wm;
+            (
+                rows(&sim.output),
+                wm,
+                sim.op.state_rows(),
+                sim.oracle("LEFT").await,
+            )
+        };
+        let (plain, wm, state, oracle) = run(false).await;
+        let (restarted, wm2, state2, _) = run(true).await;
+        assert_eq!(plain, oracle);
+        assert_eq!(restarted, plain);
+        assert_eq!(
+            (wm2, state2),
+            (wm, state),
+            "the watermark and the state come back from the checkpoint"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retried_batch_starts_over_from_the_committed_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let join = join_spec(JoinType::Inner, "-5 seconds", "5 seconds", "10 seconds");
+        let left_wm = WatermarkSpec::new("ts", "10 seconds").unwrap();
+        let mut op = JoinSim::build(&join, &left_wm, dir.path(), None);
+        let l = vec![left_rows(&[("a", "2024-05-01T10:00:00Z", 1)])];
+        let r = vec![right_rows(&[("a", "2024-05-01T10:00:01Z", 2)])];
+        let first = op.process(0, l.clone(), r.clone(), 0, 0).await.unwrap();
+        let again = op.process(0, l, r, 0, 0).await.unwrap();
+        assert_eq!(rows(&first), rows(&again));
+        assert_eq!(rows(&again).len(), 1);
+        assert_eq!(op.state_rows(), (1, 1));
+    }
+
+    #[test]
+    fn a_changed_join_is_refused_on_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let left_wm = WatermarkSpec::new("ts", "10 seconds").unwrap();
+        let join = join_spec(JoinType::Inner, "-5 seconds", "5 seconds", "10 seconds");
+        let mut op = JoinSim::build(&join, &left_wm, dir.path(), None);
+        futures::executor::block_on(op.process(0, vec![], vec![], 0, 0)).unwrap();
+        op.commit(0).unwrap();
+        let changed = join_spec(JoinType::Inner, "-1 minute", "5 seconds", "10 seconds");
+        let err = StreamJoinOperator::new(
+            &JoinPlan {
+                flow: "fw",
+                left_watermark: Some(&left_wm),
+                join: &changed,
+                where_: None,
+                select: None,
+            },
+            &sim::schema(),
+            &right_schema(),
+            dir.path(),
+            Some(0),
+        )
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("time_range changed"), "{err}");
+    }
+
+    #[test]
+    fn unbounded_joins_are_refused_with_the_reason() {
+        let wm = WatermarkSpec::new("ts", "10 seconds").unwrap();
+        let mut join = join_spec(JoinType::Left, "-5 seconds", "0 seconds", "1 minute");
+        assert!(check_bounds(Some(&wm), &join).is_ok());
+        let e = check_bounds(None, &join).unwrap_err();
+        assert!(
+            e.contains("left side (the flow's source) has no watermark"),
+            "{e}"
+        );
+        assert!(e.contains("never emitted"), "{e}");
+        join.how = JoinType::Inner;
+        join.time_range = None;
+        let e = check_bounds(Some(&wm), &join).unwrap_err();
+        assert!(e.contains("no time_range"), "{e}");
+        assert!(e.contains("grows without limit"), "{e}");
+        join.time_range = Some(TimeRange {
+            left: "ts".into(),
+            right: "ts".into(),
+            lower_ms: 1,
+            upper_ms: 0,
+        });
+        assert!(
+            check_bounds(Some(&wm), &join)
+                .unwrap_err()
+                .contains("after upper")
+        );
+        join.watermark = None;
+        let e = check_bounds(Some(&wm), &join).unwrap_err();
+        assert!(e.contains("right side `weather` has no watermark"), "{e}");
+    }
+
+    #[test]
+    fn the_sql_plan_reports_unknown_columns_and_renames_collisions() {
+        let left_wm = WatermarkSpec::new("ts", "10 seconds").unwrap();
+        let join = join_spec(JoinType::Left, "-5 seconds", "0 seconds", "10 seconds");
+        let plan = |select: Option<&'static [String]>| JoinPlan {
+            flow: "fw",
+            left_watermark: Some(&left_wm),
+            join: &join,
+            where_: None,
+            select,
+        };
+        let schema = check_plan(&plan(None), &sim::schema(), &right_schema()).unwrap();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["k", "ts", "v", "weather_ts", "w"]);
+        assert!(schema.field(4).is_nullable());
+        let bad: &'static [String] = Box::leak(Box::new(["weather.nope".to_string()]));
+        let err = check_plan(&plan(Some(bad)), &sim::schema(), &right_schema()).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
 }

@@ -796,7 +796,9 @@ fn resolve_stream_join(
                 crate::ops::check_sql_syntax(t, false).map_err(|m| {
                     cx.error(
                         sj.on.span(),
-                        format!("invalid join condition: {m}; e.g. \"batch.origin = {alias}.origin\""),
+                        format!(
+                            "invalid join condition: {m}; e.g. \"batch.origin = {alias}.origin\""
+                        ),
                     )
                 })?;
                 JoinOn::Condition(t.clone())
@@ -832,14 +834,23 @@ fn resolve_stream_join(
                     None => (false, text.strip_prefix('+').unwrap_or(text).trim()),
                 };
                 let d = HumanDuration::parse(rest).map_err(|m| {
-                    cx.error(v.span(), format!("invalid duration {text:?}: {m}; e.g. \"-1 hour\" or \"0 seconds\""))
+                    cx.error(
+                        v.span(),
+                        format!(
+                            "invalid duration {text:?}: {m}; e.g. \"-1 hour\" or \"0 seconds\""
+                        ),
+                    )
                 })?;
                 Ok(if neg { -d.as_millis() } else { d.as_millis() })
             };
             let lower_ms = signed(&tr.lower)?;
             let upper_ms = signed(&tr.upper)?;
-            let left = tr.left.or_else(|| stateful.watermark.as_ref().map(|w| w.column.clone()));
-            let right = tr.right.or_else(|| watermark.as_ref().map(|w| w.column.clone()));
+            let left = tr
+                .left
+                .or_else(|| stateful.watermark.as_ref().map(|w| w.column.clone()));
+            let right = tr
+                .right
+                .or_else(|| watermark.as_ref().map(|w| w.column.clone()));
             match (left, right) {
                 (Some(left), Some(right)) => Some(TimeRange {
                     left,
