@@ -851,20 +851,14 @@ fn resolve_stream_join(
             let right = tr
                 .right
                 .or_else(|| watermark.as_ref().map(|w| w.column.clone()));
-            match (left, right) {
-                (Some(left), Some(right)) => Some(TimeRange {
-                    left,
-                    right,
-                    lower_ms,
-                    upper_ms,
-                }),
-                _ => {
-                    return Err(cx.error(
-                        tspan,
-                        "time_range needs left and right event-time columns (they default to the watermark columns, but a side has no watermark)".into(),
-                    ));
-                }
-            }
+            // A side without a watermark has no default column; check_bounds reports that.
+            let _ = tspan;
+            Some(TimeRange {
+                left: left.unwrap_or_default(),
+                right: right.unwrap_or_default(),
+                lower_ms,
+                upper_ms,
+            })
         }
     };
     let join = StreamJoinSpec {

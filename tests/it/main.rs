@@ -11,3 +11,4 @@ mod multihop;
 mod pipeline_files;
 mod schema_drift;
 mod stateful;
+mod stream_join;
