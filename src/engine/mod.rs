@@ -578,6 +578,21 @@ async fn run_flow_inner(
             (Some(r), Some(f)) => Some(r.reader()?.read(f).await?),
             _ => None,
         };
+        // The right side's files with new columns: only `fail_on_new_columns` stops (the
+        // pipeline refuses `add_new_columns` for a join flow; `rescue` keeps them in
+        // `_rescued_data`).
+        if let (Some(SourceSpec::Files(rspec)), Some(Input::Files(rsrc)), Some(rr)) = (
+            spec.stream_join.as_ref().map(|j| &j.source),
+            right.as_ref(),
+            right_read.as_ref(),
+        ) && let Decision::Fail { message } =
+            evolve(rsrc.data_schema(), &rr.new_fields, rspec.schema_evolution)
+        {
+            return Err(Error::SchemaMismatch {
+                flow: spec.name.clone(),
+                message,
+            });
+        }
         let get_batch_ms = ms_since(t_get);
         let schema_event = |event: SchemaEvent| {
             if let Some(e) = events {

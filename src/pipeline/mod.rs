@@ -716,7 +716,9 @@ fn resolve_flow(
     }
     let stream_join = match flow.stream_join {
         None => None,
-        Some(sj) => Some(resolve_stream_join(cx, base, sj, &stateful, &joins)?),
+        Some(sj) => Some(resolve_stream_join(
+            cx, base, sj, &stateful, &joins, &source,
+        )?),
     };
     Ok(FlowSpec {
         stream_join,
@@ -743,6 +745,7 @@ fn resolve_stream_join(
     sj: toml::Spanned<spec::StreamJoinFile>,
     stateful: &StatefulSpec,
     joins: &[JoinSpec],
+    left_source: &SourceSpec,
 ) -> Result<StreamJoinSpec, PipelineError> {
     let span = sj.span();
     let sj = sj.into_inner();
@@ -861,6 +864,25 @@ fn resolve_stream_join(
             })
         }
     };
+    // A widened schema would change the buffered rows' columns, which the join's state
+    // cannot follow (a restart would be refused as incompatible).
+    for (side, src) in [
+        ("the flow's source", left_source),
+        ("the stream_join source", &source),
+    ] {
+        if let SourceSpec::Files(f) = src
+            && f.schema_evolution == EvolutionMode::AddNewColumns
+        {
+            return Err(cx.error(
+                span,
+                format!(
+                    "{side} uses schema_evolution = \"add_new_columns\", which a stream-stream join cannot follow \
+                     (its state holds rows of the old schema); give the source a `schema`, or set \
+                     schema_evolution = \"rescue\" (new columns go to _rescued_data) or \"fail_on_new_columns\""
+                ),
+            ));
+        }
+    }
     let join = StreamJoinSpec {
         alias,
         source,
