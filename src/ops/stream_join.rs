@@ -7,10 +7,9 @@
 //! 1. Each side's rows behind `wm` are dropped and counted (the left by the engine, the
 //!    right here), as for any stateful operator.
 //! 2. Output = `newLeft ⋈ (bufferedRight ∪ newRight)` ∪ `bufferedLeft ⋈ newRight`,
-//!    computed by DataFusion: both sides are registered as tables (buffered and new rows
-//!    together, each row tagged with the batch that brought it) and the condition says
-//!    that at least one side of a pair is new, so no pair is emitted twice. The flow's
-//!    `select` and `where` apply to the joined rows.
+//!    computed by DataFusion in two queries (the two sides registered as tables under
+//!    `batch` and the alias), so no pair is emitted twice. The flow's `select` and `where`
+//!    apply to the joined rows.
 //! 3. The new rows are buffered. A left row with event time `t` can match right rows with
 //!    `s` in `[t + lower, t + upper]`; it is evicted once `t + upper < wm` (every such
 //!    right row would now be late). A right row `s` is evicted once `s - lower < wm`.
@@ -660,50 +659,28 @@ impl StreamJoinOperator {
         self.update_max("left", &new_left)?;
         self.update_max("right", &new_right)?;
 
-        // Join the new rows with everything buffered (and each other).
+        // newLeft ⋈ (bufferedRight ∪ newRight), then bufferedLeft ⋈ newRight: each pair once.
         let mut output = Vec::new();
-        if new_left.num_rows() > 0 || new_right.num_rows() > 0 {
-            let all_left = concat_batches(&self.left_state_schema, [self.left.data(), &new_left])
-                .map_err(|e| self.arrow_error("joining", e))?;
+        let mut matched = Vec::new();
+        if new_left.num_rows() > 0 {
             let all_right =
                 concat_batches(&self.right_state_schema, [self.right.data(), &new_right])
                     .map_err(|e| self.arrow_error("joining", e))?;
-            register(
-                &self.ctx,
-                &self.flow,
-                "batch",
-                &self.left_state_schema,
-                vec![all_left],
-            )?;
-            register(
-                &self.ctx,
-                &self.flow,
-                &self.alias,
-                &self.right_state_schema,
-                vec![all_right],
-            )?;
-            let pairs = self.pair_condition(batch_id);
-            let sql = query_text(
-                &self.sql_items,
-                &self.sql_from_inner,
-                Some(&pairs),
-                self.where_.as_deref(),
-            );
-            output.extend(self.run(&sql).await?);
-            let mut matched = Vec::new();
-            if self.how == JoinType::Left {
-                let sql = format!(
-                    "SELECT DISTINCT batch.{b}, batch.{r} FROM {} WHERE {pairs}",
-                    self.sql_from_inner,
-                    b = quote(BATCH_COLUMN),
-                    r = quote(ROW_COLUMN)
-                );
-                matched = self.run(&sql).await?;
-            }
-            self.left.upsert(&new_left)?;
-            self.right.upsert(&new_right)?;
-            self.mark_matched(&matched)?;
+            self.join_part(new_left.clone(), all_right, &mut output, &mut matched)
+                .await?;
         }
+        if new_right.num_rows() > 0 && !self.left.is_empty() {
+            self.join_part(
+                self.left.data().clone(),
+                new_right.clone(),
+                &mut output,
+                &mut matched,
+            )
+            .await?;
+        }
+        self.left.upsert(&new_left)?;
+        self.right.upsert(&new_right)?;
+        self.mark_matched(&matched)?;
         self.metrics.all_updates_time_ms = elapsed_ms(t_update);
 
         // Evict what the watermark has closed; a left outer join emits its unmatched left rows.
@@ -760,19 +737,61 @@ impl StreamJoinOperator {
         Ok(output)
     }
 
-    /// Pairs with at least one new side, within the time range.
-    fn pair_condition(&self, batch_id: u64) -> String {
-        let l = |c: &str| format!("batch.{}", quote(c));
-        let r = |c: &str| format!("{}.{}", quote(&self.alias), quote(c));
+    /// Joins `left` with `right` (state rows) within the time range: the output rows (after
+    /// `where`/`select`) go to `output`, the `(batch, row)` keys of the left rows that matched
+    /// (left outer joins only) to `matched`.
+    async fn join_part(
+        &self,
+        left: RecordBatch,
+        right: RecordBatch,
+        output: &mut Vec<RecordBatch>,
+        matched: &mut Vec<RecordBatch>,
+    ) -> Result<()> {
+        if left.num_rows() == 0 || right.num_rows() == 0 {
+            return Ok(());
+        }
+        register(
+            &self.ctx,
+            &self.flow,
+            "batch",
+            &self.left_state_schema,
+            vec![left],
+        )?;
+        register(
+            &self.ctx,
+            &self.flow,
+            &self.alias,
+            &self.right_state_schema,
+            vec![right],
+        )?;
+        let range = self.range_condition();
+        let sql = query_text(
+            &self.sql_items,
+            &self.sql_from_inner,
+            Some(&range),
+            self.where_.as_deref(),
+        );
+        output.extend(self.run(&sql).await?);
+        if self.how == JoinType::Left {
+            let sql = format!(
+                "SELECT DISTINCT batch.{b}, batch.{r} FROM {} WHERE {range}",
+                self.sql_from_inner,
+                b = quote(BATCH_COLUMN),
+                r = quote(ROW_COLUMN)
+            );
+            matched.extend(self.run(&sql).await?);
+        }
+        Ok(())
+    }
+
+    /// `right.t BETWEEN left.t + lower AND left.t + upper`, on the hidden µs columns.
+    fn range_condition(&self) -> String {
+        let l = format!("batch.{}", quote(TIME_COLUMN));
+        let r = format!("{}.{}", quote(&self.alias), quote(TIME_COLUMN));
         format!(
-            "{rt} >= {lt} + ({lo}) AND {rt} <= {lt} + ({up}) AND ({lb} = {n} OR {rb} = {n})",
-            rt = r(TIME_COLUMN),
-            lt = l(TIME_COLUMN),
+            "{r} >= {l} + ({lo}) AND {r} <= {l} + ({up})",
             lo = self.range.lower_ms.saturating_mul(1000),
             up = self.range.upper_ms.saturating_mul(1000),
-            lb = l(BATCH_COLUMN),
-            rb = r(BATCH_COLUMN),
-            n = batch_id
         )
     }
 
