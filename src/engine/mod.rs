@@ -388,7 +388,9 @@ async fn run_flow_inner(
                                     message,
                                 },
                             )?;
-                            tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+                            if join_op.is_none() {
+                                tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+                            }
                         }
                         None
                     };
