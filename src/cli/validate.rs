@@ -32,27 +32,54 @@ pub fn run(path: &Path) -> ExitCode {
     for flow in &pipeline.flows {
         // The schema to plan `where`/`select` against, when it is known without running:
         // a files source's given schema, or the current schema of a Delta source's table.
-        let input = match &flow.source {
-            SourceSpec::Files(src) => src.schema.as_ref().map(|schema| {
-                let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-                fields.push(Arc::new(arrow::datatypes::Field::new(
-                    RESCUED_DATA_COLUMN,
-                    arrow::datatypes::DataType::Utf8,
-                    true,
-                )));
-                batch_schema(&Arc::new(arrow::datatypes::Schema::new(fields)))
-            }),
-            SourceSpec::Delta(options) => {
-                let mut source = crate::source::delta::DeltaSource::new(options.clone());
-                match rt.block_on(source.refresh()) {
-                    Ok(_) => source.schema(),
-                    Err(e) => {
-                        eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
-                        ok = false;
-                        continue;
-                    }
+        let input = match known_schema(&rt, &flow.source) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                ok = false;
+                continue;
+            }
+        };
+        if let Some(sj) = &flow.stream_join {
+            // `where`/`select` apply to the joined rows: plan them once both sides are known.
+            let right = match known_schema(&rt, &sj.source) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                    ok = false;
+                    continue;
+                }
+            };
+            if let (Some(left), Some(right)) = (&input, &right) {
+                let plan = crate::ops::stream_join::JoinPlan {
+                    flow: &flow.name,
+                    left_watermark: flow.stateful.watermark.as_ref(),
+                    join: sj,
+                    where_: flow.where_.as_deref(),
+                    select: flow.select.as_deref(),
+                };
+                if let Err(e) = crate::ops::stream_join::check_plan(&plan, left, right) {
+                    eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                    ok = false;
+                    continue;
                 }
             }
+            println!(
+                "flow {}: stream-stream join ({}) with {} {} as {}",
+                flow.name,
+                match sj.how {
+                    crate::ops::join::JoinType::Inner => "inner",
+                    crate::ops::join::JoinType::Left => "left outer",
+                },
+                sj.source.kind(),
+                sj.source.path().display(),
+                sj.alias
+            );
+        }
+        let input = if flow.stream_join.is_some() {
+            None
+        } else {
+            input
         };
         // Join tables written by another flow may not exist before the first run.
         let dims_missing: Vec<String> = flow
@@ -122,4 +149,28 @@ pub fn run(path: &Path) -> ExitCode {
     } else {
         ExitCode::from(EXIT_INVALID)
     }
+}
+
+/// A source's batch schema when it is known without running: a files source's given
+/// schema (plus `_rescued_data`, `_metadata`), or the current schema of a Delta table.
+fn known_schema(
+    rt: &tokio::runtime::Runtime,
+    source: &SourceSpec,
+) -> crate::Result<Option<arrow::datatypes::SchemaRef>> {
+    Ok(match source {
+        SourceSpec::Files(src) => src.schema.as_ref().map(|schema| {
+            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+            fields.push(Arc::new(arrow::datatypes::Field::new(
+                RESCUED_DATA_COLUMN,
+                arrow::datatypes::DataType::Utf8,
+                true,
+            )));
+            batch_schema(&Arc::new(arrow::datatypes::Schema::new(fields)))
+        }),
+        SourceSpec::Delta(options) => {
+            let mut source = crate::source::delta::DeltaSource::new(options.clone());
+            rt.block_on(source.refresh())?;
+            source.schema()
+        }
+    })
 }

@@ -33,6 +33,7 @@ use crate::checkpoint::{
 use crate::error::{Error, Result};
 use crate::ops::Projection;
 use crate::ops::stateful::{OutputMode, StatefulOperator, StatefulSpec};
+use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, Split, next_watermark, split_late};
 use crate::pipeline::{FlowSpec, SourceSpec, Trigger};
 use crate::schema::events::SchemaEvent;
@@ -281,6 +282,9 @@ async fn run_flow_inner(
     let mut quarantine_sink: Option<Sink> = None;
     let mut ledger_slot = ledger;
     let mut modified_total = 0u64;
+    // A stream-stream join: the right side's input and the join operator (docs/stream-joins.md).
+    let mut right: Option<Input> = None;
+    let mut join_op: Option<StreamJoinOperator> = None;
 
     let mut idle = false;
     loop {
@@ -306,6 +310,26 @@ async fn run_flow_inner(
 
         // The schema is known once files exist (or given), or once the Delta table exists;
         // until then there is nothing to plan.
+        if source.is_none()
+            && let Some(sj) = &spec.stream_join
+            && right.is_none()
+        {
+            right = open_right_input(&sj.source, &checkpoint, last_planned, last_commit).await?;
+            if right.is_none() {
+                match trigger {
+                    Trigger::AvailableNow | Trigger::Once => break,
+                    Trigger::ProcessingTime(interval) => {
+                        if idle_wait(&mut control, &mut idle, interval, &status, command_event)
+                            .await
+                        {
+                            summary.stopped_by_request = true;
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
         if source.is_none() {
             let input = match (&spec.source, files_spec) {
                 (_, Some(files_spec)) => {
@@ -346,14 +370,33 @@ async fn run_flow_inner(
             match input {
                 Some(input) => {
                     let batch_schema = input.batch_schema()?;
+                    // A stream-stream join applies `where`/`select` to the joined rows.
+                    let joined = spec.stream_join.is_some();
                     let mut projection = Projection::with_joins(
                         &spec.name,
                         &batch_schema,
-                        spec.where_.as_deref(),
-                        spec.select.as_deref(),
+                        spec.where_.as_deref().filter(|_| !joined),
+                        spec.select.as_deref().filter(|_| !joined),
                         &spec.joins,
                     );
                     let projected = projection.check(&batch_schema).await?;
+                    if let (Some(sj), Some(r)) = (&spec.stream_join, &right) {
+                        let op = StreamJoinOperator::new(
+                            &JoinPlan {
+                                flow: &spec.name,
+                                left_watermark: spec.stateful.watermark.as_ref(),
+                                join: sj,
+                                where_: spec.where_.as_deref(),
+                                select: spec.select.as_deref(),
+                            },
+                            &projected,
+                            &r.batch_schema()?,
+                            &checkpoint.root().join("state").join("0"),
+                            last_commit,
+                        )?;
+                        output_schema = Some(op.output_schema());
+                        join_op = Some(op);
+                    }
                     let operator = if spec.stateful.is_stateful() {
                         Some(crate::ops::stateful::build(
                             &spec.stateful,
@@ -369,14 +412,18 @@ async fn run_flow_inner(
                                     message,
                                 },
                             )?;
-                            tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+                            if join_op.is_none() {
+                                tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+                            }
                         }
                         None
                     };
-                    output_schema = Some(match &operator {
-                        Some(op) => op.output_schema(),
-                        None => projected.clone(),
-                    });
+                    if join_op.is_none() {
+                        output_schema = Some(match &operator {
+                            Some(op) => op.output_schema(),
+                            None => projected.clone(),
+                        });
+                    }
                     source = Some((input, projection, operator));
                 }
                 None => match trigger {
@@ -399,15 +446,25 @@ async fn run_flow_inner(
 
         // latestOffset + walCommit: plan the batch, or take the one to replay.
         // The previous batch's end offset: where this batch starts.
-        let prev_end = |id: u64| -> Option<serde_json::Value> {
+        let prev_end_of = |id: u64, source: usize| -> Option<serde_json::Value> {
             id.checked_sub(1)
                 .and_then(|prev| checkpoint.read_offsets(prev).ok())
-                .and_then(|seq| seq.offsets.first().cloned().flatten())
+                .and_then(|seq| seq.offsets.get(source).cloned().flatten())
         };
+        let prev_end = |id: u64| prev_end_of(id, 0);
+        let mut right_files: Option<BatchFiles> = None;
+        let mut right_backlog = Backlog::default();
         let (batch_id, files, replayed, backlog, offsets_seq, latest_offset_ms, wal_ms) =
             if let Some((id, seq)) = pending_replay.take() {
                 let end = seq.offsets.first().cloned().flatten();
                 let files = src.replay(id, prev_end(id).as_ref(), end.as_ref()).await?;
+                if let Some(r) = right.as_mut() {
+                    let end = seq.offsets.get(1).cloned().flatten();
+                    right_files = Some(
+                        r.replay(id, prev_end_of(id, 1).as_ref(), end.as_ref())
+                            .await?,
+                    );
+                }
                 tracing::info!(
                     batch_id = id,
                     files = files.len(),
@@ -436,6 +493,20 @@ async fn run_flow_inner(
                         Err(e) => return Err(e),
                     }
                 };
+                let right_start = prev_end_of(next_batch_id, 1);
+                let right_planned = match right.as_mut() {
+                    Some(r) => {
+                        r.plan(trigger, right_start.as_ref(), next_batch_id, now)
+                            .await?
+                    }
+                    None => None,
+                };
+                // A stream-stream join runs a batch when either side has data; the other
+                // side's part of it is empty and its offset does not move.
+                let planned = match (planned, &right_planned) {
+                    (None, Some(_)) => Some(empty_planned(src)),
+                    (p, _) => p,
+                };
                 let latest_offset_ms = ms_since(t_latest);
                 // Spark's no-data batch: the watermark moved past state that can now be
                 // emitted or evicted, but no new data arrived.
@@ -443,19 +514,12 @@ async fn run_flow_inner(
                     Some(p) => p,
                     None if operator
                         .as_ref()
-                        .is_some_and(|op| op.needs_no_data_batch(watermark_ms)) =>
+                        .is_some_and(|op| op.needs_no_data_batch(watermark_ms))
+                        || join_op
+                            .as_ref()
+                            .is_some_and(|j| j.needs_no_data_batch(watermark_ms)) =>
                     {
-                        input::Planned {
-                            files: match src {
-                                Input::Files(_) => BatchFiles::Files(Vec::new()),
-                                Input::Delta(_) => BatchFiles::Delta(Vec::new()),
-                            },
-                            end_offset: None,
-                            backlog_files: 0,
-                            backlog_bytes: 0,
-                            backlog_versions: None,
-                            num_modified: 0,
-                        }
+                        empty_planned(src)
                     }
                     None => match trigger {
                         Trigger::AvailableNow | Trigger::Once => break,
@@ -501,6 +565,24 @@ async fn run_flow_inner(
                         Some(end_offset)
                     }],
                 };
+                let mut seq = seq;
+                if let Some(r) = right.as_mut() {
+                    let (files, end) = match right_planned {
+                        Some(p) => {
+                            modified_total += p.num_modified;
+                            right_backlog = Backlog {
+                                files: p.backlog_files,
+                                bytes: p.backlog_bytes,
+                                versions: p.backlog_versions,
+                            };
+                            (p.files, p.end_offset.or(right_start))
+                        }
+                        None => (empty_planned(r).files, right_start),
+                    };
+                    r.record_plan(next_batch_id, &files, now)?;
+                    seq.offsets.push(end.filter(|v| !v.is_null()));
+                    right_files = Some(files);
+                }
                 src.record_plan(next_batch_id, &planned.files, now)?;
                 checkpoint.write_offsets(next_batch_id, &seq)?;
                 failpoint::hit("after_offsets", &spec.name, next_batch_id);
@@ -526,6 +608,25 @@ async fn run_flow_inner(
         // getBatch: read the files.
         let t_get = Instant::now();
         let read = src.reader()?.read(&files).await?;
+        let right_read = match (right.as_ref(), right_files.as_ref()) {
+            (Some(r), Some(f)) => Some(r.reader()?.read(f).await?),
+            _ => None,
+        };
+        // The right side's files with new columns: only `fail_on_new_columns` stops (the
+        // pipeline refuses `add_new_columns` for a join flow; `rescue` keeps them in
+        // `_rescued_data`).
+        if let (Some(SourceSpec::Files(rspec)), Some(Input::Files(rsrc)), Some(rr)) = (
+            spec.stream_join.as_ref().map(|j| &j.source),
+            right.as_ref(),
+            right_read.as_ref(),
+        ) && let Decision::Fail { message } =
+            evolve(rsrc.data_schema(), &rr.new_fields, rspec.schema_evolution)
+        {
+            return Err(Error::SchemaMismatch {
+                flow: spec.name.clone(),
+                message,
+            });
+        }
         let get_batch_ms = ms_since(t_get);
         let schema_event = |event: SchemaEvent| {
             if let Some(e) = events {
@@ -647,7 +748,8 @@ async fn run_flow_inner(
         let out = match &spec.stateful.watermark {
             None => projected,
             Some(wm) => {
-                let drops = operator.as_ref().is_some_and(|op| op.drops_late_rows());
+                let drops =
+                    operator.as_ref().is_some_and(|op| op.drops_late_rows()) || join_op.is_some();
                 let split = split_late(
                     &projected,
                     wm,
@@ -659,7 +761,7 @@ async fn run_flow_inner(
                 )?;
                 event_stats = split.event_time;
                 num_invalid_event_time = split.num_invalid;
-                if operator.is_none() {
+                if operator.is_none() && join_op.is_none() {
                     projected_passthrough(split)
                 } else {
                     if drops {
@@ -676,9 +778,17 @@ async fn run_flow_inner(
                 }
             }
         };
-        let out = match operator.as_mut() {
-            Some(op) => op.process(batch_id, out, batch_watermark_ms)?,
-            None => out,
+        let out = match (operator.as_mut(), join_op.as_mut()) {
+            (Some(op), _) => op.process(batch_id, out, batch_watermark_ms)?,
+            (None, Some(j)) => {
+                let right_rows = right_read
+                    .as_ref()
+                    .map(|r| r.batches.clone())
+                    .unwrap_or_default();
+                j.process(batch_id, out, right_rows, batch_watermark_ms, num_late)
+                    .await?
+            }
+            (None, None) => out,
         };
         if sink.is_none() {
             let mut retry = retry::Retry::new(&spec.health, "open the sink");
@@ -736,16 +846,20 @@ async fn run_flow_inner(
         if let Some(op) = operator.as_mut() {
             op.commit(batch_id)?;
         }
+        if let Some(j) = join_op.as_mut() {
+            j.commit(batch_id)?;
+        }
         failpoint::hit("after_state", &spec.name, batch_id);
         failpoint::hit("before_commit", &spec.name, batch_id);
         let add_batch_ms = ms_since(t_add);
-        let next_watermark_ms = match &spec.stateful.watermark {
-            Some(wm) => next_watermark(
+        let next_watermark_ms = match (&spec.stateful.watermark, &join_op) {
+            (_, Some(j)) => j.next_watermark(batch_watermark_ms),
+            (Some(wm), None) => next_watermark(
                 batch_watermark_ms,
                 event_stats.as_ref().map(|e| e.max_ms),
                 wm.delay_ms,
             ),
-            None => 0,
+            (None, None) => 0,
         };
 
         // commitOffsets.
@@ -757,6 +871,9 @@ async fn run_flow_inner(
             },
         )?;
         src.settle(batch_id, &read.outcomes, now_ms())?;
+        if let (Some(r), Some(rr)) = (right.as_mut(), right_read.as_ref()) {
+            r.settle(batch_id, &rr.outcomes, now_ms())?;
+        }
         let commit_ms = ms_since(t_commit);
         let trigger_ms = ms_since(trigger_start);
 
@@ -780,6 +897,8 @@ async fn run_flow_inner(
                 rows as f64 * 1000.0 / ms as f64
             }
         };
+        let right_rows = right_read.as_ref().map_or(0, |rr| rr.num_rows);
+        let total_rows = read.num_rows + right_rows;
         let input_rate = rate(read.num_rows, since_last);
         let processed_rate = rate(read.num_rows, trigger_ms);
         let mut duration_ms = std::collections::BTreeMap::new();
@@ -803,24 +922,25 @@ async fn run_flow_inner(
             timestamp: iso_millis(now_ms() - trigger_ms as i64),
             batch_id,
             batch_duration: trigger_ms,
-            num_input_rows: read.num_rows,
-            input_rows_per_second: input_rate,
-            processed_rows_per_second: processed_rate,
+            num_input_rows: total_rows,
+            input_rows_per_second: rate(total_rows, since_last),
+            processed_rows_per_second: rate(total_rows, trigger_ms),
             duration_ms,
             event_time: event_time_progress(
                 &spec.stateful,
                 event_stats.as_ref(),
                 batch_watermark_ms,
             ),
-            state_operators: operator
-                .as_ref()
-                .map(|op| {
+            state_operators: match (&operator, &join_op) {
+                (Some(op), _) => {
                     let mut m = op.metrics();
                     m.num_rows_dropped_by_watermark = num_late;
                     vec![m]
-                })
-                .unwrap_or_default(),
-            sources: vec![SourceProgress {
+                }
+                (None, Some(j)) => vec![j.metrics()],
+                (None, None) => Vec::new(),
+            },
+            sources: std::iter::once(SourceProgress {
                 description: src.description(),
                 start_offset: prev_end(batch_id).unwrap_or(serde_json::Value::Null),
                 end_offset: offsets_seq
@@ -834,7 +954,38 @@ async fn run_flow_inner(
                 input_rows_per_second: input_rate,
                 processed_rows_per_second: processed_rate,
                 metrics,
-            }],
+            })
+            .chain(right.as_ref().map(|r| {
+                let rows = right_read.as_ref().map_or(0, |rr| rr.num_rows);
+                let mut metrics = std::collections::BTreeMap::new();
+                metrics.insert(
+                    "numFilesOutstanding".into(),
+                    right_backlog.files.to_string(),
+                );
+                metrics.insert(
+                    "numBytesOutstanding".into(),
+                    right_backlog.bytes.to_string(),
+                );
+                if let Some(versions) = right_backlog.versions {
+                    metrics.insert("numVersionsOutstanding".into(), versions.to_string());
+                }
+                SourceProgress {
+                    description: r.description(),
+                    start_offset: prev_end_of(batch_id, 1).unwrap_or(serde_json::Value::Null),
+                    end_offset: offsets_seq
+                        .offsets
+                        .get(1)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_default(),
+                    latest_offset: serde_json::Value::Null,
+                    num_input_rows: rows,
+                    input_rows_per_second: rate(rows, since_last),
+                    processed_rows_per_second: rate(rows, trigger_ms),
+                    metrics,
+                }
+            }))
+            .collect(),
             sink: SinkProgress {
                 description: sink_ref.description(),
                 num_output_rows: if commit.skipped {
@@ -898,7 +1049,7 @@ async fn run_flow_inner(
 
         summary.batches += 1;
         summary.replayed_batches += u64::from(replayed);
-        summary.num_input_rows += read.num_rows;
+        summary.num_input_rows += total_rows;
         summary.num_output_rows += if commit.skipped {
             0
         } else {
@@ -913,7 +1064,10 @@ async fn run_flow_inner(
         next_batch_id = batch_id + 1;
         watermark_ms = next_watermark_ms;
         summary.watermark_ms = watermark_ms;
-        summary.num_rows_dropped_by_watermark += num_late;
+        summary.num_rows_dropped_by_watermark += match &join_op {
+            Some(j) => j.metrics().num_rows_dropped_by_watermark,
+            None => num_late,
+        };
 
         match trigger {
             Trigger::Once => break,
@@ -1010,4 +1164,61 @@ fn event_time_progress(
 /// The schema of a source's batches, for checks before a run.
 pub fn batch_schema_of(read_schema: &SchemaRef) -> SchemaRef {
     crate::source::files::batch_schema(read_schema)
+}
+
+/// A batch with no data from `src` (its offset does not move).
+fn empty_planned(src: &Input) -> input::Planned {
+    input::Planned {
+        files: match src {
+            Input::Files(_) => BatchFiles::Files(Vec::new()),
+            Input::Delta(_) => BatchFiles::Delta(Vec::new()),
+        },
+        end_offset: None,
+        backlog_files: 0,
+        backlog_bytes: 0,
+        backlog_versions: None,
+        num_modified: 0,
+    }
+}
+
+/// The right side of a stream-stream join: its input with its own ledger and schema
+/// location under `sources/1/` (Spark numbers a query's sources the same way). `None`
+/// until its schema is known (no files to infer from yet, or no Delta table yet).
+async fn open_right_input(
+    source: &SourceSpec,
+    checkpoint: &Checkpoint,
+    last_planned: Option<u64>,
+    last_commit: Option<u64>,
+) -> Result<Option<Input>> {
+    match source {
+        SourceSpec::Files(files_spec) => {
+            let dir = checkpoint.root().join("sources").join("1");
+            crate::checkpoint::create_dir_private(&dir)?;
+            let mut ledger = Ledger::open(&dir.join("ledger.sqlite"))?;
+            ledger.discard_unplanned_after(last_planned)?;
+            ledger.settle_committed_through(last_commit, now_ms())?;
+            let location = files_spec.schema_location.as_deref().unwrap_or(&dir);
+            Ok(crate::source::files::schema_store::resolve_at(
+                files_spec,
+                location,
+                files_spec.schema_hints.as_deref(),
+            )?
+            .map(|schema| {
+                Input::Files(Box::new(FileSource::new(
+                    files_spec.clone(),
+                    ledger,
+                    schema,
+                )))
+            }))
+        }
+        SourceSpec::Delta(options) => {
+            let mut delta = crate::source::delta::DeltaSource::new(options.clone());
+            Ok(delta.refresh().await?.map(|_| {
+                Input::Delta(Box::new(DeltaInput {
+                    source: delta,
+                    until_version: None,
+                }))
+            }))
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod aggregate;
 pub mod dedup;
 pub mod join;
 pub mod stateful;
+pub mod stream_join;
 pub mod watermark;
 pub mod window;
 

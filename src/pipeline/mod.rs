@@ -18,6 +18,7 @@ use arrow::datatypes::SchemaRef;
 
 use crate::ops::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::ops::stateful::{OutputMode, StatefulSpec};
+use crate::ops::stream_join::{StreamJoinSpec, TimeRange};
 use crate::ops::watermark::WatermarkSpec;
 use crate::schema::evolve::EvolutionMode;
 use crate::source::delta::{DeltaSourceOptions, StartingVersion};
@@ -121,6 +122,8 @@ pub struct FlowSpec {
     pub health: crate::health::HealthConfig,
     /// Stream-static joins (docs/joins.md).
     pub joins: Vec<JoinSpec>,
+    /// A stream-stream join with a second stream (docs/stream-joins.md).
+    pub stream_join: Option<StreamJoinSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -227,6 +230,9 @@ impl FlowSpec {
             if j.format == DimensionFormat::Delta {
                 out.push(normalize(&j.table));
             }
+        }
+        if let Some(SourceSpec::Delta(d)) = self.stream_join.as_ref().map(|j| &j.source) {
+            out.push(normalize(&d.path));
         }
         out
     }
@@ -723,7 +729,14 @@ fn resolve_flow(
             null_value: j.null_value,
         });
     }
+    let stream_join = match flow.stream_join {
+        None => None,
+        Some(sj) => Some(resolve_stream_join(
+            cx, base, sj, &stateful, &joins, &source,
+        )?),
+    };
     Ok(FlowSpec {
+        stream_join,
         joins,
         name,
         source,
@@ -802,6 +815,165 @@ fn resolve_health(
         cfg.retry_backoff = b.0;
     }
     Ok(cfg)
+}
+
+/// `[flow.stream_join]`: the right stream, its watermark, the condition, and the bounds
+/// that keep the state finite (refused without them, see `ops::stream_join::check_bounds`).
+fn resolve_stream_join(
+    cx: &Context<'_>,
+    base: &Path,
+    sj: toml::Spanned<spec::StreamJoinFile>,
+    stateful: &StatefulSpec,
+    joins: &[JoinSpec],
+    left_source: &SourceSpec,
+) -> Result<StreamJoinSpec, PipelineError> {
+    let span = sj.span();
+    let sj = sj.into_inner();
+    let alias = sj.alias.get_ref().clone();
+    if !valid_flow_name(&alias) || alias == "batch" || alias.contains('-') {
+        return Err(cx.error(
+            sj.alias.span(),
+            format!("invalid stream_join alias {alias:?}; use letters, digits and '_' (not \"batch\", the left stream's name in SQL)"),
+        ));
+    }
+    if joins.iter().any(|j| j.alias == alias) {
+        return Err(cx.error(
+            sj.alias.span(),
+            format!("a [[flow.join]] is also named {alias:?}; give the stream a different alias"),
+        ));
+    }
+    if !joins.is_empty() {
+        return Err(cx.error(
+            span,
+            "a flow with a stream_join cannot also have [[flow.join]] dimensions yet: join the dimension in an upstream or downstream flow".into(),
+        ));
+    }
+    if stateful.has_aggregation() || stateful.has_deduplication() {
+        return Err(cx.error(
+            span,
+            "a stream_join and group_by/aggregates/drop_duplicates in the same flow are not supported: \
+             join in one flow and aggregate or deduplicate its output table in the next (chain the flows)"
+                .into(),
+        ));
+    }
+    let source = match sj.source.kind.get_ref().as_str() {
+        "files" => SourceSpec::Files(resolve_files(cx, base, sj.source)?),
+        "delta" => SourceSpec::Delta(resolve_delta(cx, base, sj.source)?),
+        other => {
+            return Err(cx.error(
+                sj.source.kind.span(),
+                format!("unknown source type {other:?}; allowed: \"files\" or \"delta\""),
+            ));
+        }
+    };
+    let watermark = sj.watermark.map(|w| WatermarkSpec {
+        column: w.column,
+        delay_ms: w.delay.as_millis(),
+    });
+    let on = match sj.on.get_ref() {
+        spec::JoinOnFile::Columns(cols) if !cols.is_empty() => JoinOn::Columns(cols.clone()),
+        spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
+            if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                JoinOn::Columns(vec![t.clone()])
+            } else {
+                crate::ops::check_sql_syntax(t, false).map_err(|m| {
+                    cx.error(
+                        sj.on.span(),
+                        format!(
+                            "invalid join condition: {m}; e.g. \"batch.origin = {alias}.origin\""
+                        ),
+                    )
+                })?;
+                JoinOn::Condition(t.clone())
+            }
+        }
+        _ => {
+            return Err(cx.error(
+                sj.on.span(),
+                "`on` is empty; give a column present on both sides (\"origin\"), a list of them, or a condition".into(),
+            ));
+        }
+    };
+    let how = match sj.how.as_ref().map(|h| h.get_ref().as_str()) {
+        None | Some("inner") => JoinType::Inner,
+        Some("left") | Some("left_outer") => JoinType::Left,
+        Some(other) => {
+            let at = sj.how.as_ref().map_or(span.clone(), |h| h.span());
+            return Err(cx.error(
+                at,
+                format!("stream_join how = {other:?} is not supported; allowed: \"inner\", \"left\" (for a right outer join, swap the two streams)"),
+            ));
+        }
+    };
+    let time_range = match sj.time_range {
+        None => None,
+        Some(tr) => {
+            let tspan = tr.span();
+            let tr = tr.into_inner();
+            let signed = |v: &toml::Spanned<String>| -> Result<i64, PipelineError> {
+                let text = v.get_ref().trim();
+                let (neg, rest) = match text.strip_prefix('-') {
+                    Some(r) => (true, r.trim()),
+                    None => (false, text.strip_prefix('+').unwrap_or(text).trim()),
+                };
+                let d = HumanDuration::parse(rest).map_err(|m| {
+                    cx.error(
+                        v.span(),
+                        format!(
+                            "invalid duration {text:?}: {m}; e.g. \"-1 hour\" or \"0 seconds\""
+                        ),
+                    )
+                })?;
+                Ok(if neg { -d.as_millis() } else { d.as_millis() })
+            };
+            let lower_ms = signed(&tr.lower)?;
+            let upper_ms = signed(&tr.upper)?;
+            let left = tr
+                .left
+                .or_else(|| stateful.watermark.as_ref().map(|w| w.column.clone()));
+            let right = tr
+                .right
+                .or_else(|| watermark.as_ref().map(|w| w.column.clone()));
+            // A side without a watermark has no default column; check_bounds reports that.
+            let _ = tspan;
+            Some(TimeRange {
+                left: left.unwrap_or_default(),
+                right: right.unwrap_or_default(),
+                lower_ms,
+                upper_ms,
+            })
+        }
+    };
+    // A widened schema would change the buffered rows' columns, which the join's state
+    // cannot follow (a restart would be refused as incompatible).
+    for (side, src) in [
+        ("the flow's source", left_source),
+        ("the stream_join source", &source),
+    ] {
+        if let SourceSpec::Files(f) = src
+            && f.schema_evolution == EvolutionMode::AddNewColumns
+        {
+            return Err(cx.error(
+                span,
+                format!(
+                    "{side} uses schema_evolution = \"add_new_columns\", which a stream-stream join cannot follow \
+                     (its state holds rows of the old schema); give the source a `schema`, or set \
+                     schema_evolution = \"rescue\" (new columns go to _rescued_data) or \"fail_on_new_columns\""
+                ),
+            ));
+        }
+    }
+    let join = StreamJoinSpec {
+        alias,
+        source,
+        watermark,
+        on,
+        time_range,
+        how,
+    };
+    crate::ops::stream_join::check_bounds(stateful.watermark.as_ref(), &join)
+        .map_err(|m| cx.error(span, m))?;
+    Ok(join)
 }
 
 fn single_byte(

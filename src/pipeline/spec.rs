@@ -44,6 +44,39 @@ pub struct FlowFile {
     pub health: Option<Spanned<HealthFile>>,
     /// Stream-static joins, applied to each batch in order (`[[flow.join]]`).
     pub join: Option<Vec<Spanned<JoinFile>>>,
+    /// A stream-stream join with a second stream (`[flow.stream_join]`, docs/stream-joins.md).
+    pub stream_join: Option<Spanned<StreamJoinFile>>,
+}
+
+/// `[flow.stream_join]`: the flow's source (left) joined with a second stream (right).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamJoinFile {
+    /// The right stream's name in SQL (the left is `batch`).
+    pub alias: Spanned<String>,
+    /// The right stream's source (any source type).
+    pub source: SourceFile,
+    /// The right side's watermark.
+    pub watermark: Option<WatermarkFile>,
+    /// Column names present on both sides, or a SQL condition over `batch.` and the alias.
+    pub on: Spanned<JoinOnFile>,
+    /// `right.time BETWEEN left.time + lower AND left.time + upper`.
+    pub time_range: Option<Spanned<TimeRangeFile>>,
+    /// `inner` (default) or `left`.
+    pub how: Option<Spanned<String>>,
+}
+
+/// `time_range = { left = "t", right = "t", lower = "-1 hour", upper = "0 seconds" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeRangeFile {
+    /// Default: the left side's watermark column.
+    pub left: Option<String>,
+    /// Default: the right side's watermark column.
+    pub right: Option<String>,
+    /// A signed duration, e.g. `"-1 hour"`.
+    pub lower: Spanned<String>,
+    pub upper: Spanned<String>,
 }
 
 /// `[flow.health]`: the classifier's windows and thresholds, the retries' budget.

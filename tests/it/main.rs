@@ -15,3 +15,4 @@ mod multihop;
 mod pipeline_files;
 mod schema_drift;
 mod stateful;
+mod stream_join;
