@@ -278,10 +278,19 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             })
             .unwrap_or_default()
     };
+    // `[flow.stream_join] source = { path = ... }`: the right stream of a stream-stream join.
+    let right_source = |t: &toml::Table| -> Option<String> {
+        t.get("stream_join")
+            .and_then(|j| j.get("source"))
+            .and_then(|s| s.get("path"))
+            .and_then(|p| p.as_str())
+            .map(str::to_string)
+    };
     for t in raw_flows.iter().filter(|t| selected(t)) {
         let paths = str_at(t, "source", "path")
             .into_iter()
-            .chain(join_tables(t));
+            .chain(join_tables(t))
+            .chain(right_source(t));
         for p in paths {
             let abs = resolve(&base, &p);
             if outputs.contains_key(&abs) || inputs.contains_key(&abs) {
@@ -361,6 +370,29 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
                     source.insert(
                         "schema_location".into(),
                         path_str(root.join("schemas").join(&name)),
+                    );
+                }
+            }
+            if let Some(source) = t
+                .get_mut("stream_join")
+                .and_then(|j| j.as_table_mut())
+                .and_then(|j| j.get_mut("source"))
+                .and_then(|s| s.as_table_mut())
+                && let Some(p) = source.get("path").and_then(|p| p.as_str())
+            {
+                let abs = resolve(&base, p);
+                let mapped = match outputs.get(&abs) {
+                    Some(upstream) => out_of(upstream),
+                    None => inputs
+                        .get(&abs)
+                        .cloned()
+                        .unwrap_or_else(|| root.join("missing-input")),
+                };
+                source.insert("path".into(), path_str(mapped));
+                if let Some(n) = options.max_files_per_trigger {
+                    source.insert(
+                        "max_files_per_trigger".into(),
+                        toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
                     );
                 }
             }
