@@ -38,10 +38,15 @@ pub struct DemoArgs {
     /// Land only the first N days of 2013 (quick runs, tests).
     #[arg(long)]
     pub days: Option<usize>,
-    /// Replay the flights as a live stream: files land in arrival order (scheduled hour +
-    /// departure delay) while the flows run, until quit (or `--until-drained`).
-    #[arg(long)]
+    /// Replay the flights as a live stream (the default): files land in arrival order
+    /// (scheduled hour + departure delay) while the flows run, until quit (or
+    /// `--until-drained`). Kept for compatibility; `--batch` turns it off.
+    #[arg(long, conflicts_with = "batch")]
     pub live: bool,
+    /// Instead of a live stream: land every day at once, drain the pipeline once with
+    /// `available_now`, print a summary and exit (scripts, benchmarks).
+    #[arg(long)]
+    pub batch: bool,
     /// Live: simulated seconds per wall second (default 21600: a day in 4 s), or `max`.
     /// Implies `--live`.
     #[arg(long, value_parser = parse_speed)]
@@ -89,7 +94,7 @@ pub fn run(args: &DemoArgs) -> ExitCode {
         },
     };
     let dir = std::path::absolute(&dir).unwrap_or(dir);
-    if args.live || args.speed.is_some() || args.until_drained || !args.inject.is_empty() {
+    if !args.batch {
         return run_live(args, &dir);
     }
     let started = Instant::now();

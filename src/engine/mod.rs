@@ -608,6 +608,24 @@ async fn run_flow_inner(
         // getBatch: read the files.
         let t_get = Instant::now();
         let read = src.reader()?.read(&files).await?;
+        // A re-run batch must read exactly the files it planned: its first attempt may
+        // have committed them to the sink already (the write is then skipped by the Delta
+        // transaction), so a file left for "later" would come back in another batch and
+        // be written twice. Fail instead; the next start re-runs the batch again.
+        if replayed
+            && let Some((path, FileOutcome::Retry { error })) = read
+                .outcomes
+                .iter()
+                .find(|(_, o)| matches!(o, FileOutcome::Retry { .. }))
+        {
+            return Err(Error::Source {
+                path: std::path::PathBuf::from(path),
+                message: format!(
+                    "batch {batch_id} is re-run after a restart and must read exactly the files it planned, \
+                     but this one cannot be read now ({error}); nothing was written, the next start re-runs the batch"
+                ),
+            });
+        }
         let right_read = match (right.as_ref(), right_files.as_ref()) {
             (Some(r), Some(f)) => Some(r.reader()?.read(f).await?),
             _ => None,

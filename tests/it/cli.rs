@@ -7,7 +7,7 @@ async fn demo_then_run_again_then_inspect() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("demo");
     let out = weir()
-        .args(["demo", "--headless", "--days", "12", "--dir"])
+        .args(["demo", "--batch", "--headless", "--days", "12", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();

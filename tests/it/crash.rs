@@ -302,3 +302,52 @@ async fn sorted_rows(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_batch_whose_file_is_unreadable_fails_instead_of_splitting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", b"id\n1\n2\n");
+    land(&landing, "b.csv", b"id\n3\n4\n");
+    // Batch 0 reaches the table, then the process dies before commits/0.
+    let crashed = run(&pipeline, Some("after_sink_commit:0"));
+    assert!(!crashed.status.success());
+    // While it is down, one of the batch's files becomes unreadable.
+    std::fs::rename(landing.join("b.csv"), dir.join("b.csv.away")).unwrap();
+    let refused = run(&pipeline, None);
+    assert!(
+        !refused.status.success(),
+        "the re-run must not go on without b.csv"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("re-run after a restart"), "{stderr}");
+    // The file is back: the batch re-runs whole, its write is skipped (already in the
+    // table), and b.csv is not ingested a second time by a later batch.
+    std::fs::rename(dir.join("b.csv.away"), landing.join("b.csv")).unwrap();
+    let ok = run(&pipeline, None);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let mut ids = column_strings(&delta_rows(&dir.join("table")).await, "id");
+    ids.sort();
+    assert_eq!(ids, vec!["1", "2", "3", "4"]);
+}

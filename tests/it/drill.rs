@@ -200,7 +200,7 @@ async fn the_multi_hop_demo_passes_and_its_tables_are_not_touched() {
     let tmp = tempfile::tempdir().unwrap();
     let user = tmp.path().join("user");
     let demo = weir()
-        .args(["demo", "--headless", "--days", "3", "--dir"])
+        .args(["demo", "--batch", "--headless", "--days", "3", "--dir"])
         .arg(&user)
         .output()
         .unwrap();
