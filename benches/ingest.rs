@@ -99,6 +99,9 @@ fn main() {
     if cases.contains("window") {
         bench_window(Path::new(&base).join("events").as_path(), runs);
     }
+    if cases.contains("drift") {
+        bench_drift(&input, runs);
+    }
     if !cases.contains("ingest") {
         return;
     }
@@ -418,10 +421,24 @@ fn count_lines(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
+/// The demo pipeline's bronze flow alone (files -> Delta).
+fn bronze_flow() -> &'static str {
+    let p = weir::cli::demo::FLIGHTS_PIPELINE;
+    let end = p
+        .find("[[flow]]\nname = \"bronze_weather\"")
+        .unwrap_or(p.len());
+    &p[..end]
+}
+
 fn run_weir(input: &Path) -> (f64, u64) {
+    run_weir_with(input, |t| t)
+}
+
+/// Runs the bronze flow over `input`, its TOML edited by `edit`.
+fn run_weir_with(input: &Path, edit: impl Fn(String) -> String) -> (f64, u64) {
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
-    let toml = weir::cli::demo::FLIGHTS_PIPELINE
+    let toml = bronze_flow()
         .replace(
             "path = \"landing/flights\"",
             &format!("path = {:?}", input.display().to_string()),
@@ -430,7 +447,7 @@ fn run_weir(input: &Path) -> (f64, u64) {
             "max_files_per_trigger = 100",
             "max_files_per_trigger = 1000",
         );
-    std::fs::write(&pipeline, toml).expect("pipeline");
+    std::fs::write(&pipeline, edit(toml)).expect("pipeline");
     let (secs, rss, _) = measured(
         std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["run", "--headless", "--trigger", "available-now"])
@@ -438,4 +455,86 @@ fn run_weir(input: &Path) -> (f64, u64) {
             .env("WEIR_LOG", "warn"),
     );
     (secs, rss)
+}
+
+/// Schema drift overhead (issue #5): the bronze ingest of flights x10 with its given
+/// schema, against (a) inferring the schema from every file (520, the whole input:
+/// `schema_inference_max_files = 1000`) and (b) a drifted copy of the input where every
+/// 10th file carries an extra column, ingested with `schema_evolution = "rescue"` so
+/// its values go to `_rescued_data`. Reports each and the overhead over the baseline.
+fn bench_drift(input: &Path, runs: usize) {
+    let (files, bytes) = ensure_input(input);
+    let rows = count_rows(&files);
+    let drifted = input.with_file_name("flights_x10_drift");
+    if !drifted.is_dir() {
+        std::fs::create_dir_all(&drifted).expect("drift dir");
+        let mut names: Vec<_> = files.iter().collect();
+        names.sort();
+        for (i, f) in names.iter().enumerate() {
+            let name = f.file_name().expect("name");
+            let target = drifted.join(name);
+            if i % 10 == 9 {
+                let text = std::fs::read_to_string(f).expect("read input");
+                let mut out = String::with_capacity(text.len() + text.len() / 10);
+                for (n, line) in text.lines().enumerate() {
+                    out.push_str(line);
+                    out.push_str(if n == 0 { ",note\n" } else { ",late-rescue\n" });
+                }
+                let tmp = drifted.join(format!(".{}.tmp", name.to_string_lossy()));
+                std::fs::write(&tmp, out).expect("write drifted");
+                std::fs::rename(&tmp, &target).expect("rename");
+            } else {
+                std::fs::copy(f, &target).expect("copy input");
+            }
+        }
+    }
+    let best = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
+    let mut base = Vec::new();
+    let mut inferred = Vec::new();
+    let mut rescued = Vec::new();
+    for _ in 0..runs {
+        base.push(run_weir(input).0);
+        inferred.push(
+            run_weir_with(input, |t| {
+                let start = t.find("schema = \"\"\"").expect("schema key");
+                let end = t[start..].find("\"\"\"\n").expect("schema end") + start;
+                let end = t[end + 3..].find("\"\"\"").map_or(end, |e| end + 3 + e + 3);
+                format!(
+                    "{}schema_inference_max_files = 1000{}",
+                    &t[..start],
+                    &t[end..]
+                )
+            })
+            .0,
+        );
+        rescued.push(
+            run_weir_with(&drifted, |t| {
+                t.replace(
+                    "max_files_per_trigger = 1000",
+                    "max_files_per_trigger = 1000\nschema_evolution = \"rescue\"",
+                )
+            })
+            .0,
+        );
+    }
+    report("drift baseline (given schema)", rows, bytes, &base, None);
+    report(
+        "drift: schema inferred from all 520 files",
+        rows,
+        bytes,
+        &inferred,
+        None,
+    );
+    report(
+        "drift: every 10th file with a new column, rescued",
+        rows,
+        bytes,
+        &rescued,
+        None,
+    );
+    println!(
+        "{{\"case\":\"drift overhead\",\"inference\":{:.3},\"rescue\":{:.3}}}",
+        best(&inferred) / best(&base) - 1.0,
+        best(&rescued) / best(&base) - 1.0
+    );
 }

@@ -291,6 +291,26 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
     let (mut reasons, _) = check_static(spec, cp)?;
     if reasons.is_empty() && cp.exists() {
         reasons = check_sink(spec, cp).await;
+        // The whole table directory is missing (unmounted storage, a restore in
+        // progress, or a deletion): the sink is unavailable. Refuse to start (a new
+        // table there would silently lack the committed batches), as a retryable
+        // `sink_unavailable`, not as an incompatible checkpoint: most often it comes back.
+        if let Some(path) = sink_table(spec).filter(|p| !p.exists())
+            && !reasons.is_empty()
+        {
+            return Err(Error::SinkIo {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "the target table's directory is missing, but this query committed batches into it; \
+                         nothing is written until it is back (if its storage is being restored or remounted, \
+                         the flow resumes then). If it was deleted on purpose: weir checkpoint reset ({})",
+                        reasons.join("; ")
+                    ),
+                ),
+            });
+        }
     }
     if reasons.is_empty() {
         return Ok(());

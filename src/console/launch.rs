@@ -103,8 +103,10 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
                         sink: EventSink,
                         mut stop: watch::Receiver<bool>| {
         let name = flow.name.clone();
+        let processing_time = matches!(trigger.unwrap_or(flow.trigger), Trigger::ProcessingTime(_));
         async move {
             let mut console_open = true;
+            let mut transient_failures = 0u32;
             loop {
                 // Each run gets its own command channel; the console's commands are
                 // forwarded to it, so the console keeps one sender per flow across restarts.
@@ -157,6 +159,31 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
                         })
                     }
                 };
+                // A transient failure (source or sink unavailable after the engine's own
+                // retries) of a continuous flow: restart it with backoff (2 s, doubling up
+                // to 60 s), as a supervisor would; its health state shows meanwhile.
+                let transient =
+                    matches!(&result, Err(e) if e.retryable() && e.kind() != "schema_changed");
+                if transient && processing_time && !*stop.borrow() {
+                    transient_failures = transient_failures.saturating_add(1);
+                    let delay = std::time::Duration::from_secs(
+                        2u64.saturating_pow(transient_failures.min(6)).min(60),
+                    );
+                    let stopped = tokio::select! {
+                        _ = tokio::time::sleep(delay) => false,
+                        changed = stop.changed() => changed.is_err() || *stop.borrow(),
+                    };
+                    if !stopped {
+                        sink.send(FlowEvent::Command {
+                            flow: name.clone(),
+                            command: ControlCommand::Restart,
+                            at_ms: now_ms(),
+                        });
+                        continue;
+                    }
+                } else if result.is_ok() {
+                    transient_failures = 0;
+                }
                 // A schema-change stop is offered as one confirmed restart (console `R`):
                 // wait for it, or for a stop of everything.
                 let schema_changed = matches!(&result, Err(e) if e.kind() == "schema_changed");

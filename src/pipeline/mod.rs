@@ -564,7 +564,12 @@ fn resolve_flow(
         } => SinkSpec::Delta {
             path: resolve_path(base, &path),
             partition_by,
-            merge_schema,
+            // Auto Loader's add_new_columns only continues after its restart if the table
+            // takes the new columns, so the sink merges them unless told otherwise.
+            merge_schema: merge_schema.unwrap_or(matches!(
+                &source,
+                SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns
+            )),
             idempotent,
         },
         spec::SinkFile::DeltaMerge {

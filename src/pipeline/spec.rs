@@ -220,8 +220,9 @@ pub enum SinkFile {
         path: String,
         #[serde(default)]
         partition_by: Vec<String>,
-        #[serde(default)]
-        merge_schema: bool,
+        /// Add new columns to the table (Delta `mergeSchema`). Default: true when the
+        /// source evolves its schema (`schema_evolution = "add_new_columns"`), else false.
+        merge_schema: Option<bool>,
         /// UNSAFE when false: skip the application-transaction check, so a batch replayed
         /// after a crash is appended again (duplicates). Only for proving `weir drill` can fail.
         #[serde(default = "default_true")]

@@ -531,7 +531,7 @@ fn reset_with_truncate_target_moves_the_checkpoint_aside_and_replays_exactly_onc
 }
 
 #[test]
-fn a_deleted_target_table_is_incompatible_and_a_reset_replays_it_once() {
+fn a_missing_target_table_is_sink_unavailable_and_a_reset_replays_it_once() {
     let sc = Scene::new();
     sc.write(&simple_pipeline("", ""));
     land_files(&sc.landing(), 0..2);
@@ -542,17 +542,19 @@ fn a_deleted_target_table_is_incompatible_and_a_reset_replays_it_once() {
     assert_eq!(check.status.code(), Some(1));
     let verdict = stdout(&check);
     assert!(verdict.contains("is gone, but query"), "{verdict}");
-    // A restart fails fast instead of writing a table that misses the earlier rows.
+    // A restart fails fast instead of writing a table that misses the earlier rows. The
+    // table's directory is missing: most often unmounted or being restored, so the state
+    // is sink_unavailable (retryable), not an incompatible checkpoint.
     land_files(&sc.landing(), 2..3);
     let out = sc.run(&[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("is gone, but query"),
+        stderr(&out).contains("directory is missing"),
         "{}",
         stderr(&out)
     );
     assert!(!sc.table().exists(), "nothing written");
-    assert_eq!(sc.health()["state"], "checkpoint_incompatible");
+    assert_eq!(sc.health()["state"], "sink_unavailable");
 
     // Playbook action 3: reset (the table is gone: nothing to empty) and replay.
     let out = sc.weir(&[
@@ -723,7 +725,10 @@ fn rollback_refuses_batches_the_sink_already_committed() {
 #[test]
 fn new_column_is_schema_mismatch_and_a_restart_evolves() {
     let sc = Scene::new();
-    let inferred = simple_pipeline("", "").replace(&format!("schema = \"{SCHEMA}\""), "");
+    // merge_schema = false explicitly (the default with add_new_columns is true).
+    let inferred = simple_pipeline("", "")
+        .replace(&format!("schema = \"{SCHEMA}\""), "")
+        .replace("path = \"table\"", "path = \"table\"\nmerge_schema = false");
     sc.write(&inferred);
     land_files(&sc.landing(), 0..2);
     assert!(sc.run(&[]).status.success());
@@ -754,7 +759,7 @@ fn new_column_is_schema_mismatch_and_a_restart_evolves() {
     assert_eq!(h["evidence"]["error"]["kind"], "sink_schema_mismatch");
     assert_eq!(h["evidence"]["error"]["retryable"], false);
     // Second action: let the table take new columns.
-    sc.write(&inferred.replace("path = \"table\"", "path = \"table\"\nmerge_schema = true"));
+    sc.write(&inferred.replace("merge_schema = false", "merge_schema = true"));
     let out = sc.run(&[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(sc.health()["state"], "healthy");

@@ -313,3 +313,40 @@ async fn unparseable_records_go_to_a_delta_quarantine_table_once_even_after_a_cr
     let rows = delta_rows(&dir.join("table")).await;
     assert_eq!(num_rows(&rows) + num_rows(&quarantined), 7, "nothing lost");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b08_with_the_default_sink_continues_after_the_restart() {
+    // No `merge_schema` on the sink: with add_new_columns it defaults to true, so the
+    // restart Auto Loader asks for (exit code 3) goes on instead of failing at the table.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "");
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("merge_schema = true\n", "");
+    std::fs::write(&p, text).unwrap();
+    let landing = dir.join("landing");
+    for step in ["step1", "step2", "step3", "step4"] {
+        land_step("B08", step, &landing);
+        let out = run(&p);
+        if out.status.code() == Some(3) {
+            let again = run(&p);
+            assert!(
+                again.status.success(),
+                "{}",
+                String::from_utf8_lossy(&again.stderr)
+            );
+        } else {
+            assert!(
+                out.status.success(),
+                "{step}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let rows = delta_rows(&dir.join("table")).await;
+    assert_eq!(num_rows(&rows), 5, "every row of the four steps, once");
+    let mut salinity = column_strings(&rows, "salinity");
+    salinity.sort();
+    assert_eq!(salinity, vec!["35.1", "null", "null", "null", "null"]);
+}
