@@ -156,30 +156,41 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
         return None;
     }
     let last_commit = cp.latest_commit().ok().flatten().map(|(id, _)| id)?;
-    // A Delta source's schema comes from its table: the engine checks its state at start.
-    let SourceSpec::Files(src) = &spec.source else {
-        return None;
-    };
-    let data_schema = match &src.schema {
-        Some(s) => s.clone(),
-        None => {
-            let location =
-                crate::source::files::schema_store::location(cp, src.schema_location.as_deref());
-            match crate::source::files::schema_store::latest(location) {
-                Ok(Some((_, s))) => std::sync::Arc::new(s),
-                Ok(None) => return None,
+    // The schema the flow's batches have: a files source's given or recorded schema, or
+    // a Delta source's table schema as it is now.
+    let input = match &spec.source {
+        SourceSpec::Delta(options) => {
+            let mut source = crate::source::delta::DeltaSource::new(options.clone());
+            match source.refresh().await {
+                Ok(_) => source.schema()?,
                 Err(e) => return Some(e.to_string()),
             }
         }
+        SourceSpec::Files(src) => {
+            let data_schema = match &src.schema {
+                Some(s) => s.clone(),
+                None => {
+                    let location = crate::source::files::schema_store::location(
+                        cp,
+                        src.schema_location.as_deref(),
+                    );
+                    match crate::source::files::schema_store::latest(location) {
+                        Ok(Some((_, s))) => std::sync::Arc::new(s),
+                        Ok(None) => return None,
+                        Err(e) => return Some(e.to_string()),
+                    }
+                }
+            };
+            let read_schema =
+                crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
+                    format: src.format,
+                    csv: src.csv.clone(),
+                    schema: data_schema,
+                    rescued_data: true,
+                });
+            crate::source::files::batch_schema(&read_schema)
+        }
     };
-    let read_schema =
-        crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
-            format: src.format,
-            csv: src.csv.clone(),
-            schema: data_schema,
-            rescued_data: true,
-        });
-    let input = crate::source::files::batch_schema(&read_schema);
     let mut projection = crate::ops::Projection::with_joins(
         &spec.name,
         &input,

@@ -43,7 +43,7 @@ pub enum Command {
     },
     /// Show a flow's checkpoint: batches, offsets, ledger, sink. Reads only.
     Inspect(inspect::InspectArgs),
-    /// Land the real nycflights13 flights as daily CSV files and ingest them into Delta.
+    /// The nycflights13 pipeline (bronze -> silver -> gold, weather) over a live replay of the flights, in the console.
     Demo(demo::DemoArgs),
     /// Open the console, read-only, over flows run by another process (their checkpoints).
     Attach(attach::AttachArgs),

@@ -765,3 +765,36 @@ async fn processing_time_hops_run_concurrently_and_pick_up_upstream_commits() {
     .await;
     assert!(dupes.is_empty(), "{dupes:?}");
 }
+
+#[test]
+fn check_sees_a_changed_aggregation_of_a_flow_reading_a_delta_table() {
+    let (_tmp, dir) = demo_dir(3, |p| p);
+    ok(&run_pipeline(&dir, &[], None));
+    let check = |dir: &Path| {
+        weir()
+            .args(["check"])
+            .arg(dir.join("pipeline.toml"))
+            .args(["--flow", "gold_departures_hourly"])
+            .output()
+            .unwrap()
+    };
+    let same = check(&dir);
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+    let text = std::fs::read_to_string(dir.join("pipeline.toml")).unwrap();
+    std::fs::write(
+        dir.join("pipeline.toml"),
+        text.replace(
+            "group_by = [\"window(time_hour, '1 hour')\", \"origin\"]",
+            "group_by = [\"window(time_hour, '1 hour')\", \"origin\", \"dest\"]",
+        ),
+    )
+    .unwrap();
+    let changed = check(&dir);
+    assert_eq!(changed.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&changed.stdout);
+    assert!(out.contains("group_by"), "{out}");
+}
