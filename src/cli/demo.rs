@@ -280,15 +280,30 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
                 std::time::Duration::from_secs(3600),
             )?;
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            let live = crate::demo::start_replay(replay, dir, &pipeline.flows, &options, stop_rx);
+            let mut live =
+                crate::demo::start_replay(replay, dir, &pipeline.flows, &options, stop_rx);
             let title = format!("{} (live replay)", pipeline_path.display());
-            let run = crate::console::run_flows(
+            // Each injected fault is named on the console's timeline.
+            let (notice_tx, notices) = tokio::sync::mpsc::channel(64);
+            let (_, closed) = tokio::sync::mpsc::channel(1);
+            let mut injected = std::mem::replace(&mut live.injected, closed);
+            let forward = tokio::spawn(async move {
+                while let Some(i) = injected.recv().await {
+                    let text = format!("fault injected: {}: {}", i.fault.name(), i.detail);
+                    if notice_tx.send((i.at_ms, text)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let run = crate::console::run_flows_with_notices(
                 &title,
                 &pipeline.flows,
                 Some(Trigger::ProcessingTime(crate::demo::LIVE_INTERVAL)),
                 &args.console,
+                Some(notices),
             )
             .await;
+            forward.abort();
             let _ = stop_tx.send(true);
             let _ = live.replay.await;
             let landed = live.status.borrow().clone();

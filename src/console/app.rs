@@ -191,6 +191,11 @@ pub const DEFAULT_WINDOW_MS: i64 = 300_000;
 #[derive(Debug, Clone)]
 pub enum Input {
     Engine(FlowEvent),
+    /// A pipeline-wide notice (e.g. a demo fault injected): on every flow's timeline.
+    Notice {
+        text: String,
+        at_ms: i64,
+    },
     /// A progress record read from `_weir/progress.jsonl`.
     Progress {
         flow: String,
@@ -408,6 +413,11 @@ impl App {
     pub fn ingest(&mut self, input: Input) {
         let retention = self.retention_ms;
         match input {
+            Input::Notice { text, at_ms } => {
+                for f in &mut self.flows {
+                    f.push_event(at_ms, EventKind::Operator, text.clone());
+                }
+            }
             Input::Engine(event) => {
                 let name = match &event {
                     FlowEvent::Status { flow, .. }
@@ -967,6 +977,24 @@ mod tests {
         attach.flows[0].restartable = true;
         assert!(update(&mut attach, Action::RestartFlow).is_empty());
         assert_eq!(attach.overlay, Overlay::None);
+    }
+
+    #[test]
+    fn a_notice_goes_on_every_flow_timeline() {
+        let mut app = App::for_tests(Mode::Run, &["a", "b"]);
+        app.ingest(Input::Notice {
+            text: "fault injected: small-files: 2000 files".into(),
+            at_ms: 5,
+        });
+        for f in &app.flows {
+            assert!(
+                f.timeline
+                    .iter()
+                    .any(|e| e.text.contains("fault injected: small-files")),
+                "{}",
+                f.name
+            );
+        }
     }
 
     #[test]

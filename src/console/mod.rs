@@ -126,6 +126,18 @@ pub async fn run_flows(
     trigger: Option<Trigger>,
     args: &ConsoleArgs,
 ) -> io::Result<RunOutcome> {
+    run_flows_with_notices(title, flows, trigger, args, None).await
+}
+
+/// [`run_flows`] with pipeline-wide notices `(at_ms, text)` put on every flow's
+/// timeline as they arrive (the live demo's injected faults).
+pub async fn run_flows_with_notices(
+    title: &str,
+    flows: &[FlowSpec],
+    trigger: Option<Trigger>,
+    args: &ConsoleArgs,
+    notices: Option<mpsc::Receiver<(i64, String)>>,
+) -> io::Result<RunOutcome> {
     let retention = retention_ms(args);
     let models = flows
         .iter()
@@ -164,6 +176,16 @@ pub async fn run_flows(
             ))
         })
         .collect();
+    let notice_task = notices.map(|mut rx| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some((at_ms, text)) = rx.recv().await {
+                if tx.send(app::Input::Notice { text, at_ms }).await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
     drop(tx);
     let mut session = Session::new(app, Some(launched.link));
     let feeds = Feeds {
@@ -174,6 +196,9 @@ pub async fn run_flows(
     let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
     for f in followers {
         f.abort();
+    }
+    if let Some(t) = notice_task {
+        t.abort();
     }
     let log = screen.log_path.take();
     drop(screen);
