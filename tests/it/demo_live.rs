@@ -118,6 +118,61 @@ async fn live_replay_drains_and_equals_the_batch_computation() {
         .await,
     );
     assert_eq!(in_table, replayed);
+    // Gold equals the hourly GROUP BY over silver, without the rows gold reported late
+    // (its late_rows table), for the windows its final watermark closed.
+    let silver = delta_rows(&dir.join("lake/silver/flights")).await;
+    let gold = delta_rows(&dir.join("lake/gold/departures_hourly")).await;
+    let late_dir = dir.join("lake/late/departures_hourly");
+    let late = if late_dir.join("_delta_log").is_dir() {
+        delta_rows(&late_dir).await
+    } else {
+        Vec::new()
+    };
+    let watermark =
+        weir::checkpoint::Checkpoint::at(&dir.join("_checkpoints/gold_departures_hourly"))
+            .latest_commit()
+            .unwrap()
+            .map(|(_, c)| c.next_batch_watermark_ms)
+            .unwrap();
+    let ctx = datafusion::prelude::SessionContext::new();
+    let reg = |name: &str, batches: Vec<arrow::record_batch::RecordBatch>| {
+        let schema = batches[0].schema();
+        let t = datafusion::datasource::MemTable::try_new(schema, vec![batches]).unwrap();
+        ctx.register_table(name, std::sync::Arc::new(t)).unwrap();
+    };
+    reg("silver", silver);
+    reg("gold", gold);
+    let late_filter = if late.is_empty() {
+        String::new()
+    } else {
+        reg("late", late);
+        "WHERE NOT EXISTS (SELECT 1 FROM late l WHERE l.carrier = s.carrier AND l.flight = s.flight \
+         AND l.origin = s.origin AND l.time_hour = s.time_hour)"
+            .to_string()
+    };
+    let q = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            lines(&b)
+        }
+    };
+    let expected_gold = q(format!(
+        "SELECT origin, CAST(w AS VARCHAR) AS ws, count(*) AS n FROM \
+         (SELECT origin, date_bin(INTERVAL '1 hour', time_hour) AS w FROM silver s {late_filter}) \
+         GROUP BY origin, w HAVING w + INTERVAL '1 hour' <= to_timestamp_millis({watermark}) \
+         ORDER BY 1, 2"
+    ))
+    .await;
+    let got_gold = q(
+        "SELECT origin, CAST(window_start AS VARCHAR) AS ws, departures AS n FROM gold ORDER BY 1, 2".to_string(),
+    )
+    .await;
+    assert!(!expected_gold.is_empty());
+    assert_eq!(
+        got_gold, expected_gold,
+        "gold = GROUP BY over silver minus its late rows"
+    );
     // Progress records on stdout, one per batch.
     let stdout = String::from_utf8_lossy(&out.stdout);
     let rows: u64 = stdout
