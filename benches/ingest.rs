@@ -496,14 +496,10 @@ fn bench_drift(input: &Path, runs: usize) {
         base.push(run_weir(input).0);
         inferred.push(
             run_weir_with(input, |t| {
-                let start = t.find("schema = \"\"\"").expect("schema key");
-                let end = t[start..].find("\"\"\"\n").expect("schema end") + start;
-                let end = t[end + 3..].find("\"\"\"").map_or(end, |e| end + 3 + e + 3);
-                format!(
-                    "{}schema_inference_max_files = 1000{}",
-                    &t[..start],
-                    &t[end..]
-                )
+                let open = t.find("schema = \"\"\"").expect("schema key");
+                let body = open + "schema = \"\"\"".len();
+                let close = t[body..].find("\"\"\"").expect("schema end") + body + 3;
+                format!("{}schema_inference_max_files = 1000{}", &t[..open], &t[close..])
             })
             .0,
         );
