@@ -499,7 +499,11 @@ fn bench_drift(input: &Path, runs: usize) {
                 let open = t.find("schema = \"\"\"").expect("schema key");
                 let body = open + "schema = \"\"\"".len();
                 let close = t[body..].find("\"\"\"").expect("schema end") + body + 3;
-                format!("{}schema_inference_max_files = 1000{}", &t[..open], &t[close..])
+                format!(
+                    "{}schema_inference_max_files = 1000{}",
+                    &t[..open],
+                    &t[close..]
+                )
             })
             .0,
         );

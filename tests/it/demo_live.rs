@@ -129,7 +129,7 @@ async fn live_replay_drains_and_equals_the_batch_computation() {
         Vec::new()
     };
     let watermark =
-        weir::checkpoint::Checkpoint::at(&dir.join("_checkpoints/gold_departures_hourly"))
+        weir::checkpoint::Checkpoint::at(dir.join("_checkpoints/gold_departures_hourly"))
             .latest_commit()
             .unwrap()
             .map(|(_, c)| c.next_batch_watermark_ms)
