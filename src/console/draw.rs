@@ -199,25 +199,33 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
         Layout::vertical([Constraint::Length(table_h), Constraint::Fill(1)]).areas(area);
     let w = area.width;
     // Columns by priority: the widest layouts show everything.
+    // Narrow terminals (80 columns over SSH): long flow names are cut (the detail
+    // header shows the whole name) and the batch id gives way to the watermark delay,
+    // so every flow's rates, backlog, lag and last error stay on one screen.
+    let narrow = w < 100;
     let name_w = o
         .rows
         .iter()
         .map(|r| r.name.chars().count())
         .max()
         .unwrap_or(4)
-        .clamp(4, 24) as u16;
+        .clamp(4, if narrow { 14 } else { 24 }) as u16;
     let mut cols: Vec<(&str, Constraint)> = vec![
         ("FLOW", Constraint::Length(name_w)),
         ("STATUS", Constraint::Length(8)),
         ("HEALTH", Constraint::Length(7)),
-        ("BATCH", Constraint::Length(6)),
+    ];
+    if !narrow {
+        cols.push(("BATCH", Constraint::Length(6)));
+    }
+    cols.extend([
         ("IN", Constraint::Length(7)),
         ("PROC", Constraint::Length(7)),
-        (
-            "BACKLOG",
-            Constraint::Length(if w >= 100 { 15 } else { 13 }),
-        ),
-    ];
+        ("BACKLOG", Constraint::Length(if narrow { 13 } else { 15 })),
+    ]);
+    if narrow {
+        cols.push(("WM DELAY", Constraint::Length(9)));
+    }
     let show_wm = w >= 100;
     let show_state = w >= 110;
     if show_wm {
@@ -238,11 +246,18 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
             Cell::from(r.name.clone()),
             Cell::from(Span::styled(r.status.clone(), theme.style(r.status_role))),
             Cell::from(Span::styled(r.health.clone(), theme.style(r.health_role))),
-            Cell::from(r.batch.clone()),
+        ];
+        if !narrow {
+            cells.push(Cell::from(r.batch.clone()));
+        }
+        cells.extend([
             Cell::from(r.input_rate.clone()),
             Cell::from(r.processed_rate.clone()),
             Cell::from(r.backlog.clone()),
-        ];
+        ]);
+        if narrow {
+            cells.push(Cell::from(r.watermark_delay.clone()));
+        }
         if show_wm {
             cells.push(Cell::from(r.watermark_delay.clone()));
         }
