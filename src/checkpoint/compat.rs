@@ -146,7 +146,9 @@ pub fn sink_table(spec: &FlowSpec) -> Option<&Path> {
 }
 
 fn same_path(a: &Path, b: &Path) -> bool {
-    let norm = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let norm = |p: &Path| {
+        crate::pipeline::normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+    };
     norm(a) == norm(b)
 }
 

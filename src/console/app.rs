@@ -133,8 +133,12 @@ impl PlaybookView {
             checkpoint: flow
                 .and_then(|f| f.checkpoint.as_ref())
                 .map(|p| p.display().to_string()),
-            source_path: None,
-            sink_path: None,
+            source_path: flow
+                .and_then(|f| f.source_path.as_ref())
+                .map(|p| p.display().to_string()),
+            sink_path: flow
+                .and_then(|f| f.sink_path.as_ref())
+                .map(|p| p.display().to_string()),
         };
         (crate::playbook::render(self.state, &health, &cx), health)
     }
@@ -995,6 +999,21 @@ mod tests {
                 f.name
             );
         }
+    }
+
+    #[test]
+    fn the_playbook_view_fills_the_flow_table_path() {
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        app.flows[0].sink_path = Some(std::path::PathBuf::from("/srv/lake/silver"));
+        let view = PlaybookView {
+            flow: "a".into(),
+            state: crate::health::HealthState::SinkUnavailable,
+            cursor: 0,
+            checked: Default::default(),
+        };
+        let (text, _) = view.rendered(&app);
+        assert!(text.contains("Table path: /srv/lake/silver"), "{text}");
+        assert!(text.contains("ls -ld /srv/lake/silver"), "{text}");
     }
 
     #[test]

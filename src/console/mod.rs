@@ -145,6 +145,8 @@ pub async fn run_flows_with_notices(
             let mut m = FlowModel::new(&f.name);
             seed_history(&mut m, &f.checkpoint, retention);
             m.checkpoint = Some(f.checkpoint.clone());
+            m.source_path = Some(f.source.path().to_path_buf());
+            m.sink_path = f.writes();
             m.trigger = Some(trigger.unwrap_or(f.trigger).to_string());
             m
         })
@@ -223,6 +225,10 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
         names.push(name.clone());
         let mut m = FlowModel::new(&name);
         m.checkpoint = Some(cp.clone());
+        if let Ok(Some(plan)) = crate::checkpoint::Checkpoint::at(cp).read_plan() {
+            m.source_path = Some(plan.source_path);
+            m.sink_path = plan.sink_path;
+        }
         models.push(m);
     }
     let title = checkpoints

@@ -190,6 +190,9 @@ pub struct LastError {
 pub struct FlowModel {
     pub name: String,
     pub checkpoint: Option<PathBuf>,
+    /// What the flow reads and writes (for the playbook's evidence).
+    pub source_path: Option<PathBuf>,
+    pub sink_path: Option<PathBuf>,
     pub trigger: Option<String>,
     pub status: FlowStatus,
     /// Whether any status is known (attach: before the lock was read, it is not).
@@ -212,6 +215,8 @@ impl FlowModel {
         FlowModel {
             name: name.into(),
             checkpoint: None,
+            source_path: None,
+            sink_path: None,
             trigger: None,
             status: FlowStatus::Starting,
             status_known: false,

@@ -212,10 +212,7 @@ async fn run_flow_inner(
         source: spec.source.kind(),
         source_path: spec.source.path().to_path_buf(),
         sink: spec.sink.describe(),
-        sink_path: match &spec.sink {
-            crate::pipeline::SinkSpec::Delta { path, .. } => Some(path.clone()),
-            _ => None,
-        },
+        sink_path: spec.writes(),
     })?;
 
     // Recover (DESIGN.md §5 step 2).
