@@ -297,6 +297,7 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
             });
             let run = crate::console::run_flows_with_notices(
                 &title,
+                Some(&pipeline_path),
                 &pipeline.flows,
                 Some(Trigger::ProcessingTime(crate::demo::LIVE_INTERVAL)),
                 &args.console,

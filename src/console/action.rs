@@ -47,6 +47,8 @@ pub enum Action {
     StopFlow,
     /// Ask to restart the current flow after a schema-change stop (confirmation first).
     RestartFlow,
+    /// Ask to run a restart drill on a copy of the pipeline's input (confirmation first).
+    Drill,
     /// Run: stop all flows gracefully, then quit (again: abort). Attach: quit.
     Quit,
     /// Repaint the whole screen.

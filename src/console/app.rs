@@ -149,6 +149,7 @@ impl PlaybookView {
 pub enum Confirm {
     StopFlow(String),
     RestartFlow(String),
+    Drill(std::path::PathBuf),
 }
 
 impl Confirm {
@@ -156,6 +157,10 @@ impl Confirm {
         match self {
             Confirm::StopFlow(f) => format!(
                 "stop flow {f} after its running batch? It cannot be restarted from this console. (y/n)"
+            ),
+            Confirm::Drill(p) => format!(
+                "run a restart drill on a copy of {}'s input? Copies of the flows are crashed at every failpoint and at random, in a new temporary directory; these checkpoints and tables are not touched. (y/n)",
+                p.display()
             ),
             Confirm::RestartFlow(f) => format!(
                 "restart flow {f}? Its source gained new columns; the wider schema is recorded and the restart re-reads the stopped batch with it, nothing lost. (y/n)"
@@ -250,6 +255,10 @@ pub enum Effect {
         flow: String,
         plan: crate::checkpoint::actions::ActionPlan,
     },
+    /// Run a restart drill on a copy of the pipeline's input, in the background.
+    Drill {
+        pipeline: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -257,6 +266,8 @@ pub struct App {
     pub mode: Mode,
     /// `pipeline.toml`, or the checkpoints attached to.
     pub title: String,
+    /// The pipeline file the flows come from (`run`; for the drill action).
+    pub pipeline_path: Option<std::path::PathBuf>,
     pub theme: Theme,
     pub flows: Vec<FlowModel>,
     pub view: View,
@@ -297,6 +308,7 @@ impl App {
         App {
             mode,
             title: title.into(),
+            pipeline_path: None,
             theme,
             flows,
             view: View::Overview,
@@ -788,6 +800,10 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
                 Overlay::Confirm(Confirm::RestartFlow(flow)) => {
                     app.control(flow, ControlCommand::Restart, &mut effects)
                 }
+                Overlay::Confirm(Confirm::Drill(pipeline)) => {
+                    app.say("drill started; its verdict will appear on the timeline");
+                    effects.push(Effect::Drill { pipeline });
+                }
                 _ => {}
             }
         }
@@ -850,6 +866,11 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         }
         Action::ControlNamed(flow, command) => app.control(flow, command, &mut effects),
+        Action::Drill => match (&app.mode, &app.pipeline_path) {
+            (Mode::Attach, _) => app.complain("weir attach is read-only: run `weir drill PIPELINE` in a shell"),
+            (_, None) => app.complain("the pipeline file is not known to this console"),
+            (_, Some(p)) => app.overlay = Overlay::Confirm(Confirm::Drill(p.clone())),
+        },
         Action::RestartFlow => match app.current_flow() {
             _ if app.mode == Mode::Attach => {
                 app.complain("weir attach is read-only: restart the flow where it runs")
@@ -1014,6 +1035,28 @@ mod tests {
         let (text, _) = view.rendered(&app);
         assert!(text.contains("Table path: /srv/lake/silver"), "{text}");
         assert!(text.contains("ls -ld /srv/lake/silver"), "{text}");
+    }
+
+    #[test]
+    fn the_drill_runs_on_a_copy_after_confirmation() {
+        let mut app = App::for_tests(Mode::Run, &["a"]);
+        assert!(update(&mut app, Action::Drill).is_empty());
+        assert!(
+            app.message.as_ref().is_some_and(|m| m.bad),
+            "no pipeline known"
+        );
+        app.pipeline_path = Some(std::path::PathBuf::from("/srv/p/pipeline.toml"));
+        assert!(update(&mut app, Action::Drill).is_empty(), "asks first");
+        assert_eq!(
+            app.overlay,
+            Overlay::Confirm(Confirm::Drill("/srv/p/pipeline.toml".into()))
+        );
+        assert_eq!(
+            update(&mut app, Action::ConfirmYes),
+            vec![Effect::Drill {
+                pipeline: "/srv/p/pipeline.toml".into()
+            }]
+        );
     }
 
     #[test]

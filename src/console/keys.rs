@@ -508,6 +508,15 @@ pub static BINDINGS: &[Binding] = &[
         when: can_trigger,
     },
     Binding {
+        keys: &[k('D')],
+        action: Action::Drill,
+        ctx: BROWSE,
+        hint: None,
+        hint_keys: None,
+        help: "run a restart drill on a copy of the pipeline's input (asks first; the verdict goes on the timeline)",
+        when: run_mode,
+    },
+    Binding {
         keys: &[k('R')],
         action: Action::RestartFlow,
         ctx: BROWSE,

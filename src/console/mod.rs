@@ -126,13 +126,16 @@ pub async fn run_flows(
     trigger: Option<Trigger>,
     args: &ConsoleArgs,
 ) -> io::Result<RunOutcome> {
-    run_flows_with_notices(title, flows, trigger, args, None).await
+    // `weir run` titles the console with the pipeline file's path.
+    let pipeline = Some(Path::new(title)).filter(|p| p.is_file());
+    run_flows_with_notices(title, pipeline, flows, trigger, args, None).await
 }
 
 /// [`run_flows`] with pipeline-wide notices `(at_ms, text)` put on every flow's
 /// timeline as they arrive (the live demo's injected faults).
 pub async fn run_flows_with_notices(
     title: &str,
+    pipeline: Option<&Path>,
     flows: &[FlowSpec],
     trigger: Option<Trigger>,
     args: &ConsoleArgs,
@@ -188,8 +191,10 @@ pub async fn run_flows_with_notices(
             }
         })
     });
+    let mut app = app;
+    app.pipeline_path = pipeline.map(Path::to_path_buf);
+    let mut session = Session::new(app, Some(launched.link)).with_inputs(tx.clone());
     drop(tx);
-    let mut session = Session::new(app, Some(launched.link));
     let feeds = Feeds {
         engine: Some(launched.events),
         inputs,

@@ -20,6 +20,8 @@ use crate::playbook::StepAction;
 pub struct Session {
     pub app: App,
     link: Option<EngineLink>,
+    /// Where background work (the drill) reports back, as inputs.
+    inputs: Option<tokio::sync::mpsc::Sender<Input>>,
 }
 
 /// Runs a future to completion from the (synchronous) console loop.
@@ -39,7 +41,74 @@ fn blocking<T>(fut: impl std::future::Future<Output = crate::Result<T>>) -> crat
 
 impl Session {
     pub fn new(app: App, link: Option<EngineLink>) -> Self {
-        Session { app, link }
+        Session {
+            app,
+            link,
+            inputs: None,
+        }
+    }
+
+    /// Lets background work started by the console report into its inputs.
+    pub fn with_inputs(mut self, tx: tokio::sync::mpsc::Sender<Input>) -> Self {
+        self.inputs = Some(tx);
+        self
+    }
+
+    /// Runs a drill on a copy of the pipeline's input in the background; its verdict
+    /// goes on every flow's timeline.
+    fn start_drill(&mut self, pipeline: &std::path::Path) -> Result<(), String> {
+        let tx = self
+            .inputs
+            .clone()
+            .ok_or("this console cannot run background work")?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let work_dir = tempfile::Builder::new()
+            .prefix("weir-drill-")
+            .tempdir()
+            .map_err(|e| e.to_string())?
+            .keep();
+        let options = crate::drill::DrillOptions {
+            pipeline: pipeline.to_path_buf(),
+            flows: None,
+            kills: 2,
+            seed: u64::try_from(self.app.now_ms).unwrap_or(0),
+            key: Vec::new(),
+            work_dir: work_dir.clone(),
+            exe,
+            max_files_per_trigger: Some(1),
+        };
+        let now = self.app.now_ms;
+        self.app.ingest(Input::Notice {
+            text: format!("drill started in {}", work_dir.display()),
+            at_ms: now,
+        });
+        tokio::spawn(async move {
+            let text = match crate::drill::run(&options).await {
+                Ok(report) => {
+                    let dupes: u64 = report.flows.iter().map(|f| f.duplicates).sum();
+                    let lost: u64 = report.flows.iter().map(|f| f.lost).sum();
+                    let path = work_dir.join("report.txt");
+                    let _ = std::fs::write(&path, crate::drill::render(&report));
+                    format!(
+                        "drill {}: {} table(s), {} duplicate(s), {} lost, {} process start(s); report {}",
+                        if report.pass { "PASS" } else { "FAIL" },
+                        report.flows.len(),
+                        dupes,
+                        lost,
+                        report.process_starts,
+                        path.display()
+                    )
+                }
+                Err(e) => format!("drill could not run: {e}"),
+            };
+            let _ = tx
+                .send(Input::Notice {
+                    text,
+                    at_ms: chrono::Utc::now().timestamp_millis(),
+                })
+                .await;
+        });
+        Ok(())
     }
 
     /// A key press; returns the action it meant, if any.
@@ -69,6 +138,7 @@ impl Session {
                     self.run_action(flow, plan);
                     Ok(())
                 }
+                (_, Effect::Drill { pipeline }) => self.start_drill(pipeline),
                 (None, _) => Err("no engine to send to".to_string()),
                 (Some(link), Effect::StopAll) => {
                     link.stop_all();
