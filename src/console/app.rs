@@ -431,7 +431,7 @@ impl App {
         match input {
             Input::Notice { text, at_ms } => {
                 for f in &mut self.flows {
-                    f.push_event(at_ms, EventKind::Operator, text.clone());
+                    f.push_notice(at_ms, text.clone());
                 }
             }
             Input::Engine(event) => {
@@ -931,6 +931,11 @@ pub fn merged_events(app: &App, until_ms: i64, limit: usize) -> Vec<&super::mode
         })
         .collect();
     all.sort_by_key(|e| std::cmp::Reverse(e.t_ms));
+    // A pipeline-wide notice sits on every flow's timeline: list it once.
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|e| {
+        e.flow != super::model::PIPELINE_EVENT || seen.insert((e.t_ms, e.text.as_str()))
+    });
     all.truncate(limit);
     all
 }
@@ -1020,6 +1025,12 @@ mod tests {
                 f.name
             );
         }
+        let listed: Vec<_> = merged_events(&app, 10, 50)
+            .into_iter()
+            .filter(|e| e.text.contains("small-files"))
+            .collect();
+        assert_eq!(listed.len(), 1, "the all-flows list shows a notice once");
+        assert_eq!(listed[0].flow, super::super::model::PIPELINE_EVENT);
     }
 
     #[test]

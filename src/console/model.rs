@@ -185,6 +185,9 @@ pub struct LastError {
     pub text: String,
 }
 
+/// The flow label of pipeline-wide notices (e.g. a demo fault injected).
+pub const PIPELINE_EVENT: &str = "pipeline";
+
 /// One flow's state in the console.
 #[derive(Debug, Clone)]
 pub struct FlowModel {
@@ -283,12 +286,28 @@ impl FlowModel {
     }
 
     pub fn push_event(&mut self, t_ms: i64, kind: EventKind, text: String) {
-        let event = TimelineEvent {
+        let flow = self.name.clone();
+        self.insert_event(TimelineEvent {
             t_ms,
-            flow: self.name.clone(),
+            flow,
             kind,
             text,
-        };
+        });
+    }
+
+    /// A pipeline-wide notice on this flow's timeline, labelled [`PIPELINE_EVENT`]
+    /// (the all-flows list shows it once).
+    pub fn push_notice(&mut self, t_ms: i64, text: String) {
+        self.insert_event(TimelineEvent {
+            t_ms,
+            flow: PIPELINE_EVENT.to_string(),
+            kind: EventKind::Operator,
+            text,
+        });
+    }
+
+    fn insert_event(&mut self, event: TimelineEvent) {
+        let t_ms = event.t_ms;
         // Keep the timeline in time order (follower re-reads can arrive late).
         let at = self.timeline.partition_point(|e| e.t_ms <= t_ms);
         if at > 0 && self.timeline[at - 1] == event {
