@@ -336,6 +336,25 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
                 toml::Value::String("available_now".into()),
             );
             let out_of = |flow: &str| root.join("tables").join(flow);
+            // A path the flow reads: the copy of the upstream flow's table, or of the input.
+            let mapped = |p: &str| {
+                let abs = resolve(&base, p);
+                match outputs.get(&abs) {
+                    Some(upstream) => out_of(upstream),
+                    None => inputs
+                        .get(&abs)
+                        .cloned()
+                        .unwrap_or_else(|| root.join("missing-input")),
+                }
+            };
+            let limit_files = |source: &mut toml::Table| {
+                if let Some(n) = options.max_files_per_trigger {
+                    source.insert(
+                        "max_files_per_trigger".into(),
+                        toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
+                    );
+                }
+            };
             if let Some(sink) = t.get_mut("sink").and_then(|s| s.as_table_mut()) {
                 sink.insert("path".into(), path_str(out_of(&name)));
             }
@@ -344,22 +363,9 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             }
             if let Some(source) = t.get_mut("source").and_then(|s| s.as_table_mut()) {
                 if let Some(p) = source.get("path").and_then(|p| p.as_str()) {
-                    let abs = resolve(&base, p);
-                    let mapped = match outputs.get(&abs) {
-                        Some(upstream) => out_of(upstream),
-                        None => inputs
-                            .get(&abs)
-                            .cloned()
-                            .unwrap_or_else(|| root.join("missing-input")),
-                    };
-                    source.insert("path".into(), path_str(mapped));
+                    source.insert("path".into(), path_str(mapped(p)));
                 }
-                if let Some(n) = options.max_files_per_trigger {
-                    source.insert(
-                        "max_files_per_trigger".into(),
-                        toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
-                    );
-                }
+                limit_files(source);
                 if source.contains_key("bad_records_path") {
                     source.insert(
                         "bad_records_path".into(),
@@ -380,34 +386,13 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
                 .and_then(|s| s.as_table_mut())
                 && let Some(p) = source.get("path").and_then(|p| p.as_str())
             {
-                let abs = resolve(&base, p);
-                let mapped = match outputs.get(&abs) {
-                    Some(upstream) => out_of(upstream),
-                    None => inputs
-                        .get(&abs)
-                        .cloned()
-                        .unwrap_or_else(|| root.join("missing-input")),
-                };
-                source.insert("path".into(), path_str(mapped));
-                if let Some(n) = options.max_files_per_trigger {
-                    source.insert(
-                        "max_files_per_trigger".into(),
-                        toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
-                    );
-                }
+                source.insert("path".into(), path_str(mapped(p)));
+                limit_files(source);
             }
             if let Some(joins) = t.get_mut("join").and_then(|j| j.as_array_mut()) {
                 for join in joins.iter_mut().filter_map(|j| j.as_table_mut()) {
                     if let Some(p) = join.get("table").and_then(|x| x.as_str()) {
-                        let abs = resolve(&base, p);
-                        let mapped = match outputs.get(&abs) {
-                            Some(upstream) => out_of(upstream),
-                            None => inputs
-                                .get(&abs)
-                                .cloned()
-                                .unwrap_or_else(|| root.join("missing-input")),
-                        };
-                        join.insert("table".into(), path_str(mapped));
+                        join.insert("table".into(), path_str(mapped(p)));
                     }
                 }
             }

@@ -728,26 +728,12 @@ async fn run_flow_inner(
                 QuarantineWriter::new(dir.clone()).write(batch_id, &quarantined)?;
             }
             if let Some(table) = quarantine_table {
-                if quarantine_sink.is_none() {
-                    quarantine_sink = Some(
-                        Sink::open(
-                            &crate::pipeline::SinkSpec::Delta {
-                                path: table.clone(),
-                                partition_by: Vec::new(),
-                                merge_schema: false,
-                                idempotent: true,
-                            },
-                            &query_id,
-                        )
-                        .await?,
-                    );
-                }
-                if let Some(qs) = quarantine_sink.as_mut() {
-                    let schema = crate::sink::quarantine::records_schema();
-                    let records = crate::sink::quarantine::records_batch(&quarantined)?;
-                    qs.add_batch_mode(batch_id, vec![records], false, Some(&schema))
-                        .await?;
-                }
+                let schema = crate::sink::quarantine::records_schema();
+                let records = crate::sink::quarantine::records_batch(&quarantined)?;
+                side_table(&mut quarantine_sink, table, &query_id)
+                    .await?
+                    .add_batch_mode(batch_id, vec![records], false, Some(&schema))
+                    .await?;
             }
             good
         };
@@ -833,23 +819,10 @@ async fn run_flow_inner(
         if let Some(path) = &spec.late_rows
             && !late_out.is_empty()
         {
-            if late_sink.is_none() {
-                late_sink = Some(
-                    Sink::open(
-                        &crate::pipeline::SinkSpec::Delta {
-                            path: path.clone(),
-                            partition_by: Vec::new(),
-                            merge_schema: false,
-                            idempotent: true,
-                        },
-                        &query_id,
-                    )
-                    .await?,
-                );
-            }
-            if let Some(ls) = late_sink.as_mut() {
-                ls.add_batch(batch_id, late_out).await?;
-            }
+            side_table(&mut late_sink, path, &query_id)
+                .await?
+                .add_batch(batch_id, late_out)
+                .await?;
         }
         if !commit.skipped
             && commit.delta_version.is_some()
@@ -1120,6 +1093,26 @@ async fn run_flow_inner(
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// A Delta table beside the flow's sink (late rows, quarantine), opened on first use;
+/// its commits carry the flow's application transaction like the sink's.
+async fn side_table<'a>(
+    slot: &'a mut Option<Sink>,
+    path: &std::path::Path,
+    app_id: &str,
+) -> Result<&'a mut Sink> {
+    if slot.is_none() {
+        let spec = crate::pipeline::SinkSpec::Delta {
+            path: path.to_path_buf(),
+            partition_by: Vec::new(),
+            merge_schema: false,
+            idempotent: true,
+        };
+        *slot = Some(Sink::open(&spec, app_id).await?);
+    }
+    slot.as_mut()
+        .ok_or_else(|| Error::checkpoint(path, "the side table could not be opened"))
 }
 
 /// What a batch left behind in its source.
