@@ -687,30 +687,7 @@ fn resolve_flow(
                 format!("two joins are named {alias:?}; give one an `alias`"),
             ));
         }
-        let on = match j.on.get_ref() {
-            spec::JoinOnFile::Columns(cols) if !cols.is_empty() => JoinOn::Columns(cols.clone()),
-            spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
-                if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    JoinOn::Columns(vec![t.clone()])
-                } else {
-                    crate::ops::check_sql_syntax(t, false).map_err(|m| {
-                        cx.error(
-                            j.on.span(),
-                            format!(
-                                "invalid join condition: {m}; e.g. \"batch.dest = airports.faa\""
-                            ),
-                        )
-                    })?;
-                    JoinOn::Condition(t.clone())
-                }
-            }
-            _ => {
-                return Err(cx.error(
-                    j.on.span(),
-                    "`on` is empty; give a column present on both sides (\"carrier\"), a list of them, or a condition (\"batch.dest = airports.faa\")".into(),
-                ));
-            }
-        };
+        let on = resolve_join_on(cx, &j.on, "batch.dest = airports.faa")?;
         let how = match j.how.as_ref().map(|h| h.get_ref().as_str()) {
             None | Some("inner") => JoinType::Inner,
             Some("left") | Some("left_outer") => JoinType::Left,
@@ -875,30 +852,7 @@ fn resolve_stream_join(
         column: w.column,
         delay_ms: w.delay.as_millis(),
     });
-    let on = match sj.on.get_ref() {
-        spec::JoinOnFile::Columns(cols) if !cols.is_empty() => JoinOn::Columns(cols.clone()),
-        spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
-            if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                JoinOn::Columns(vec![t.clone()])
-            } else {
-                crate::ops::check_sql_syntax(t, false).map_err(|m| {
-                    cx.error(
-                        sj.on.span(),
-                        format!(
-                            "invalid join condition: {m}; e.g. \"batch.origin = {alias}.origin\""
-                        ),
-                    )
-                })?;
-                JoinOn::Condition(t.clone())
-            }
-        }
-        _ => {
-            return Err(cx.error(
-                sj.on.span(),
-                "`on` is empty; give a column present on both sides (\"origin\"), a list of them, or a condition".into(),
-            ));
-        }
-    };
+    let on = resolve_join_on(cx, &sj.on, &format!("batch.origin = {alias}.origin"))?;
     let how = match sj.how.as_ref().map(|h| h.get_ref().as_str()) {
         None | Some("inner") => JoinType::Inner,
         Some("left") | Some("left_outer") => JoinType::Left,
@@ -979,6 +933,35 @@ fn resolve_stream_join(
     crate::ops::stream_join::check_bounds(stateful.watermark.as_ref(), &join)
         .map_err(|m| cx.error(span, m))?;
     Ok(join)
+}
+
+/// A join's `on`: column name(s) present on both sides, or a SQL condition.
+fn resolve_join_on(
+    cx: &Context<'_>,
+    on: &toml::Spanned<spec::JoinOnFile>,
+    example: &str,
+) -> Result<JoinOn, PipelineError> {
+    match on.get_ref() {
+        spec::JoinOnFile::Columns(cols) if !cols.is_empty() => Ok(JoinOn::Columns(cols.clone())),
+        spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
+            if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                return Ok(JoinOn::Columns(vec![t.clone()]));
+            }
+            crate::ops::check_sql_syntax(t, false).map_err(|m| {
+                cx.error(
+                    on.span(),
+                    format!("invalid join condition: {m}; e.g. \"{example}\""),
+                )
+            })?;
+            Ok(JoinOn::Condition(t.clone()))
+        }
+        _ => Err(cx.error(
+            on.span(),
+            format!(
+                "`on` is empty; give a column present on both sides, a list of them, or a condition (\"{example}\")"
+            ),
+        )),
+    }
 }
 
 fn single_byte(
