@@ -1002,6 +1002,25 @@ mod tests {
                 command: ControlCommand::Restart
             }]
         );
+        // The restarted run clears LAST ERROR (the error stays on the timeline).
+        app.flows[0].ingest_event(
+            &FlowEvent::Status {
+                flow: "a".into(),
+                status: FlowStatus::Failed,
+                at_ms: 1,
+            },
+            60_000,
+        );
+        assert!(app.flows[0].last_error.is_some());
+        app.flows[0].ingest_event(
+            &FlowEvent::Status {
+                flow: "a".into(),
+                status: FlowStatus::Starting,
+                at_ms: 2,
+            },
+            60_000,
+        );
+        assert!(app.flows[0].last_error.is_none() && !app.flows[0].restartable);
         // Attach is read-only.
         let mut attach = App::for_tests(Mode::Attach, &["a"]);
         attach.flows[0].restartable = true;

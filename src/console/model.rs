@@ -434,6 +434,11 @@ impl FlowModel {
                 if matches!(status, FlowStatus::Starting | FlowStatus::Running) {
                     self.restartable = false;
                 }
+                // A new run (a restart) clears the overview's LAST ERROR; the error stays
+                // on the timeline.
+                if *status == FlowStatus::Starting && !status_alive(self.status) {
+                    self.last_error = None;
+                }
                 self.set_status(*status, *at_ms)
             }
             FlowEvent::Progress { progress, .. } => {
