@@ -92,6 +92,8 @@ struct Dimension {
     batches: Vec<RecordBatch>,
     schema: Option<SchemaRef>,
     reloaded: bool,
+    /// A Delta dimension's table, kept so each batch's check reads only new commits.
+    delta: Option<deltalake::DeltaTable>,
 }
 
 /// The dimensions of a flow.
@@ -112,6 +114,7 @@ impl Dimensions {
                     batches: Vec::new(),
                     schema: None,
                     reloaded: false,
+                    delta: None,
                 })
                 .collect(),
         }
@@ -126,11 +129,11 @@ impl Dimensions {
     pub async fn refresh(&mut self, ctx: &SessionContext) -> Result<bool> {
         let mut any = false;
         for dim in &mut self.dims {
-            let stamp = current_stamp(&dim.spec).await?;
+            let stamp = current_stamp(dim).await?;
             if stamp.is_some() && stamp == dim.stamp && dim.schema.is_some() {
                 continue;
             }
-            let (schema, batches) = load(&self.flow, &dim.spec).await?;
+            let (schema, batches) = load(&self.flow, &dim.spec, dim.delta.as_ref()).await?;
             tracing::info!(flow = %self.flow, alias = %dim.spec.alias, path = %dim.spec.table.display(),
                 rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
                 version = ?stamp.filter(|_| dim.spec.format == DimensionFormat::Delta).map(|s| s.0),
@@ -209,11 +212,29 @@ fn missing(spec: &JoinSpec, what: &str) -> Error {
 }
 
 /// What identifies the dimension's content now.
-async fn current_stamp(spec: &JoinSpec) -> Result<Option<(i64, i64)>> {
+/// A Delta table is loaded once, then brought up to date incrementally (only commits
+/// after the version held are read).
+async fn current_stamp(dim: &mut Dimension) -> Result<Option<(i64, i64)>> {
+    let spec = &dim.spec;
     match spec.format {
         DimensionFormat::Delta => {
-            let table = crate::sink::delta::open_existing(&spec.table).await?;
-            Ok(table.and_then(|t| t.version()).map(|v| (v as i64, 0)))
+            match dim.delta.as_mut() {
+                Some(table) => {
+                    table
+                        .update_incremental(None)
+                        .await
+                        .map_err(|source| Error::Delta {
+                            path: spec.table.display().to_string(),
+                            source,
+                        })?
+                }
+                None => dim.delta = crate::sink::delta::open_existing(&spec.table).await?,
+            }
+            Ok(dim
+                .delta
+                .as_ref()
+                .and_then(|t| t.version())
+                .map(|v| (v as i64, 0)))
         }
         DimensionFormat::Csv | DimensionFormat::Parquet => match std::fs::metadata(&spec.table) {
             Ok(m) => Ok(Some((
@@ -225,12 +246,16 @@ async fn current_stamp(spec: &JoinSpec) -> Result<Option<(i64, i64)>> {
     }
 }
 
-async fn load(flow: &str, spec: &JoinSpec) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+async fn load(
+    flow: &str,
+    spec: &JoinSpec,
+    delta: Option<&deltalake::DeltaTable>,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let ctx = SessionContext::new();
     let path = spec.table.display().to_string();
     let df = match spec.format {
         DimensionFormat::Delta => {
-            let Some(table) = crate::sink::delta::open_existing(&spec.table).await? else {
+            let Some(table) = delta else {
                 return Err(missing(spec, "no Delta table at the path"));
             };
             let delta_err = |source| Error::Delta {
