@@ -152,64 +152,31 @@ fn same_path(a: &Path, b: &Path) -> bool {
     norm(a) == norm(b)
 }
 
-/// The stateful check: builds the flow's operator against its saved state, read-only.
+/// The stateful check: plans the flow as the engine does at start
+/// (`engine::plan::plan_operator`), over the schemas its sources have without running
+/// them (a files source's given or recorded schema, a Delta table's current one), with
+/// the operator built against its saved state, read-only.
 async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
-    if !spec.stateful.is_stateful() {
+    if !spec.stateful.is_stateful() && spec.stream_join.is_none() {
         return None;
     }
     let last_commit = cp.latest_commit().ok().flatten().map(|(id, _)| id)?;
-    // The schema the flow's batches have: a files source's given or recorded schema, or
-    // a Delta source's table schema as it is now.
-    let input = match &spec.source {
-        SourceSpec::Delta(options) => {
-            let mut source = crate::source::delta::DeltaSource::new(options.clone());
-            match source.refresh().await {
-                Ok(_) => source.schema()?,
-                Err(e) => return Some(e.to_string()),
-            }
+    let mut schemas = Vec::new();
+    for (index, source) in spec.sources().into_iter().enumerate() {
+        let location = match source {
+            SourceSpec::Files(options) => Some(crate::engine::input::files::schema_location(
+                options, index, cp,
+            )),
+            SourceSpec::Delta(_) => None,
+        };
+        match crate::engine::plan::known_batch_schema(source, location.as_deref()).await {
+            Ok(Some(schema)) => schemas.push(schema),
+            Ok(None) => return None,
+            Err(e) => return Some(e.to_string()),
         }
-        SourceSpec::Files(src) => {
-            let data_schema = match &src.schema {
-                Some(s) => s.clone(),
-                None => {
-                    let location = crate::source::files::schema_store::location(
-                        cp,
-                        src.schema_location.as_deref(),
-                    );
-                    match crate::source::files::schema_store::latest(location) {
-                        Ok(Some((_, s))) => std::sync::Arc::new(s),
-                        Ok(None) => return None,
-                        Err(e) => return Some(e.to_string()),
-                    }
-                }
-            };
-            let read_schema =
-                crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
-                    format: src.format,
-                    csv: src.csv.clone(),
-                    schema: data_schema,
-                    rescued_data: true,
-                });
-            crate::source::files::batch_schema(&read_schema)
-        }
-    };
-    let mut projection = crate::ops::Projection::with_joins(
-        &spec.name,
-        &input,
-        spec.where_.as_deref(),
-        spec.select.as_deref(),
-        &spec.joins,
-    );
-    let projected = match projection.check(&input).await {
-        Ok(p) => p,
-        Err(e) => return Some(e.to_string()),
-    };
-    match crate::ops::stateful::build(
-        &spec.stateful,
-        &projected,
-        &cp.root().join("state").join("0"),
-        Some(last_commit),
-    ) {
+    }
+    let state = crate::engine::plan::StateAt::of(cp, Some(last_commit));
+    match crate::engine::plan::plan_operator(spec, &schemas, &state).await {
         Ok(_) => None,
         Err(e) => Some(e.to_string()),
     }

@@ -1,17 +1,16 @@
 //! `weir validate PIPELINE`: checks a pipeline file without running anything.
 //!
 //! Checks the TOML, every key and value, the SQL syntax of `where`/`select`,
-//! and, when the source schema is given, plans `where`/`select` against it so
-//! that unknown columns are reported before a run.
+//! and, when the source schema is given, plans the flow against it as the engine
+//! does (`engine::plan`, without state) so that unknown columns are reported
+//! before a run.
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use super::{EXIT_INVALID, runtime};
-use crate::ops::Projection;
+use crate::engine::plan;
 use crate::pipeline::{self, SinkSpec, SourceSpec};
-use crate::source::files::{RESCUED_DATA_COLUMN, batch_schema};
 
 pub fn run(path: &Path) -> ExitCode {
     let pipeline = match pipeline::load(path) {
@@ -29,36 +28,28 @@ pub fn run(path: &Path) -> ExitCode {
         }
     };
     let mut ok = true;
-    for flow in &pipeline.flows {
-        // The schema to plan `where`/`select` against, when it is known without running:
-        // a files source's given schema, or the current schema of a Delta source's table.
-        let input = match known_schema(&rt, &flow.source) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
-                ok = false;
-                continue;
-            }
-        };
-        if let Some(sj) = &flow.stream_join {
-            // `where`/`select` apply to the joined rows: plan them once both sides are known.
-            let right = match known_schema(&rt, &sj.source) {
-                Ok(s) => s,
+    'flows: for flow in &pipeline.flows {
+        // The schemas to plan against, when they are known without running: a files
+        // source's given schema, or the current schema of a Delta source's table.
+        let mut schemas = Vec::new();
+        for source in flow.sources() {
+            match rt.block_on(plan::known_batch_schema(source, None)) {
+                Ok(s) => schemas.push(s),
                 Err(e) => {
                     eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
                     ok = false;
-                    continue;
+                    continue 'flows;
                 }
-            };
-            if let (Some(left), Some(right)) = (&input, &right) {
-                let plan = crate::ops::stream_join::JoinPlan {
-                    flow: &flow.name,
-                    left_watermark: flow.stateful.watermark.as_ref(),
-                    join: sj,
-                    where_: flow.where_.as_deref(),
-                    select: flow.select.as_deref(),
-                };
-                if let Err(e) = crate::ops::stream_join::check_plan(&plan, left, right) {
+            }
+        }
+        if let Some(sj) = &flow.stream_join {
+            // `where`/`select` apply to the joined rows: plan them once both sides are known.
+            if let (Some(Some(left)), Some(Some(right))) = (schemas.first(), schemas.get(1)) {
+                let checked = rt.block_on(async {
+                    let (_, projected) = plan::plan_projection(flow, left).await?;
+                    plan::check_operator(flow, &projected, Some(right))
+                });
+                if let Err(e) = checked {
                     eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
                     ok = false;
                     continue;
@@ -76,10 +67,9 @@ pub fn run(path: &Path) -> ExitCode {
                 sj.alias
             );
         }
-        let input = if flow.stream_join.is_some() {
-            None
-        } else {
-            input
+        let input = match &flow.stream_join {
+            Some(_) => None,
+            None => schemas.first().cloned().flatten(),
         };
         // Join tables written by another flow may not exist before the first run.
         let dims_missing: Vec<String> = flow
@@ -96,24 +86,19 @@ pub fn run(path: &Path) -> ExitCode {
             );
         }
         if let Some(input) = input.as_ref().filter(|_| dims_missing.is_empty()) {
-            let mut projection = Projection::with_joins(
-                &flow.name,
-                input,
-                flow.where_.as_deref(),
-                flow.select.as_deref(),
-                &flow.joins,
-            );
-            let projected = match rt.block_on(projection.check(input)) {
-                Ok(p) => p,
+            let projected = match rt.block_on(plan::plan_projection(flow, input)) {
+                Ok((_, p)) => p,
                 Err(e) => {
                     eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
                     ok = false;
                     continue;
                 }
             };
-            if (flow.stateful.is_stateful() || flow.stateful.watermark.is_some())
-                && let Err(message) = crate::ops::stateful::validate(&flow.stateful, &projected)
-            {
+            if let Err(e) = plan::check_operator(flow, &projected, None) {
+                let message = match e {
+                    crate::Error::Plan { message, .. } => message,
+                    e => e.to_string(),
+                };
                 eprintln!("error: {}: flow {:?}: {message}", path.display(), flow.name);
                 ok = false;
                 continue;
@@ -149,28 +134,4 @@ pub fn run(path: &Path) -> ExitCode {
     } else {
         ExitCode::from(EXIT_INVALID)
     }
-}
-
-/// A source's batch schema when it is known without running: a files source's given
-/// schema (plus `_rescued_data`, `_metadata`), or the current schema of a Delta table.
-fn known_schema(
-    rt: &tokio::runtime::Runtime,
-    source: &SourceSpec,
-) -> crate::Result<Option<arrow::datatypes::SchemaRef>> {
-    Ok(match source {
-        SourceSpec::Files(src) => src.schema.as_ref().map(|schema| {
-            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
-            fields.push(Arc::new(arrow::datatypes::Field::new(
-                RESCUED_DATA_COLUMN,
-                arrow::datatypes::DataType::Utf8,
-                true,
-            )));
-            batch_schema(&Arc::new(arrow::datatypes::Schema::new(fields)))
-        }),
-        SourceSpec::Delta(options) => {
-            let mut source = crate::source::delta::DeltaSource::new(options.clone());
-            rt.block_on(source.refresh())?;
-            source.schema()
-        }
-    })
 }

@@ -294,3 +294,74 @@ impl Control {
         }
     }
 }
+
+/// A flow's events, stamped with its name and the time; nothing is sent without a consumer.
+pub struct FlowEvents {
+    flow: String,
+    sink: Option<EventSink>,
+}
+
+impl FlowEvents {
+    pub fn new(flow: &str, sink: Option<EventSink>) -> Self {
+        FlowEvents {
+            flow: flow.to_string(),
+            sink,
+        }
+    }
+
+    fn send(&self, event: impl FnOnce(String) -> FlowEvent) {
+        if let Some(sink) = &self.sink {
+            sink.send(event(self.flow.clone()));
+        }
+    }
+
+    pub fn status(&self, status: FlowStatus) {
+        self.send(|flow| FlowEvent::Status {
+            flow,
+            status,
+            at_ms: super::now_ms(),
+        });
+    }
+
+    pub fn command(&self, command: ControlCommand) {
+        self.send(|flow| FlowEvent::Command {
+            flow,
+            command,
+            at_ms: super::now_ms(),
+        });
+    }
+
+    pub fn schema(&self, detail: crate::schema::events::SchemaEvent) {
+        self.send(|flow| FlowEvent::Schema {
+            flow,
+            detail,
+            at_ms: super::now_ms(),
+        });
+    }
+
+    pub fn progress(&self, progress: &StreamingQueryProgress) {
+        self.send(|flow| FlowEvent::Progress {
+            flow,
+            progress: Box::new(progress.clone()),
+        });
+    }
+
+    pub fn health(&self, health: crate::health::Health) {
+        self.send(|flow| FlowEvent::Health {
+            flow,
+            health: Box::new(health),
+            at_ms: super::now_ms(),
+        });
+    }
+
+    pub fn error(&self, e: &crate::error::Error) {
+        self.send(|flow| FlowEvent::Error {
+            flow,
+            kind: e.kind().to_string(),
+            domain: e.domain(),
+            retryable: e.retryable(),
+            message: e.to_string(),
+            at_ms: super::now_ms(),
+        });
+    }
+}

@@ -220,6 +220,14 @@ impl SinkSpec {
 }
 
 impl FlowSpec {
+    /// The flow's sources in Spark's order (source `i` owns offset `i` of `offsets/N` and
+    /// `sources/<i>/` in the checkpoint): its `source`, then a stream-stream join's right side.
+    pub fn sources(&self) -> Vec<&SourceSpec> {
+        std::iter::once(&self.source)
+            .chain(self.stream_join.as_ref().map(|j| &j.source))
+            .collect()
+    }
+
     /// The tables this flow reads as a stream or a dimension (for dependency order).
     pub fn reads(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();

@@ -1,0 +1,624 @@
+//! One micro-batch, as types (DESIGN.md §5 steps 3-6). Each stage is produced by one
+//! function from the one before; what a stage writes is in its signature.
+//!
+//! ```text
+//!  plan ──────► PlannedBatch ─ read ─► ReadBatch ─ transform ─► Output ─ write ─► Written ─ commit ─► Committed
+//!  inputs' ledgers,            schema history     operator state        sink, side     operator state N,
+//!  offsets/N (the WAL)         (a widened          in memory             tables (Delta  commits/N, ledgers
+//!  │ after_offsets             schema stops)                             txn = batch)   │ after_state
+//!                                                                        │ after_sink_commit  │ before_commit
+//! ```
+//!
+//! A crash anywhere between `offsets/N` and `commits/N` re-runs batch N with exactly
+//! its recorded offsets ([`plan`] takes the batch [`Next::replay`] names), and the
+//! sink's application transaction makes the re-run write at most once.
+
+use std::time::Instant;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use super::control::FlowEvents;
+use super::failpoint;
+use super::input::{Backlog, BatchFiles, Input, Planned};
+use super::plan::FlowPlan;
+use super::recover::Recovered;
+use super::retry::Retry;
+use super::sinks::Sinks;
+use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata};
+use crate::error::{Error, Result};
+use crate::ops::join::DimensionProgress;
+use crate::ops::stateful::{OutputMode, StateOperatorMetrics};
+use crate::ops::watermark::{EventTimeStats, Split, split_late};
+use crate::pipeline::{FlowSpec, Trigger};
+use crate::schema::events::SchemaEvent;
+use crate::schema::evolve::Decision;
+use crate::sink::SinkCommit;
+use crate::sink::quarantine::{QuarantineWriter, QuarantinedRecord, split_batches};
+use crate::source::files::BatchRead;
+use crate::source::files::ledger::FileOutcome;
+
+/// Where the next batch starts.
+#[derive(Debug, Clone)]
+pub struct Next {
+    pub batch_id: u64,
+    /// The watermark it runs with.
+    pub watermark_ms: i64,
+    /// A batch planned before a restart and not committed: it runs first, as recorded.
+    pub replay: Option<(u64, OffsetSeq)>,
+}
+
+impl From<&Recovered> for Next {
+    fn from(r: &Recovered) -> Self {
+        Next {
+            batch_id: r.next_batch_id,
+            watermark_ms: r.watermark_ms,
+            replay: r.replay.clone(),
+        }
+    }
+}
+
+/// Durations of a batch's steps (ms), named as Spark's `durationMs`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timings {
+    pub latest_offset: u64,
+    pub wal_commit: u64,
+    pub get_batch: u64,
+    pub add_batch: u64,
+    pub commit_offsets: u64,
+}
+
+/// One source's part of a batch.
+#[derive(Debug)]
+pub struct Part {
+    /// Where the source stood before the batch: its end offset in `offsets/<N-1>`.
+    pub start_offset: Option<serde_json::Value>,
+    pub files: BatchFiles,
+    /// What the source left behind after planning (zero for a re-run batch).
+    pub backlog: Backlog,
+}
+
+/// Stage 1: the batch is in the write-ahead log (`offsets/N`), its files in the ledgers.
+#[derive(Debug)]
+pub struct PlannedBatch {
+    pub batch_id: u64,
+    /// A batch planned before a restart, run again with exactly its recorded offsets.
+    pub replayed: bool,
+    /// What `offsets/N` holds: the batch's watermark and timestamp, one end offset per source.
+    pub offsets: OffsetSeq,
+    /// Per source, in source order.
+    pub parts: Vec<Part>,
+    /// Files found rewritten after ingestion while planning.
+    pub num_modified: u64,
+    pub timings: Timings,
+}
+
+impl PlannedBatch {
+    /// The watermark this batch runs with.
+    pub fn watermark_ms(&self) -> i64 {
+        self.offsets.metadata.batch_watermark_ms
+    }
+}
+
+/// Stage 2: the batch's data, read and checked against the sources' schemas.
+#[derive(Debug)]
+pub struct ReadBatch {
+    pub planned: PlannedBatch,
+    /// Per source. `batches` are moved on by [`transform`]; the counters and file
+    /// outcomes stay for the commit and the progress record.
+    pub reads: Vec<BatchRead>,
+    /// `schema_evolution = "none"`: new columns ignored.
+    pub new_columns_ignored: Vec<String>,
+}
+
+/// Records that cannot be parsed at all, for one quarantine destination.
+#[derive(Debug)]
+pub struct Quarantine {
+    /// `bad_records_path`: JSON lines per batch.
+    pub dir: Option<std::path::PathBuf>,
+    /// `bad_records_table`: a Delta table.
+    pub table: Option<std::path::PathBuf>,
+    pub records: Vec<QuarantinedRecord>,
+}
+
+/// Stage 3: what the batch produces, in memory (the operator's new state is not saved yet).
+#[derive(Debug)]
+pub struct Output {
+    pub read: ReadBatch,
+    /// The rows for the sink.
+    pub rows: Vec<RecordBatch>,
+    /// Rows behind the watermark and rows without a valid event time (the `late_rows` table).
+    pub late: Vec<RecordBatch>,
+    pub quarantine: Vec<Quarantine>,
+    /// Event-time statistics of input 0's on-time rows.
+    pub event_time: Option<EventTimeStats>,
+    /// Input 0's rows behind the watermark, set apart before a stateful operator.
+    pub num_late: u64,
+    pub num_invalid_event_time: u64,
+    pub num_quarantined: u64,
+    pub dimensions: Vec<DimensionProgress>,
+    /// When `addBatch` started.
+    started: Instant,
+}
+
+/// Stage 4: the batch is in the sink (one Delta commit carrying txn(query id, N)).
+#[derive(Debug)]
+pub struct Written {
+    /// The output, its rows moved to the sink.
+    pub output: Output,
+    pub sink: SinkCommit,
+}
+
+/// Stage 5: state version N, `commits/N` and the ledgers are written: the batch is done.
+#[derive(Debug)]
+pub struct Committed {
+    pub written: Written,
+    /// The watermark of the next batch (`commits/N`'s `nextBatchWatermarkMs`).
+    pub next_watermark_ms: i64,
+    /// `stateOperators` after the commit.
+    pub state_operators: Vec<StateOperatorMetrics>,
+    /// Rows the batch dropped behind the watermark (both sides of a join).
+    pub num_rows_dropped_by_watermark: u64,
+    /// Spark's description of each source.
+    pub sources: Vec<String>,
+}
+
+impl Committed {
+    pub fn planned(&self) -> &PlannedBatch {
+        &self.written.output.read.planned
+    }
+    pub fn reads(&self) -> &[BatchRead] {
+        &self.written.output.read.reads
+    }
+    pub fn output(&self) -> &Output {
+        &self.written.output
+    }
+    pub fn batch_id(&self) -> u64 {
+        self.planned().batch_id
+    }
+    pub fn timings(&self) -> &Timings {
+        &self.planned().timings
+    }
+    /// Rows read from every source.
+    pub fn num_input_rows(&self) -> u64 {
+        self.reads().iter().map(|r| r.num_rows).sum()
+    }
+    /// Rows the sink wrote (0 when the write was skipped on replay).
+    pub fn num_output_rows(&self) -> u64 {
+        if self.written.sink.skipped {
+            0
+        } else {
+            self.written.sink.num_output_rows
+        }
+    }
+    /// Files of the batch, over every source.
+    pub fn num_files(&self) -> u64 {
+        self.planned()
+            .parts
+            .iter()
+            .map(|p| p.files.len() as u64)
+            .sum()
+    }
+    /// Files (of any source) by outcome.
+    pub fn count_outcomes(&self, pred: impl Fn(&FileOutcome) -> bool) -> u64 {
+        self.reads()
+            .iter()
+            .flat_map(|r| r.outcomes.iter())
+            .filter(|(_, o)| pred(o))
+            .count() as u64
+    }
+}
+
+fn ms_since(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// Step 3 (`latestOffset`, `walCommit`): the batch to re-run after a restart, or the next
+/// batch planned from the sources and recorded (ledger rows, then `offsets/N`).
+/// `Ok(None)`: no source has new data and the operator needs no no-data batch.
+pub async fn plan(
+    spec: &FlowSpec,
+    flow: &mut FlowPlan,
+    next: &mut Next,
+    trigger: Trigger,
+    started: Instant,
+    wal: &Checkpoint,
+) -> Result<Option<PlannedBatch>> {
+    if let Some((id, seq)) = next.replay.take() {
+        return replay(flow, id, seq, started, wal).await.map(Some);
+    }
+    let batch_id = next.batch_id;
+    let now = super::now_ms();
+    let prev = previous_offsets(wal, batch_id);
+    let mut planned: Vec<Option<Planned>> = Vec::with_capacity(flow.inputs.len());
+    for (i, input) in flow.inputs.iter_mut().enumerate() {
+        let start = prev.get(i).cloned().flatten();
+        let mut retry = Retry::new(&spec.health, "plan the batch from the source");
+        planned.push(loop {
+            match input.plan(trigger, start.as_ref(), batch_id, now).await {
+                Ok(p) => break p,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        });
+    }
+    // A batch runs when any source has data; the others' parts are empty and their
+    // offsets do not move. Without data anywhere, Spark's no-data batch runs when the
+    // watermark has moved past state that can now be emitted or evicted.
+    let any_data = planned.iter().any(Option::is_some);
+    let latest_offset = ms_since(started);
+    if !any_data && !flow.operator.needs_no_data_batch(next.watermark_ms) {
+        return Ok(None);
+    }
+    let planned: Vec<Planned> = planned
+        .into_iter()
+        .zip(&flow.inputs)
+        .map(|(p, input)| p.unwrap_or_else(|| input.no_data()))
+        .collect();
+
+    let t_wal = Instant::now();
+    let mut offsets = Vec::with_capacity(planned.len());
+    let mut parts = Vec::with_capacity(planned.len());
+    let mut num_modified = 0;
+    for (i, (p, input)) in planned.into_iter().zip(flow.inputs.iter_mut()).enumerate() {
+        let start = prev.get(i).cloned().flatten();
+        // A part without data keeps the source's offset; a source that never had one
+        // writes `-` (Spark's `OffsetSeq` for a source without an offset).
+        let end = p
+            .end_offset
+            .or_else(|| start.clone())
+            .filter(|v| !v.is_null());
+        input.record_plan(batch_id, &p.files, now)?;
+        num_modified += p.num_modified;
+        offsets.push(end);
+        parts.push(Part {
+            start_offset: start,
+            files: p.files,
+            backlog: p.backlog,
+        });
+    }
+    let format = flow.inputs.first().map_or("", Input::format);
+    let seq = OffsetSeq {
+        metadata: OffsetSeqMetadata {
+            batch_watermark_ms: next.watermark_ms,
+            batch_timestamp_ms: now,
+            conf: [
+                ("weir.source.format".to_string(), format.to_string()),
+                (
+                    "weir.version".to_string(),
+                    env!("CARGO_PKG_VERSION").to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        },
+        offsets,
+    };
+    wal.write_offsets(batch_id, &seq)?;
+    failpoint::hit("after_offsets", &spec.name, batch_id);
+    Ok(Some(PlannedBatch {
+        batch_id,
+        replayed: false,
+        offsets: seq,
+        parts,
+        num_modified,
+        timings: Timings {
+            latest_offset,
+            wal_commit: ms_since(t_wal),
+            ..Timings::default()
+        },
+    }))
+}
+
+/// The end offsets of the batch before `batch_id` (where each source starts).
+fn previous_offsets(wal: &Checkpoint, batch_id: u64) -> Vec<Option<serde_json::Value>> {
+    batch_id
+        .checked_sub(1)
+        .and_then(|prev| wal.read_offsets(prev).ok())
+        .map(|seq| seq.offsets)
+        .unwrap_or_default()
+}
+
+/// A batch planned before a restart: each source re-derives its part from the recorded
+/// offsets (the ledger's files of the batch, or the Delta commits between two offsets).
+async fn replay(
+    flow: &mut FlowPlan,
+    batch_id: u64,
+    offsets: OffsetSeq,
+    started: Instant,
+    wal: &Checkpoint,
+) -> Result<PlannedBatch> {
+    let prev = previous_offsets(wal, batch_id);
+    let mut parts = Vec::with_capacity(flow.inputs.len());
+    for (i, input) in flow.inputs.iter_mut().enumerate() {
+        let start = prev.get(i).cloned().flatten();
+        let end = offsets.offsets.get(i).cloned().flatten();
+        let files = input.replay(batch_id, start.as_ref(), end.as_ref()).await?;
+        parts.push(Part {
+            start_offset: start,
+            files,
+            backlog: Backlog::default(),
+        });
+    }
+    tracing::info!(
+        batch_id,
+        files = parts.first().map_or(0, |p| p.files.len()),
+        "re-running batch planned before a restart"
+    );
+    Ok(PlannedBatch {
+        batch_id,
+        replayed: true,
+        offsets,
+        parts,
+        num_modified: 0,
+        timings: Timings {
+            latest_offset: ms_since(started),
+            ..Timings::default()
+        },
+    })
+}
+
+/// Step 4 (`getBatch`): reads each source's part and checks it against the source's
+/// schema. New columns that widen the schema are recorded in the source's schema
+/// history, then stop the flow before anything is written (Auto Loader): the next
+/// start re-runs this batch with the wider schema.
+pub async fn read(
+    spec: &FlowSpec,
+    flow: &mut FlowPlan,
+    mut batch: PlannedBatch,
+    events: &FlowEvents,
+) -> Result<ReadBatch> {
+    let started = Instant::now();
+    let mut reads = Vec::with_capacity(batch.parts.len());
+    for (part, input) in batch.parts.iter().zip(flow.inputs.iter_mut()) {
+        let read = input.read(&part.files).await?;
+        // A re-run batch must read exactly the files it planned: its first attempt may
+        // have committed them to the sink already (the write is then skipped by the Delta
+        // transaction), so a file left for "later" would come back in another batch and
+        // be written twice. Fail instead; the next start re-runs the batch again.
+        if batch.replayed
+            && let Some((path, FileOutcome::Retry { error })) = read
+                .outcomes
+                .iter()
+                .find(|(_, o)| matches!(o, FileOutcome::Retry { .. }))
+        {
+            return Err(Error::Source {
+                path: std::path::PathBuf::from(path),
+                message: format!(
+                    "batch {} is re-run after a restart and must read exactly the files it planned, \
+                     but this one cannot be read now ({error}); nothing was written, the next start re-runs the batch",
+                    batch.batch_id
+                ),
+            });
+        }
+        reads.push(read);
+    }
+    batch.timings.get_batch = ms_since(started);
+
+    let mut new_columns_ignored: Vec<String> = Vec::new();
+    for (read, input) in reads.iter().zip(flow.inputs.iter()) {
+        for event in SchemaEvent::type_mismatches(&read.type_mismatches) {
+            events.schema(event);
+        }
+        let evolution = input.evolve(read);
+        for name in evolution.ignored {
+            if !new_columns_ignored.contains(&name) {
+                new_columns_ignored.push(name);
+            }
+        }
+        match &evolution.decision {
+            Decision::Unchanged => {}
+            Decision::Widen { added, files, .. } => {
+                let version = input.record_schema(&evolution.decision)?.unwrap_or(0);
+                if let Some(event) = SchemaEvent::schema_changed(&evolution.decision, version) {
+                    events.schema(event);
+                }
+                return Err(Error::SchemaChanged {
+                    flow: spec.name.clone(),
+                    batch_id: batch.batch_id,
+                    added: added.clone(),
+                    file: files.first().cloned().unwrap_or_default(),
+                    version,
+                });
+            }
+            Decision::Fail { message } => {
+                return Err(Error::SchemaMismatch {
+                    flow: spec.name.clone(),
+                    message: message.clone(),
+                });
+            }
+        }
+    }
+    Ok(ReadBatch {
+        planned: batch,
+        reads,
+        new_columns_ignored,
+    })
+}
+
+/// Step 5a (`addBatch`, in memory): records that cannot be parsed at all set apart for
+/// the quarantine, `where`/`select` (DataFusion), the watermark split, and the operator
+/// against state version N-1.
+pub async fn transform(
+    spec: &FlowSpec,
+    flow: &mut FlowPlan,
+    mut read: ReadBatch,
+) -> Result<Output> {
+    let started = Instant::now();
+    let batch_id = read.planned.batch_id;
+    let watermark_ms = read.planned.watermark_ms();
+
+    // Each source's rows, corrupt records set apart when it has a quarantine.
+    let mut quarantine: Vec<Quarantine> = Vec::new();
+    let mut num_quarantined = 0u64;
+    let mut rows: Vec<Vec<RecordBatch>> = Vec::with_capacity(read.reads.len());
+    for (r, input) in read.reads.iter_mut().zip(flow.inputs.iter()) {
+        let batches = std::mem::take(&mut r.batches);
+        let (dir, table) = input.quarantine();
+        if dir.is_none() && table.is_none() {
+            rows.push(batches);
+            continue;
+        }
+        let (good, records) = split_batches(batches, batch_id)?;
+        num_quarantined += records.len() as u64;
+        match quarantine
+            .iter_mut()
+            .find(|q| q.dir.as_deref() == dir && q.table.as_deref() == table)
+        {
+            Some(q) => q.records.extend(records),
+            None => quarantine.push(Quarantine {
+                dir: dir.map(std::path::Path::to_path_buf),
+                table: table.map(std::path::Path::to_path_buf),
+                records,
+            }),
+        }
+        rows.push(good);
+    }
+    let mut rows = rows.into_iter();
+    let left = rows.next().unwrap_or_default();
+    let others: Vec<Vec<RecordBatch>> = rows.collect();
+
+    let projected = flow.projection.apply(left).await?;
+    let mut event_time = None;
+    let mut num_late = 0u64;
+    let mut num_invalid_event_time = 0u64;
+    let mut late = Vec::new();
+    let on_time = match &spec.stateful.watermark {
+        None => projected,
+        Some(wm) => {
+            let drops = flow.operator.drops_late_rows();
+            let split = split_late(
+                &projected,
+                wm,
+                if drops { watermark_ms } else { i64::MIN / 1000 },
+            )?;
+            event_time = split.event_time;
+            num_invalid_event_time = split.num_invalid;
+            if !flow.operator.is_stateful() {
+                passthrough(split)
+            } else {
+                if drops {
+                    num_late = split.num_late;
+                    late.extend(split.late);
+                }
+                if split.num_invalid > 0 {
+                    tracing::warn!(batch_id, rows = split.num_invalid, column = %wm.column,
+                        "rows with a null or unparseable event time{}",
+                        if spec.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
+                    late.extend(split.invalid);
+                }
+                split.on_time
+            }
+        }
+    };
+    let out = flow
+        .operator
+        .process(batch_id, on_time, others, watermark_ms, num_late)
+        .await?;
+    Ok(Output {
+        dimensions: flow.projection.dimensions(),
+        read,
+        rows: out,
+        late,
+        quarantine,
+        event_time,
+        num_late,
+        num_invalid_event_time,
+        num_quarantined,
+        started,
+    })
+}
+
+/// Without a stateful operator a watermark drops nothing: on-time, late and invalid
+/// rows all go on (Spark applies the watermark only to stateful operators).
+fn passthrough(split: Split) -> Vec<RecordBatch> {
+    let mut all = split.on_time;
+    all.extend(split.late);
+    all.extend(split.invalid);
+    all
+}
+
+/// Step 5b (`addBatch`, the write): quarantined records, then the sink's one commit for
+/// the batch, then late rows, each carrying txn(query id, N) so a re-run writes at most
+/// once. Flows of this process streaming from the sink's table are told at once.
+pub async fn write(
+    spec: &FlowSpec,
+    output_schema: &SchemaRef,
+    mut output: Output,
+    sinks: &mut Sinks,
+) -> Result<Written> {
+    let batch_id = output.read.planned.batch_id;
+    for q in std::mem::take(&mut output.quarantine) {
+        if let Some(dir) = &q.dir {
+            QuarantineWriter::new(dir.clone()).write(batch_id, &q.records)?;
+        }
+        if let Some(table) = &q.table {
+            let schema = crate::sink::quarantine::records_schema();
+            let records = crate::sink::quarantine::records_batch(&q.records)?;
+            sinks
+                .write_side(table, batch_id, vec![records], Some(&schema))
+                .await?;
+        }
+    }
+    let overwrite = spec.stateful.output_mode == OutputMode::Complete;
+    let rows = std::mem::take(&mut output.rows);
+    let sink = sinks
+        .write(batch_id, rows, overwrite, output_schema)
+        .await?;
+    let late = std::mem::take(&mut output.late);
+    if let Some(path) = &spec.late_rows
+        && !late.is_empty()
+    {
+        sinks.write_side(path, batch_id, late, None).await?;
+    }
+    if !sink.skipped
+        && sink.delta_version.is_some()
+        && let Some(table) = spec.writes()
+    {
+        super::commits::published(&table);
+    }
+    failpoint::hit("after_sink_commit", &spec.name, batch_id);
+    Ok(Written { output, sink })
+}
+
+/// Step 6 (`commitOffsets`): state version N, then `commits/N` with the next batch's
+/// watermark, then each source settles its part (the ledger's rows become committed;
+/// files that could not be read for a retryable reason are forgotten, so a later batch
+/// retries them).
+pub fn commit(
+    spec: &FlowSpec,
+    flow: &mut FlowPlan,
+    mut written: Written,
+    wal: &Checkpoint,
+) -> Result<Committed> {
+    let batch_id = written.output.read.planned.batch_id;
+    flow.operator.commit(batch_id)?;
+    failpoint::hit("after_state", &spec.name, batch_id);
+    failpoint::hit("before_commit", &spec.name, batch_id);
+    let output = &mut written.output;
+    output.read.planned.timings.add_batch = ms_since(output.started);
+    let next_watermark_ms = flow.operator.next_watermark(
+        spec,
+        output.read.planned.watermark_ms(),
+        output.event_time.as_ref(),
+    );
+
+    let started = Instant::now();
+    wal.write_commit(
+        batch_id,
+        &CommitMetadata {
+            next_batch_watermark_ms: next_watermark_ms,
+        },
+    )?;
+    for (read, input) in output.read.reads.iter().zip(flow.inputs.iter_mut()) {
+        input.settle(batch_id, &read.outcomes, super::now_ms())?;
+    }
+    output.read.planned.timings.commit_offsets = ms_since(started);
+    Ok(Committed {
+        state_operators: flow.operator.metrics(output.num_late),
+        num_rows_dropped_by_watermark: flow.operator.num_rows_dropped(output.num_late),
+        sources: flow.inputs.iter().map(Input::description).collect(),
+        next_watermark_ms,
+        written,
+    })
+}

@@ -1,0 +1,121 @@
+//! A Delta table in the batch protocol (Spark's `DeltaSource`; the source itself is
+//! `source::delta`). Its offsets are its whole record: nothing to recover or settle.
+
+use arrow::datatypes::SchemaRef;
+
+use super::{Backlog, BatchFiles, Planned};
+use crate::error::{Error, Result};
+use crate::pipeline::Trigger;
+use crate::source::delta::{DeltaFile, DeltaOffset, DeltaSource, DeltaSourceOptions, PlanBounds};
+use crate::source::files::BatchRead;
+
+/// A Delta source with the bound an `available_now` run pinned at its start.
+pub struct DeltaInput {
+    pub source: DeltaSource,
+    /// `available_now`: the table's latest version when the run started.
+    pub until_version: Option<u64>,
+}
+
+impl DeltaInput {
+    /// `None` while no table exists at the path.
+    pub async fn open(options: &DeltaSourceOptions) -> Result<Option<DeltaInput>> {
+        let mut source = DeltaSource::new(options.clone());
+        Ok(source.refresh().await?.map(|_| DeltaInput {
+            source,
+            until_version: None,
+        }))
+    }
+
+    pub fn batch_schema(&self) -> Result<SchemaRef> {
+        self.source.schema().ok_or_else(|| Error::Source {
+            path: self.source.options().path.clone(),
+            message: "the Delta table has not been loaded yet".into(),
+        })
+    }
+
+    pub async fn plan(
+        &mut self,
+        trigger: Trigger,
+        prev_end: Option<&serde_json::Value>,
+    ) -> Result<Option<Planned>> {
+        let from = prev_end
+            .map(DeltaOffset::from_json)
+            .transpose()
+            .map_err(|e| Error::Source {
+                path: self.source.options().path.clone(),
+                message: format!(
+                    "the checkpoint's last offset is not a Delta source offset ({e}); \
+                     was this checkpoint written by another source? Start the flow with a new checkpoint"
+                ),
+            })?;
+        let bounds = match trigger {
+            Trigger::Once => PlanBounds {
+                unbounded: true,
+                until_version: None,
+            },
+            Trigger::AvailableNow => {
+                if self.until_version.is_none() {
+                    self.until_version = self.source.refresh().await?;
+                }
+                PlanBounds {
+                    unbounded: false,
+                    until_version: self.until_version,
+                }
+            }
+            Trigger::ProcessingTime(_) => PlanBounds::default(),
+        };
+        let Some(planned) = self.source.plan_with(from.as_ref(), bounds).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Planned {
+            end_offset: Some(planned.end.to_json()),
+            backlog: Backlog {
+                files: planned.backlog.files,
+                bytes: planned.backlog.bytes,
+                versions: Some(planned.backlog.versions_behind),
+            },
+            num_modified: 0,
+            files: BatchFiles::Delta(planned.files),
+        }))
+    }
+
+    pub async fn replay(
+        &mut self,
+        batch_id: u64,
+        prev_end: Option<&serde_json::Value>,
+        end: Option<&serde_json::Value>,
+    ) -> Result<BatchFiles> {
+        let parse = |v: &serde_json::Value| {
+            DeltaOffset::from_json(v).map_err(|e| Error::Source {
+                path: self.source.options().path.clone(),
+                message: format!("batch {batch_id}: not a Delta source offset: {e}"),
+            })
+        };
+        let start = prev_end.map(parse).transpose()?;
+        let Some(end) = end.map(parse).transpose()? else {
+            return Ok(BatchFiles::Delta(Vec::new()));
+        };
+        if start.as_ref() == Some(&end) {
+            // A no-data batch: the offset did not move.
+            return Ok(BatchFiles::Delta(Vec::new()));
+        }
+        Ok(BatchFiles::Delta(
+            self.source.files_between(start.as_ref(), &end).await?,
+        ))
+    }
+
+    pub async fn read(&mut self, files: &[DeltaFile]) -> Result<BatchRead> {
+        let reader = self.source.reader()?;
+        let batches = if files.is_empty() {
+            Vec::new()
+        } else {
+            reader.read(files).await?
+        };
+        Ok(BatchRead {
+            num_rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+            num_bytes: files.iter().map(|f| f.size).sum(),
+            batches,
+            ..Default::default()
+        })
+    }
+}

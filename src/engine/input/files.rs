@@ -1,0 +1,161 @@
+//! The file source in the batch protocol (Auto Loader's directory listing; the source
+//! itself is `source::files`).
+
+use std::path::PathBuf;
+
+use super::{Backlog, BatchFiles, Evolution, Planned, source_dir};
+use crate::checkpoint::Checkpoint;
+use crate::error::Result;
+use crate::pipeline::{FilesSource, Trigger};
+use crate::schema::evolve::{EvolutionMode, evolve, strings_only};
+use crate::source::files::ledger::Ledger;
+use crate::source::files::{BatchRead, FileSource, schema_store, select};
+
+/// A file source with its ledger and schema location.
+pub struct FilesInput {
+    pub source: FileSource,
+    /// Where the source's schema history lives (inferred schemas, widenings).
+    pub schema_location: PathBuf,
+}
+
+/// The file source's offset for batch N (Spark's `FileStreamSource`: the batch's
+/// entry in its file log; weir's is the ledger).
+fn log_offset(batch_id: u64) -> serde_json::Value {
+    serde_json::json!({ "logOffset": batch_id })
+}
+
+/// Source `index`'s ledger: `sources/<index>/ledger.sqlite`.
+fn ledger_path(checkpoint: &Checkpoint, index: usize) -> PathBuf {
+    source_dir(checkpoint, index).join("ledger.sqlite")
+}
+
+/// Source `index`'s schema location: `schema_location` when given; else the checkpoint
+/// itself for the flow's source (`_schemas/`) and `sources/<index>/` for the others.
+pub fn schema_location(options: &FilesSource, index: usize, checkpoint: &Checkpoint) -> PathBuf {
+    match (&options.schema_location, index) {
+        (Some(location), _) => location.clone(),
+        (None, 0) => checkpoint.root().to_path_buf(),
+        (None, _) => source_dir(checkpoint, index),
+    }
+}
+
+fn open_ledger(checkpoint: &Checkpoint, index: usize) -> Result<Ledger> {
+    if index > 0 {
+        crate::checkpoint::create_dir_private(&source_dir(checkpoint, index))?;
+    }
+    Ledger::open(&ledger_path(checkpoint, index))
+}
+
+impl FilesInput {
+    /// `None` until the schema is known: given, recorded, or inferred from the files
+    /// present (an inferred schema is recorded as version 0 of the history).
+    pub fn open(
+        options: &FilesSource,
+        index: usize,
+        checkpoint: &Checkpoint,
+    ) -> Result<Option<FilesInput>> {
+        let location = schema_location(options, index, checkpoint);
+        let Some(schema) =
+            schema_store::resolve_at(options, &location, options.schema_hints.as_deref())?
+        else {
+            return Ok(None);
+        };
+        let ledger = open_ledger(checkpoint, index)?;
+        Ok(Some(FilesInput {
+            source: FileSource::new(options.clone(), ledger, schema),
+            schema_location: location,
+        }))
+    }
+
+    /// Recovery: ledger rows planned for a batch whose `offsets/` file was never written
+    /// are forgotten; rows of committed batches still pending are settled.
+    pub fn recover(
+        index: usize,
+        checkpoint: &Checkpoint,
+        last_planned: Option<u64>,
+        last_commit: Option<u64>,
+        now_ms: i64,
+    ) -> Result<()> {
+        let mut ledger = open_ledger(checkpoint, index)?;
+        ledger.discard_unplanned_after(last_planned)?;
+        ledger.settle_committed_through(last_commit, now_ms)?;
+        Ok(())
+    }
+
+    pub fn plan(
+        &mut self,
+        trigger: Trigger,
+        batch_id: u64,
+        now_ms: i64,
+    ) -> Result<Option<Planned>> {
+        let src = &mut self.source;
+        let mut num_modified = 0u64;
+        let selection = match trigger {
+            Trigger::AvailableNow => {
+                if !src.has_snapshot() {
+                    let listing = src.list(now_ms)?;
+                    num_modified += listing.newly_modified.len() as u64;
+                    src.take_snapshot(listing);
+                }
+                src.next_from_snapshot(true)
+            }
+            Trigger::Once | Trigger::ProcessingTime(_) => {
+                let listing = src.list(now_ms)?;
+                num_modified += listing.newly_modified.len() as u64;
+                select(
+                    &listing.candidates,
+                    &src.options,
+                    !matches!(trigger, Trigger::Once),
+                )
+            }
+        };
+        if selection.files.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Planned {
+            end_offset: Some(log_offset(batch_id)),
+            backlog: Backlog {
+                files: selection.backlog_files,
+                bytes: selection.backlog_bytes,
+                versions: None,
+            },
+            num_modified,
+            files: BatchFiles::Files(selection.files),
+        }))
+    }
+
+    pub fn replay(&mut self, batch_id: u64) -> Result<BatchFiles> {
+        Ok(BatchFiles::Files(
+            self.source.ledger.files_for_batch(batch_id)?,
+        ))
+    }
+
+    /// New columns in the batch's files against the schema, per `schema_evolution`:
+    /// widen (and stop), fail, or ignore (named and counted); `rescue` keeps them in
+    /// `_rescued_data`.
+    pub fn evolve(&self, read: &BatchRead) -> Evolution {
+        let options = &self.source.options;
+        let new_fields = if options.infer_column_types {
+            read.new_fields.clone()
+        } else {
+            strings_only(&read.new_fields)
+        };
+        let mut ignored: Vec<String> = Vec::new();
+        if options.schema_evolution == EvolutionMode::None {
+            for f in &new_fields {
+                let name = f.path.join(".");
+                if !ignored.contains(&name) {
+                    ignored.push(name);
+                }
+            }
+        }
+        Evolution {
+            decision: evolve(
+                self.source.data_schema(),
+                &new_fields,
+                options.schema_evolution,
+            ),
+            ignored,
+        }
+    }
+}

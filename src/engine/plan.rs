@@ -1,0 +1,325 @@
+//! The plan of a flow: its inputs, the stateless projection, one operator and the
+//! output schema, built once from the spec, the inputs' schemas and the checkpoint's
+//! state.
+//!
+//! ```text
+//!  inputs[0] ── projection (where/select, stream-static joins) ──┐
+//!                                                                ├─ operator ─► output schema
+//!  inputs[1] (stream-stream join's right side) ──────────────────┘
+//! ```
+//!
+//! The same functions plan a flow for a run ([`FlowPlan::build`]), for `weir check`
+//! ([`plan_operator`] against the saved state, read-only) and for `weir validate`
+//! ([`plan_projection`] and [`check_operator`], without state), so the three cannot
+//! disagree about what a flow is.
+
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use super::input::Input;
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+use crate::ops::Projection;
+use crate::ops::stateful::{StateOperatorMetrics, StatefulOperator};
+use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
+use crate::ops::watermark::{EventTimeStats, next_watermark};
+use crate::pipeline::{FlowSpec, SourceSpec};
+
+/// A flow, planned: what each batch runs through.
+pub struct FlowPlan {
+    /// Source `i` of the flow (offset `i` of `offsets/N`): 0 is the flow's source, 1 a
+    /// stream-stream join's right side.
+    pub inputs: Vec<Input>,
+    /// `where`/`select` and stream-static joins over input 0's rows (with a stream-stream
+    /// join, `where`/`select` apply to the joined rows instead).
+    pub projection: Projection,
+    pub operator: Operator,
+    /// The schema of the rows the sink receives (creates a Delta table on an empty first batch).
+    pub output_schema: SchemaRef,
+}
+
+/// The one operator a flow runs after its projection.
+pub enum Operator {
+    /// No state. A declared watermark is tracked and reported; no row is dropped (as in Spark).
+    Stateless,
+    /// Aggregation or deduplication (docs/event-time.md).
+    Stateful(Box<dyn StatefulOperator>),
+    /// A stream-stream join of input 0 with input 1 (docs/stream-joins.md).
+    StreamJoin(Box<StreamJoinOperator>),
+}
+
+/// Where an operator's state is: `state/0/` of the checkpoint, at the last committed batch.
+#[derive(Debug, Clone)]
+pub struct StateAt {
+    pub dir: PathBuf,
+    /// The version to load (the last committed batch id); `None` on a fresh checkpoint.
+    pub version: Option<u64>,
+}
+
+impl StateAt {
+    /// The state of the flow's operator (operator id 0) after batch `last_commit`.
+    pub fn of(checkpoint: &Checkpoint, last_commit: Option<u64>) -> Self {
+        StateAt {
+            dir: checkpoint.root().join("state").join("0"),
+            version: last_commit,
+        }
+    }
+}
+
+impl FlowPlan {
+    /// Plans the flow over its open inputs and loads the operator's state.
+    pub async fn build(spec: &FlowSpec, inputs: Vec<Input>, state: &StateAt) -> Result<FlowPlan> {
+        let schemas = inputs
+            .iter()
+            .map(Input::batch_schema)
+            .collect::<Result<Vec<_>>>()?;
+        let (projection, operator, output_schema) = plan_operator(spec, &schemas, state).await?;
+        Ok(FlowPlan {
+            inputs,
+            projection,
+            operator,
+            output_schema,
+        })
+    }
+}
+
+/// Whether the flow's `where`/`select` apply to the joined rows of a stream-stream join
+/// (instead of to input 0's rows).
+fn applies_after_join(spec: &FlowSpec) -> bool {
+    spec.stream_join.is_some()
+}
+
+/// Plans `where`/`select` and the stream-static joins against input 0's batch schema:
+/// the projection and the schema it produces.
+pub async fn plan_projection(
+    spec: &FlowSpec,
+    input: &SchemaRef,
+) -> Result<(Projection, SchemaRef)> {
+    let joined = applies_after_join(spec);
+    let mut projection = Projection::with_joins(
+        &spec.name,
+        input,
+        spec.where_.as_deref().filter(|_| !joined),
+        spec.select.as_deref().filter(|_| !joined),
+        &spec.joins,
+    );
+    let projected = projection.check(input).await?;
+    Ok((projection, projected))
+}
+
+fn join_plan(spec: &FlowSpec) -> Option<JoinPlan<'_>> {
+    spec.stream_join.as_ref().map(|join| JoinPlan {
+        flow: &spec.name,
+        left_watermark: spec.stateful.watermark.as_ref(),
+        join,
+        where_: spec.where_.as_deref(),
+        select: spec.select.as_deref(),
+    })
+}
+
+/// Checks the flow's operator against the schemas without state (`weir validate`): the
+/// stream-stream join's bounds and SQL over both sides, or the stateful query (watermark,
+/// aggregation, deduplication) over the projected rows. Returns the message of the first
+/// problem, as the engine would report it.
+pub fn check_operator(
+    spec: &FlowSpec,
+    projected: &SchemaRef,
+    right: Option<&SchemaRef>,
+) -> Result<()> {
+    if let (Some(plan), Some(right)) = (join_plan(spec), right) {
+        crate::ops::stream_join::check_plan(&plan, projected, right)?;
+    }
+    if spec.stateful.is_stateful() || spec.stateful.watermark.is_some() {
+        crate::ops::stateful::validate(&spec.stateful, projected).map_err(|message| {
+            Error::Plan {
+                flow: spec.name.clone(),
+                message,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Plans the flow over its inputs' batch schemas (`schemas[i]` for source `i`) and builds
+/// its operator against the state at `state` (read-only when `state.version` is set).
+pub async fn plan_operator(
+    spec: &FlowSpec,
+    schemas: &[SchemaRef],
+    state: &StateAt,
+) -> Result<(Projection, Operator, SchemaRef)> {
+    let left = schemas.first().ok_or_else(|| Error::Plan {
+        flow: spec.name.clone(),
+        message: "the flow has no source".into(),
+    })?;
+    let (projection, projected) = plan_projection(spec, left).await?;
+    if let Some(plan) = join_plan(spec) {
+        let right = schemas.get(1).ok_or_else(|| Error::Plan {
+            flow: spec.name.clone(),
+            message: "the stream-stream join's right side has no schema".into(),
+        })?;
+        let op = StreamJoinOperator::new(&plan, &projected, right, &state.dir, state.version)?;
+        if spec.stateful.watermark.is_some() {
+            crate::ops::stateful::validate(&spec.stateful, &projected).map_err(|message| {
+                Error::Plan {
+                    flow: spec.name.clone(),
+                    message,
+                }
+            })?;
+        }
+        let output = op.output_schema();
+        return Ok((projection, Operator::StreamJoin(Box::new(op)), output));
+    }
+    if spec.stateful.is_stateful() {
+        let op =
+            crate::ops::stateful::build(&spec.stateful, &projected, &state.dir, state.version)?;
+        let output = op.output_schema();
+        return Ok((projection, Operator::Stateful(op), output));
+    }
+    if let Some(wm) = &spec.stateful.watermark {
+        crate::ops::stateful::validate(&spec.stateful, &projected).map_err(|message| {
+            Error::Plan {
+                flow: spec.name.clone(),
+                message,
+            }
+        })?;
+        tracing::info!(column = %wm.column, "watermark without a stateful operator: it is tracked and reported, no row is dropped (as in Spark)");
+    }
+    Ok((projection, Operator::Stateless, projected))
+}
+
+/// A source's batch schema when it is known without running it: a files source's given
+/// schema, or (with `recorded`, a schema location) the latest recorded one; a Delta
+/// table's current schema. `Ok(None)` when unknown (inferred and not recorded yet, no
+/// table yet).
+pub async fn known_batch_schema(
+    source: &SourceSpec,
+    recorded: Option<&Path>,
+) -> Result<Option<SchemaRef>> {
+    match source {
+        SourceSpec::Files(src) => {
+            let data_schema = match (&src.schema, recorded) {
+                (Some(s), _) => s.clone(),
+                (None, Some(location)) => {
+                    match crate::source::files::schema_store::latest(location)? {
+                        Some((_, s)) => std::sync::Arc::new(s),
+                        None => return Ok(None),
+                    }
+                }
+                (None, None) => return Ok(None),
+            };
+            let read_schema =
+                crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
+                    format: src.format,
+                    csv: src.csv.clone(),
+                    schema: data_schema,
+                    rescued_data: true,
+                });
+            Ok(Some(crate::source::files::batch_schema(&read_schema)))
+        }
+        SourceSpec::Delta(options) => {
+            let mut source = crate::source::delta::DeltaSource::new(options.clone());
+            source.refresh().await?;
+            Ok(source.schema())
+        }
+    }
+}
+
+impl Operator {
+    /// Whether rows behind the batch's watermark are split off before the operator
+    /// (every stateful operator but complete mode; a stream-stream join).
+    pub fn drops_late_rows(&self) -> bool {
+        match self {
+            Operator::Stateless => false,
+            Operator::Stateful(op) => op.drops_late_rows(),
+            Operator::StreamJoin(_) => true,
+        }
+    }
+
+    /// Whether the operator keeps state, so late and invalid rows are set apart from
+    /// its input.
+    pub fn is_stateful(&self) -> bool {
+        !matches!(self, Operator::Stateless)
+    }
+
+    /// Whether a batch without data, with watermark `watermark_ms`, would emit or evict
+    /// anything (Spark's no-data micro-batch).
+    pub fn needs_no_data_batch(&self, watermark_ms: i64) -> bool {
+        match self {
+            Operator::Stateless => false,
+            Operator::Stateful(op) => op.needs_no_data_batch(watermark_ms),
+            Operator::StreamJoin(j) => j.needs_no_data_batch(watermark_ms),
+        }
+    }
+
+    /// Runs batch `batch_id` against state version `batch_id - 1`: `left` are input 0's
+    /// on-time rows (`num_late` were behind the watermark), `others` the rows read from
+    /// the other inputs.
+    pub async fn process(
+        &mut self,
+        batch_id: u64,
+        left: Vec<RecordBatch>,
+        others: Vec<Vec<RecordBatch>>,
+        watermark_ms: i64,
+        num_late: u64,
+    ) -> Result<Vec<RecordBatch>> {
+        match self {
+            Operator::Stateless => Ok(left),
+            Operator::Stateful(op) => op.process(batch_id, left, watermark_ms),
+            Operator::StreamJoin(j) => {
+                let right = others.into_iter().next().unwrap_or_default();
+                j.process(batch_id, left, right, watermark_ms, num_late)
+                    .await
+            }
+        }
+    }
+
+    /// Persists state version `batch_id` (after the sink commit, before `commits/N`).
+    pub fn commit(&mut self, batch_id: u64) -> Result<()> {
+        match self {
+            Operator::Stateless => Ok(()),
+            Operator::Stateful(op) => op.commit(batch_id),
+            Operator::StreamJoin(j) => j.commit(batch_id),
+        }
+    }
+
+    /// The watermark of the next batch: a stream-stream join's (the minimum of both
+    /// sides'), else the flow's watermark moved by the batch's maximum event time.
+    pub fn next_watermark(
+        &self,
+        spec: &FlowSpec,
+        watermark_ms: i64,
+        event_time: Option<&EventTimeStats>,
+    ) -> i64 {
+        match (self, &spec.stateful.watermark) {
+            (Operator::StreamJoin(j), _) => j.next_watermark(watermark_ms),
+            (_, Some(wm)) => {
+                next_watermark(watermark_ms, event_time.map(|e| e.max_ms), wm.delay_ms)
+            }
+            (_, None) => 0,
+        }
+    }
+
+    /// `stateOperators` of the progress record; `num_late` is the input rows the engine
+    /// dropped behind the watermark before a stateful operator.
+    pub fn metrics(&self, num_late: u64) -> Vec<StateOperatorMetrics> {
+        match self {
+            Operator::Stateless => Vec::new(),
+            Operator::Stateful(op) => {
+                let mut m = op.metrics();
+                m.num_rows_dropped_by_watermark = num_late;
+                vec![m]
+            }
+            Operator::StreamJoin(j) => vec![j.metrics()],
+        }
+    }
+
+    /// Rows dropped behind the watermark by the batch (both sides for a join).
+    pub fn num_rows_dropped(&self, num_late: u64) -> u64 {
+        match self {
+            Operator::StreamJoin(j) => j.metrics().num_rows_dropped_by_watermark,
+            _ => num_late,
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Where a flow's batches are written: its sink and the Delta tables beside it (late
+//! rows, quarantined records). Each is opened on its first write (a flow that never
+//! runs a batch creates no table), and every commit carries the flow's application
+//! transaction (app id = query id, version = batch id), so a batch re-run after a
+//! crash is written at most once.
+
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use super::retry::Retry;
+use crate::error::Result;
+use crate::health::HealthConfig;
+use crate::pipeline::SinkSpec;
+use crate::sink::{Sink, SinkCommit};
+
+/// A flow's sink and side tables.
+pub struct Sinks {
+    spec: SinkSpec,
+    app_id: String,
+    retry: HealthConfig,
+    sink: Option<Sink>,
+    /// Side tables by path: `late_rows`, `bad_records_table`.
+    side: Vec<(PathBuf, Sink)>,
+}
+
+impl Sinks {
+    /// `app_id` is the query id (checkpoint `metadata`); `retry` the flow's retry budget.
+    pub fn new(spec: &SinkSpec, app_id: &str, retry: &HealthConfig) -> Self {
+        Sinks {
+            spec: spec.clone(),
+            app_id: app_id.to_string(),
+            retry: retry.clone(),
+            sink: None,
+            side: Vec::new(),
+        }
+    }
+
+    async fn sink(&mut self) -> Result<&mut Sink> {
+        let sink = match self.sink.take() {
+            Some(sink) => sink,
+            None => {
+                let mut retry = Retry::new(&self.retry, "open the sink");
+                loop {
+                    match Sink::open(&self.spec, &self.app_id).await {
+                        Ok(s) => break s,
+                        Err(e) if retry.again(&e).await => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        };
+        Ok(self.sink.insert(sink))
+    }
+
+    /// Writes batch `batch_id` to the sink, at most once, retrying transient errors;
+    /// `overwrite` replaces the table's content (output mode complete).
+    pub async fn write(
+        &mut self,
+        batch_id: u64,
+        rows: Vec<RecordBatch>,
+        overwrite: bool,
+        schema: &SchemaRef,
+    ) -> Result<SinkCommit> {
+        let retry_config = self.retry.clone();
+        let sink = self.sink().await?;
+        let mut retry = Retry::new(&retry_config, "write the batch to the sink");
+        loop {
+            match sink
+                .add_batch_mode(batch_id, rows.clone(), overwrite, Some(schema))
+                .await
+            {
+                Ok(c) => break Ok(c),
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => break Err(e),
+            }
+        }
+    }
+
+    /// Writes batch `batch_id`'s rows to the side table at `path` (created on first use).
+    pub async fn write_side(
+        &mut self,
+        path: &Path,
+        batch_id: u64,
+        rows: Vec<RecordBatch>,
+        schema: Option<&SchemaRef>,
+    ) -> Result<SinkCommit> {
+        let index = match self.side.iter().position(|(p, _)| p == path) {
+            Some(i) => i,
+            None => {
+                let spec = SinkSpec::Delta {
+                    path: path.to_path_buf(),
+                    partition_by: Vec::new(),
+                    merge_schema: false,
+                    idempotent: true,
+                };
+                let sink = Sink::open(&spec, &self.app_id).await?;
+                self.side.push((path.to_path_buf(), sink));
+                self.side.len() - 1
+            }
+        };
+        self.side[index]
+            .1
+            .add_batch_mode(batch_id, rows, false, schema)
+            .await
+    }
+
+    /// The sink's description once opened (Spark's `sink.description`), else the spec's.
+    pub fn description(&self) -> String {
+        match &self.sink {
+            Some(s) => s.description(),
+            None => self.spec.describe(),
+        }
+    }
+
+    /// The sink table's latest Delta version, once the sink is open.
+    pub fn delta_version(&self) -> Option<i64> {
+        self.sink.as_ref().and_then(Sink::delta_version)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.sink.is_some()
+    }
+}
