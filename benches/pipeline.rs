@@ -23,7 +23,8 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use tokio::sync::watch;
 use weir::engine::{RunOptions, run_flow};
-use weir::pipeline::{self, Trigger};
+use weir::pipeline;
+use weir::spec::Trigger;
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -249,7 +250,7 @@ async fn bench_pipeline(input: &Path) {
     let pipeline = pipeline::load(&dir.join("pipeline.toml")).expect("demo pipeline");
     let started = Instant::now();
     let mut flows = Vec::new();
-    for flow in pipeline::dependency_order(&pipeline.flows).expect("order") {
+    for flow in weir::spec::dependency_order(&pipeline.flows).expect("order") {
         let t = Instant::now();
         let summary = run_flow(
             &flow,

@@ -21,7 +21,7 @@ pub enum Domain {
 pub enum Error {
     /// The pipeline file is invalid; the message names file, line and key.
     #[error("{0}")]
-    Pipeline(#[from] crate::pipeline::PipelineError),
+    Pipeline(#[from] crate::spec::PipelineError),
 
     /// Reading or writing a checkpoint file failed, or its content is not in the expected format.
     #[error("checkpoint {path}: {message}")]

@@ -9,7 +9,8 @@
 //!
 //! ```text
 //! cli/         one module per subcommand (run, validate, inspect, schema, demo, attach, check, playbook, checkpoint)
-//! pipeline/    TOML spec types, validation (errors point at file:line:key), resolved FlowSpec
+//! spec/        what a flow declares: FlowSpec, sources, sink, trigger, stateful query, joins, units (imports nothing of weir)
+//! pipeline/    the TOML file read and checked into spec types (errors point at file:line:key)
 //! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
 //! source/      files/ (listing, ledger, csv/json/parquet decoders, schema location)
 //! schema/      DDL parsing, typed inference, evolution modes, hints, schema events
@@ -44,6 +45,7 @@ pub mod playbook;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod spec;
 pub mod state;
 
 pub use error::{Error, Result};

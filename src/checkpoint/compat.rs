@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::Checkpoint;
 use crate::error::{Error, Result};
-use crate::pipeline::{FlowSpec, SinkSpec, SourceSpec};
+use crate::spec::{FlowSpec, SinkSpec, SourceSpec};
 
 /// `weir check`'s answer for one flow.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -147,7 +147,7 @@ pub fn sink_table(spec: &FlowSpec) -> Option<&Path> {
 
 fn same_path(a: &Path, b: &Path) -> bool {
     let norm = |p: &Path| {
-        crate::pipeline::normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+        crate::spec::normalize(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
     };
     norm(a) == norm(b)
 }

@@ -18,7 +18,8 @@ use clap::Args;
 use super::run::{print_summary, run_flows};
 use super::{EXIT_INVALID, init_logging, report, runtime};
 use crate::error::{Error, Result};
-use crate::pipeline::{self, Trigger};
+use crate::pipeline;
+use crate::spec::Trigger;
 
 /// The flights of 2013 (336,776 rows), gzip-compressed CSV with a header.
 pub const FLIGHTS_CSV_GZ: &[u8] = include_bytes!("../../assets/data/nycflights13/flights.csv.gz");
@@ -163,7 +164,7 @@ pub fn run(args: &DemoArgs) -> ExitCode {
         match result {
             Ok(s) => {
                 if let Some(flow) = pipeline.flow(name)
-                    && let pipeline::SinkSpec::Delta { path, .. } = &flow.sink
+                    && let crate::spec::SinkSpec::Delta { path, .. } = &flow.sink
                 {
                     eprintln!("  table       {}", path.display());
                 }
@@ -333,7 +334,7 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
     );
     for (name, result) in &results {
         if let Some(flow) = pipeline.flow(name)
-            && let pipeline::SinkSpec::Delta { path, .. } = &flow.sink
+            && let crate::spec::SinkSpec::Delta { path, .. } = &flow.sink
         {
             eprintln!("  table       {}", path.display());
         }

@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::{EXIT_INVALID, report};
 use crate::generate::{Drift, Format, GenerateSpec, Generator, Totals, write_atomically};
-use crate::pipeline::HumanDuration;
+use crate::spec::HumanDuration;
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {

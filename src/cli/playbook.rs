@@ -15,8 +15,9 @@ use super::{EXIT_INVALID, report, runtime};
 use crate::checkpoint::Checkpoint;
 use crate::engine::progress::read_progress;
 use crate::health::tracker::read_health;
-use crate::health::{Health, HealthConfig, HealthState, Inputs, classify};
+use crate::health::{Health, HealthState, Inputs, classify};
 use crate::playbook::{Context, render};
+use crate::spec::HealthConfig;
 
 #[derive(Debug, Args)]
 pub struct PlaybookArgs {

@@ -9,7 +9,8 @@ use tokio::sync::watch;
 use super::{EXIT_ABORTED, EXIT_INVALID, EXIT_SCHEMA_CHANGED, init_logging, report, runtime};
 use crate::engine::progress::StreamingQueryProgress;
 use crate::engine::{FlowSummary, RunOptions, run_flow};
-use crate::pipeline::{self, FlowSpec, Pipeline, Trigger};
+use crate::pipeline;
+use crate::spec::{FlowSpec, Pipeline, Trigger};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -54,8 +55,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
             if let Some(n) = args.max_files_per_trigger {
                 for flow in &mut f {
                     match &mut flow.source {
-                        crate::pipeline::SourceSpec::Files(src) => src.max_files_per_trigger = n,
-                        crate::pipeline::SourceSpec::Delta(src) => src.max_files_per_trigger = n,
+                        crate::spec::SourceSpec::Files(src) => src.max_files_per_trigger = n,
+                        crate::spec::SourceSpec::Delta(src) => src.max_files_per_trigger = n,
                     }
                     flow.health.max_files_per_trigger = Some(n);
                 }
@@ -213,7 +214,7 @@ pub async fn run_flows(
     let mut results = Vec::new();
     if draining {
         // Upstream first: bronze drains before silver reads it, silver before gold.
-        let ordered = crate::pipeline::dependency_order(flows).unwrap_or_else(|_| flows.to_vec());
+        let ordered = crate::spec::dependency_order(flows).unwrap_or_else(|_| flows.to_vec());
         for flow in &ordered {
             let r = run_flow(flow, make_options(stop.clone())).await;
             let stop_now = *stop.borrow();

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use super::{EXIT_INVALID, runtime};
 use crate::engine::plan;
-use crate::pipeline::{self, SinkSpec, SourceSpec};
+use crate::pipeline;
+use crate::spec::{SinkSpec, SourceSpec};
 
 pub fn run(path: &Path) -> ExitCode {
     let pipeline = match pipeline::load(path) {
@@ -59,8 +60,8 @@ pub fn run(path: &Path) -> ExitCode {
                 "flow {}: stream-stream join ({}) with {} {} as {}",
                 flow.name,
                 match sj.how {
-                    crate::ops::join::JoinType::Inner => "inner",
-                    crate::ops::join::JoinType::Left => "left outer",
+                    crate::spec::JoinType::Inner => "inner",
+                    crate::spec::JoinType::Left => "left outer",
                 },
                 sj.source.kind(),
                 sj.source.path().display(),

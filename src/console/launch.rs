@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crate::engine::control::{ControlCommand, EVENT_CAPACITY, EventSink, FlowEvent, FlowStatus};
 use crate::engine::{FlowSummary, RunOptions, run_flow};
 use crate::error::Domain;
-use crate::pipeline::{FlowSpec, Trigger};
+use crate::spec::{FlowSpec, Trigger};
 
 /// Commands a flow's channel holds before the console is told it is busy.
 pub const COMMAND_CAPACITY: usize = 16;
@@ -79,7 +79,7 @@ fn now_ms() -> i64 {
 /// Starts the flows (call inside a tokio runtime).
 pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
     // Upstream flows first (they drain first with `available_now`).
-    let flows = crate::pipeline::dependency_order(&flows).unwrap_or(flows);
+    let flows = crate::spec::dependency_order(&flows).unwrap_or(flows);
     let (events_tx, events) = mpsc::channel(EVENT_CAPACITY);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut commands = BTreeMap::new();

@@ -49,7 +49,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::progress::read_progress;
-use crate::pipeline::{FlowSpec, HumanDuration, Trigger};
+use crate::spec::{FlowSpec, HumanDuration, Trigger};
 use app::{App, Mode};
 use event_loop::{Feeds, FlowResults};
 use follow::FollowOptions;

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::engine::progress::StreamingQueryProgress;
 use crate::engine::{FlowSummary, RunOptions, run_flow};
-use crate::pipeline::{FlowSpec, SinkSpec, Trigger};
+use crate::spec::{FlowSpec, SinkSpec, Trigger};
 use fault::{ScheduledFault, Target};
 use replay::{Replay, ReplayStatus};
 

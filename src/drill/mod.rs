@@ -33,7 +33,8 @@ use serde::Serialize;
 use crate::checkpoint::Checkpoint;
 use crate::engine::failpoint::FAILPOINTS;
 use crate::engine::progress::read_progress;
-use crate::pipeline::{self, FlowSpec, SinkSpec};
+use crate::pipeline;
+use crate::spec::{FlowSpec, SinkSpec};
 
 /// A drill that could not be run (as opposed to one that ran and failed).
 #[derive(Debug, thiserror::Error)]

@@ -28,15 +28,16 @@ use super::sinks::Sinks;
 use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata};
 use crate::error::{Error, Result};
 use crate::ops::join::DimensionProgress;
-use crate::ops::stateful::{OutputMode, StateOperatorMetrics};
+use crate::ops::stateful::StateOperatorMetrics;
 use crate::ops::watermark::{EventTimeStats, Split, split_late};
-use crate::pipeline::{FlowSpec, Trigger};
 use crate::schema::events::SchemaEvent;
 use crate::schema::evolve::Decision;
 use crate::sink::SinkCommit;
 use crate::sink::quarantine::{QuarantineWriter, QuarantinedRecord, split_batches};
 use crate::source::files::BatchRead;
 use crate::source::files::ledger::FileOutcome;
+use crate::spec::OutputMode;
+use crate::spec::{FlowSpec, Trigger};
 
 /// Where the next batch starts.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ fn registry() -> &'static Mutex<HashMap<PathBuf, watch::Sender<u64>>> {
 }
 
 fn key(table: &Path) -> PathBuf {
-    crate::pipeline::normalize(&std::path::absolute(table).unwrap_or_else(|_| table.to_path_buf()))
+    crate::spec::normalize(&std::path::absolute(table).unwrap_or_else(|_| table.to_path_buf()))
 }
 
 /// A receiver that changes whenever a flow of this process commits to `table`.

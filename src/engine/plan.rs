@@ -25,7 +25,7 @@ use crate::ops::Projection;
 use crate::ops::stateful::{StateOperatorMetrics, StatefulOperator};
 use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, next_watermark};
-use crate::pipeline::{FlowSpec, SourceSpec};
+use crate::spec::{FlowSpec, SourceSpec};
 
 /// A flow, planned: what each batch runs through.
 pub struct FlowPlan {

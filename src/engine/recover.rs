@@ -10,7 +10,7 @@
 
 use crate::checkpoint::{Checkpoint, OffsetSeq};
 use crate::error::{Error, Result};
-use crate::pipeline::SourceSpec;
+use crate::spec::SourceSpec;
 
 use super::input::Input;
 

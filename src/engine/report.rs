@@ -9,10 +9,10 @@ use super::batch::Committed;
 use super::progress::{
     FileError, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis,
 };
-use crate::ops::stateful::StatefulSpec;
 use crate::ops::watermark::EventTimeStats;
-use crate::pipeline::{FlowSpec, Trigger};
 use crate::source::files::ledger::FileOutcome;
+use crate::spec::StatefulSpec;
+use crate::spec::{FlowSpec, Trigger};
 
 /// Who ran the batch.
 pub struct RunIds<'a> {

@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::health::HealthConfig;
+use crate::spec::HealthConfig;
 
 /// Longest wait between two attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);

@@ -11,9 +11,9 @@ use arrow::record_batch::RecordBatch;
 
 use super::retry::Retry;
 use crate::error::Result;
-use crate::health::HealthConfig;
-use crate::pipeline::SinkSpec;
 use crate::sink::{Sink, SinkCommit};
+use crate::spec::HealthConfig;
+use crate::spec::SinkSpec;
 
 /// A flow's sink and side tables.
 pub struct Sinks {

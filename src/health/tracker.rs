@@ -5,10 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ErrorFacts, Health, HealthConfig, HealthState, Inputs, classify};
+use super::{ErrorFacts, Health, HealthState, Inputs, classify};
 use crate::checkpoint::{Checkpoint, write_atomic};
 use crate::engine::progress::{StreamingQueryProgress, read_progress};
 use crate::error::Error;
+use crate::spec::HealthConfig;
 
 /// `_weir/health.json`: the latest verdict, with when it was made.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

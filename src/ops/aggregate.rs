@@ -47,12 +47,11 @@ use datafusion::physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggrega
 use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::stateful::{
-    OutputMode, StateOperatorMetrics, StatefulOperator, StatefulSpec, elapsed_ms,
-};
+use super::stateful::{StateOperatorMetrics, StatefulOperator, elapsed_ms};
 use super::watermark::event_time_micros;
 use super::window::{WindowSpec, split_alias};
 use crate::error::{Error, Result};
+use crate::spec::{OutputMode, StatefulSpec};
 use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name for a streaming aggregation.
@@ -764,7 +763,7 @@ mod tests {
     use super::*;
     use crate::ops::stateful::build;
     use crate::ops::stateful::sim::{self, Sim, datafusion, events, fixture, ms, rows, synthetic};
-    use crate::ops::watermark::WatermarkSpec;
+    use crate::spec::WatermarkSpec;
 
     const AGGS: [&str; 7] = [
         "count(*) AS n",

@@ -28,9 +28,11 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::HashSet;
 
 use super::aggregate::check_batch_id;
-use super::stateful::{StateOperatorMetrics, StatefulOperator, StatefulSpec, elapsed_ms};
-use super::watermark::{WatermarkSpec, event_time_column};
+use super::stateful::{StateOperatorMetrics, StatefulOperator, elapsed_ms};
+use super::watermark::event_time_column;
 use crate::error::{Error, Result};
+use crate::spec::StatefulSpec;
+use crate::spec::WatermarkSpec;
 use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name for `dropDuplicates`.
@@ -318,7 +320,8 @@ impl StatefulOperator for DedupOperator {
 mod tests {
     use super::*;
     use crate::ops::stateful::sim::{self, Sim, datafusion, events, fixture, ms, rows, synthetic};
-    use crate::ops::stateful::{OutputMode, build, validate};
+    use crate::ops::stateful::{build, validate};
+    use crate::spec::OutputMode;
 
     fn spec(keys: &[&str], within: bool, delay: &str) -> StatefulSpec {
         StatefulSpec {

@@ -16,7 +16,7 @@
 //! The join is part of the flow's SQL: `SELECT <select> FROM batch <joins> WHERE <where>`,
 //! planned by DataFusion, with each dimension registered under its `alias`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -25,51 +25,7 @@ use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// How a dimension is joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JoinType {
-    Inner,
-    Left,
-}
-
-impl JoinType {
-    pub fn sql(self) -> &'static str {
-        match self {
-            JoinType::Inner => "INNER JOIN",
-            JoinType::Left => "LEFT JOIN",
-        }
-    }
-}
-
-/// What the dimension file is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DimensionFormat {
-    Delta,
-    Csv,
-    Parquet,
-}
-
-/// The join condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JoinOn {
-    /// Columns of the same name on both sides (`USING`-like; the dimension's copies are dropped).
-    Columns(Vec<String>),
-    /// A SQL condition over `batch.<col>` and `<alias>.<col>`.
-    Condition(String),
-}
-
-/// One `[[flow.join]]`, resolved.
-#[derive(Debug, Clone)]
-pub struct JoinSpec {
-    pub table: PathBuf,
-    pub format: DimensionFormat,
-    pub alias: String,
-    pub on: JoinOn,
-    pub how: JoinType,
-    /// CSV only: the text that means null (e.g. `NA`).
-    pub null_value: Option<String>,
-}
+use crate::spec::{DimensionFormat, JoinOn, JoinSpec};
 
 /// A dimension's state in one batch's progress (`weir.dimensions`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -380,7 +336,10 @@ pub fn default_items(stream_columns: &[String], dims: &[(&JoinSpec, &SchemaRef)]
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
+    use crate::spec::JoinType;
 
     fn spec(alias: &str, on: JoinOn) -> JoinSpec {
         JoinSpec {

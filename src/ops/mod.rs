@@ -17,10 +17,8 @@ pub mod stream_join;
 pub mod watermark;
 pub mod window;
 
-pub use stateful::{
-    OutputMode, StateOperatorMetrics, StatefulOperator, StatefulSpec, build, validate,
-};
-pub use watermark::{Split, WatermarkSpec, split_late};
+pub use stateful::{StateOperatorMetrics, StatefulOperator, build, validate};
+pub use watermark::{Split, split_late};
 
 use std::sync::Arc;
 
@@ -32,6 +30,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::error::{Error, Result};
+use crate::spec::JoinSpec;
 
 /// Name of the hidden file-metadata struct column a file source adds to each batch.
 pub const METADATA_COLUMN: &str = "_metadata";
@@ -83,7 +82,7 @@ impl Projection {
         input: &SchemaRef,
         where_: Option<&str>,
         select: Option<&[String]>,
-        joins: &[join::JoinSpec],
+        joins: &[JoinSpec],
     ) -> Self {
         let data_columns: Vec<String> = input
             .fields()
@@ -128,8 +127,8 @@ impl Projection {
         };
         let items = match &self.select {
             None if joined => {
-                let specs: Vec<&join::JoinSpec> = self.dims.specs().collect();
-                let loaded: Vec<(&join::JoinSpec, &SchemaRef)> = specs
+                let specs: Vec<&JoinSpec> = self.dims.specs().collect();
+                let loaded: Vec<(&JoinSpec, &SchemaRef)> = specs
                     .iter()
                     .zip(self.dims.schemas())
                     .filter_map(|(spec, (_, schema))| schema.map(|s| (*spec, s)))
@@ -149,7 +148,7 @@ impl Projection {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
-        let specs: Vec<join::JoinSpec> = self.dims.specs().cloned().collect();
+        let specs: Vec<JoinSpec> = self.dims.specs().cloned().collect();
         let mut sql = format!("SELECT {items} FROM {}", join::from_clause(&specs));
         if let Some(w) = &self.where_ {
             sql.push_str(&format!(" WHERE {w}"));

@@ -18,9 +18,7 @@
 //! | `complete` | the whole result table, every batch; state is never dropped and late rows are not dropped | refused |
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -28,90 +26,10 @@ use serde::{Deserialize, Serialize};
 
 use super::aggregate::{AggregateOperator, AggregatePlan};
 use super::dedup::DedupOperator;
-use super::watermark::{WatermarkSpec, check_event_time_type};
+use super::watermark::check_event_time_type;
 use super::window::WindowSpec;
 use crate::error::{Error, Result};
-
-/// How a stateful query writes its result (Spark's `outputMode`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutputMode {
-    /// Only final rows, each once.
-    #[default]
-    Append,
-    /// The rows changed by each batch.
-    Update,
-    /// The whole result table, every batch.
-    Complete,
-}
-
-impl OutputMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            OutputMode::Append => "append",
-            OutputMode::Update => "update",
-            OutputMode::Complete => "complete",
-        }
-    }
-}
-
-impl fmt::Display for OutputMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for OutputMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "append" => Ok(OutputMode::Append),
-            "update" => Ok(OutputMode::Update),
-            "complete" => Ok(OutputMode::Complete),
-            other => Err(format!(
-                "unknown output mode {other:?}; use \"append\", \"update\" or \"complete\""
-            )),
-        }
-    }
-}
-
-/// A flow's stateful query.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatefulSpec {
-    /// Flow name, for error messages.
-    pub flow: String,
-    pub watermark: Option<WatermarkSpec>,
-    /// SQL expressions, optionally `AS name`; may include one `window(col, 'size'[, 'slide'[, 'offset']])`.
-    pub group_by: Vec<String>,
-    /// SQL aggregate expressions with `AS name`, e.g. `count(*) AS n`, `avg(dep_delay) AS avg_delay`.
-    pub aggregates: Vec<String>,
-    /// `dropDuplicates(cols)`; an empty list means all columns.
-    pub drop_duplicates: Option<Vec<String>>,
-    /// Spark 3.5 `dropDuplicatesWithinWatermark`.
-    pub drop_duplicates_within_watermark: bool,
-    pub output_mode: OutputMode,
-}
-
-impl StatefulSpec {
-    pub fn has_aggregation(&self) -> bool {
-        !self.group_by.is_empty() || !self.aggregates.is_empty()
-    }
-
-    pub fn has_deduplication(&self) -> bool {
-        self.drop_duplicates.is_some()
-    }
-
-    /// Whether the flow has a stateful operator at all.
-    pub fn is_stateful(&self) -> bool {
-        self.has_aggregation() || self.has_deduplication()
-    }
-
-    /// Whether rows behind the watermark are dropped before the operator (all modes but
-    /// complete, as in Spark).
-    pub fn drops_late_rows(&self) -> bool {
-        self.watermark.is_some() && self.output_mode != OutputMode::Complete
-    }
-}
+use crate::spec::{OutputMode, StatefulSpec};
 
 /// Per-operator metrics of the last batch, named as Spark's `StateOperatorProgress`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -397,6 +315,7 @@ pub(crate) mod sim {
 
     use super::*;
     use crate::ops::watermark::{next_watermark, split_late};
+    use crate::spec::StatefulSpec;
 
     /// Parses an RFC 3339 time to epoch milliseconds.
     pub fn ms(text: &str) -> i64 {

@@ -37,11 +37,12 @@ use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use super::stateful::{StateOperatorMetrics, elapsed_ms};
-use super::watermark::{WatermarkSpec, check_event_time_type, event_time_micros, split_late};
+use super::watermark::{check_event_time_type, event_time_micros, split_late};
 use crate::error::{Error, Result};
-use crate::pipeline::SourceSpec;
+use crate::spec::WatermarkSpec;
+use crate::spec::{DimensionFormat, JoinOn, JoinSpec, JoinType};
+use crate::spec::{StreamJoinSpec, TimeRange};
 use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name.
@@ -55,30 +56,6 @@ pub const TIME_COLUMN: &str = "__weir_t";
 /// Left state column: whether the row has matched a right row.
 pub const MATCHED_COLUMN: &str = "__weir_matched";
 const HIDDEN_PREFIX: &str = "__weir_";
-
-/// `time_range`: `right.time BETWEEN left.time + lower AND left.time + upper`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimeRange {
-    /// The left side's event-time column (its watermark column).
-    pub left: String,
-    /// The right side's event-time column (its watermark column).
-    pub right: String,
-    pub lower_ms: i64,
-    pub upper_ms: i64,
-}
-
-/// `[flow.stream_join]`, resolved.
-#[derive(Debug, Clone)]
-pub struct StreamJoinSpec {
-    /// The right stream's name in SQL.
-    pub alias: String,
-    pub source: SourceSpec,
-    /// The right side's watermark (the flow's `watermark` is the left's).
-    pub watermark: Option<WatermarkSpec>,
-    pub on: JoinOn,
-    pub time_range: Option<TimeRange>,
-    pub how: JoinType,
-}
 
 /// Checks that the join's state is bounded, as Spark's `UnsupportedOperationChecker` does
 /// for outer joins (and weir for inner joins too); the message says why and what to add.
@@ -1028,6 +1005,7 @@ fn register(
 mod tests {
     use super::*;
     use crate::ops::stateful::sim::{self, Lcg, ms, rows, synthetic};
+    use crate::spec::{StreamJoinSpec, TimeRange};
     use arrow::array::TimestampMicrosecondArray;
 
     fn right_schema() -> SchemaRef {
@@ -1068,14 +1046,14 @@ mod tests {
                 Some(r) => (true, r),
                 None => (false, t),
             };
-            let d = crate::pipeline::units::HumanDuration::parse(rest)
+            let d = crate::spec::units::HumanDuration::parse(rest)
                 .unwrap()
                 .as_millis();
             if neg { -d } else { d }
         };
         StreamJoinSpec {
             alias: "weather".into(),
-            source: SourceSpec::Delta(crate::source::delta::DeltaSourceOptions::new(
+            source: crate::spec::SourceSpec::Delta(crate::spec::DeltaSourceOptions::new(
                 PathBuf::from("/unused"),
             )),
             watermark: Some(WatermarkSpec::new("ts", delay).unwrap()),

@@ -23,24 +23,7 @@ use arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use arrow::util::display::FormatOptions;
 
 use crate::error::{Error, Result};
-
-/// `watermark = { column = "...", delay = "..." }`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatermarkSpec {
-    pub column: String,
-    pub delay_ms: i64,
-}
-
-impl WatermarkSpec {
-    /// Parses a delay such as `"10 minutes"`, `"5 s"`, `"0"`.
-    pub fn new(column: &str, delay: &str) -> std::result::Result<Self, String> {
-        let delay = crate::pipeline::units::HumanDuration::parse(delay)?;
-        Ok(WatermarkSpec {
-            column: column.to_string(),
-            delay_ms: delay.as_millis(),
-        })
-    }
-}
+use crate::spec::WatermarkSpec;
 
 /// Event-time statistics of the on-time rows of a batch (progress `eventTime`), in ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +204,7 @@ mod tests {
     use arrow::datatypes::{Field, Schema};
 
     use super::*;
+    use crate::spec::WatermarkSpec;
 
     fn ms(text: &str) -> i64 {
         chrono::DateTime::parse_from_rfc3339(text)

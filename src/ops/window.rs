@@ -287,7 +287,7 @@ fn duration_literal(text: &str) -> std::result::Result<(String, i64), String> {
     } else {
         inner
     };
-    let d = crate::pipeline::units::HumanDuration::parse(inner)?;
+    let d = crate::spec::units::HumanDuration::parse(inner)?;
     let us = i64::try_from(d.0.as_micros()).map_err(|_| format!("{text} is too long"))?;
     Ok((inner.to_string(), us))
 }

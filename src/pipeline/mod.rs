@@ -1,320 +1,24 @@
-//! Pipeline files: TOML with one `[[flow]]` table per streaming query.
+//! Pipeline files: TOML with one `[[flow]]` table per streaming query, read and
+//! checked into the spec types (`crate::spec`).
 //!
-//! [`load`] reads a file, checks it completely and resolves relative paths
-//! against the file's own directory. Every error names the file, the line and
+//! [`load`] reads a file ([`file`]: the TOML as written), checks it completely and
+//! resolves relative paths against the file's own directory. Every error names the file, the line and
 //! column, the key, and what is allowed; nothing runs before the whole file is
 //! valid. The format is documented in `docs/pipeline.md`.
 
-pub mod spec;
-pub mod units;
+pub mod file;
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use arrow::datatypes::SchemaRef;
-
-use crate::ops::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
-use crate::ops::stateful::{OutputMode, StatefulSpec};
-use crate::ops::stream_join::{StreamJoinSpec, TimeRange};
-use crate::ops::watermark::WatermarkSpec;
-use crate::schema::evolve::EvolutionMode;
-use crate::source::delta::{DeltaSourceOptions, StartingVersion};
-use crate::source::files::{CsvOptions, FileFormat};
-pub use units::{ByteSize, HumanDuration};
-
-/// An invalid pipeline file: where, which key, and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PipelineError {
-    pub file: PathBuf,
-    /// 1-based; 0 when the error is not tied to a position (e.g. the file cannot be read).
-    pub line: usize,
-    pub column: usize,
-    /// Dotted key path, e.g. `flow[0].source.max_bytes_per_trigger`.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for PipelineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
-            write!(f, "{}:{}:{}: ", self.file.display(), self.line, self.column)?;
-        } else {
-            write!(f, "{}: ", self.file.display())?;
-        }
-        if !self.key.is_empty() {
-            write!(f, "{}: ", self.key)?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-/// A checked pipeline with absolute paths.
-#[derive(Debug, Clone)]
-pub struct Pipeline {
-    pub path: PathBuf,
-    pub flows: Vec<FlowSpec>,
-}
-
-impl Pipeline {
-    pub fn flow(&self, name: &str) -> Option<&FlowSpec> {
-        self.flows.iter().find(|f| f.name == name)
-    }
-}
-
-/// When a flow runs its micro-batches (Spark's `Trigger`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// Start a batch every interval; zero = as soon as the previous one ends. Polls when idle.
-    ProcessingTime(Duration),
-    /// Process everything present at start in bounded batches, then stop.
-    AvailableNow,
-    /// One batch with everything present (up to the limits), then stop.
-    Once,
-}
-
-impl Trigger {
-    /// Parses the CLI/TOML words: `available_now` / `available-now`, `once`, or a duration.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text.trim() {
-            "available_now" | "available-now" | "availableNow" => Ok(Trigger::AvailableNow),
-            "once" => Ok(Trigger::Once),
-            other => HumanDuration::parse(other)
-                .map(|d| Trigger::ProcessingTime(d.0))
-                .map_err(|_| {
-                    format!(
-                        "invalid trigger {text:?}; allowed: \"available_now\", \"once\", or a processing-time interval such as \"10 seconds\""
-                    )
-                }),
-        }
-    }
-}
-
-impl fmt::Display for Trigger {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Trigger::ProcessingTime(d) => {
-                write!(f, "processing_time({})", humantime::format_duration(*d))
-            }
-            Trigger::AvailableNow => f.write_str("available_now"),
-            Trigger::Once => f.write_str("once"),
-        }
-    }
-}
-
-/// One streaming query, resolved.
-#[derive(Debug, Clone)]
-pub struct FlowSpec {
-    pub name: String,
-    pub source: SourceSpec,
-    pub where_: Option<String>,
-    pub select: Option<Vec<String>>,
-    pub sink: SinkSpec,
-    pub trigger: Trigger,
-    pub checkpoint: PathBuf,
-    /// Watermark, aggregation, deduplication and output mode (DESIGN.md §6).
-    pub stateful: StatefulSpec,
-    /// Delta table receiving rows behind the watermark (instead of dropping them).
-    pub late_rows: Option<PathBuf>,
-    /// Health thresholds (`freshness`, `[flow.health]`) and retry budget.
-    pub health: crate::health::HealthConfig,
-    /// Stream-static joins (docs/joins.md).
-    pub joins: Vec<JoinSpec>,
-    /// A stream-stream join with a second stream (docs/stream-joins.md).
-    pub stream_join: Option<StreamJoinSpec>,
-}
-
-#[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)] // one per flow, built once
-pub enum SourceSpec {
-    Files(FilesSource),
-    /// A Delta table read as a stream (docs/delta-source.md).
-    Delta(DeltaSourceOptions),
-}
-
-impl SourceSpec {
-    /// `files:csv`, `files:json`, `files:parquet` or `delta` (the plan record's source).
-    pub fn kind(&self) -> String {
-        match self {
-            SourceSpec::Files(f) => format!("files:{}", f.format.as_str()),
-            SourceSpec::Delta(_) => "delta".to_string(),
-        }
-    }
-
-    /// The directory the source reads.
-    pub fn path(&self) -> &Path {
-        match self {
-            SourceSpec::Files(f) => &f.path,
-            SourceSpec::Delta(d) => &d.path,
-        }
-    }
-}
-
-/// Auto Loader-style file source options.
-#[derive(Debug, Clone)]
-pub struct FilesSource {
-    pub path: PathBuf,
-    pub format: FileFormat,
-    pub csv: CsvOptions,
-    /// Given schema (data columns), or `None` to infer from the first files.
-    pub schema: Option<SchemaRef>,
-    pub infer_column_types: bool,
-    pub schema_inference_max_files: usize,
-    /// Bytes sampled for inference at most (Auto Loader's `sampleSize.numBytes`; at least one file).
-    pub schema_inference_max_bytes: u64,
-    pub path_glob_filter: Option<glob::Pattern>,
-    pub max_files_per_trigger: u64,
-    pub max_bytes_per_trigger: Option<u64>,
-    pub min_file_age: Duration,
-    pub allow_overwrites: bool,
-    pub schema_evolution: EvolutionMode,
-    pub schema_hints: Option<String>,
-    pub schema_location: Option<PathBuf>,
-    pub bad_records_path: Option<PathBuf>,
-    /// Delta table receiving unparseable records (`file`, `line`, `raw`, `error`, `batch_id`).
-    pub bad_records_table: Option<PathBuf>,
-}
-
-/// Where a flow writes.
-#[derive(Debug, Clone)]
-pub enum SinkSpec {
-    Delta {
-        path: PathBuf,
-        partition_by: Vec<String>,
-        merge_schema: bool,
-        /// `false` (unsafe, drills only) skips the replay check of application transactions.
-        idempotent: bool,
-    },
-    /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
-    DeltaMerge {
-        path: PathBuf,
-        keys: Vec<String>,
-        order_by: Option<String>,
-        partition_by: Vec<String>,
-    },
-    Memory {
-        name: String,
-    },
-    Console {
-        num_rows: usize,
-    },
-}
-
-impl SinkSpec {
-    pub fn describe(&self) -> String {
-        match self {
-            SinkSpec::Delta { path, .. } => format!("DeltaSink[{}]", path.display()),
-            SinkSpec::DeltaMerge { path, keys, .. } => {
-                format!(
-                    "DeltaMergeSink[{}, keys={}]",
-                    path.display(),
-                    keys.join(",")
-                )
-            }
-            SinkSpec::Memory { name } => format!("MemorySink[{name}]"),
-            SinkSpec::Console { .. } => "ConsoleSink".to_string(),
-        }
-    }
-}
-
-impl FlowSpec {
-    /// The flow's sources in Spark's order (source `i` owns offset `i` of `offsets/N` and
-    /// `sources/<i>/` in the checkpoint): its `source`, then a stream-stream join's right side.
-    pub fn sources(&self) -> Vec<&SourceSpec> {
-        std::iter::once(&self.source)
-            .chain(self.stream_join.as_ref().map(|j| &j.source))
-            .collect()
-    }
-
-    /// The tables this flow reads as a stream or a dimension (for dependency order).
-    pub fn reads(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        if let SourceSpec::Delta(d) = &self.source {
-            out.push(normalize(&d.path));
-        }
-        for j in &self.joins {
-            if j.format == DimensionFormat::Delta {
-                out.push(normalize(&j.table));
-            }
-        }
-        if let Some(SourceSpec::Delta(d)) = self.stream_join.as_ref().map(|j| &j.source) {
-            out.push(normalize(&d.path));
-        }
-        out
-    }
-
-    /// The table this flow writes, if it is a Delta table.
-    pub fn writes(&self) -> Option<PathBuf> {
-        match &self.sink {
-            SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
-                Some(normalize(path))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// `a/./b/../c` → `a/c`, lexically (paths in a pipeline may name tables not created yet).
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// The flows in dependency order: a flow that reads a table comes after the flow that
-/// writes it; otherwise file order is kept. `Err` names a cycle.
-pub fn dependency_order(flows: &[FlowSpec]) -> Result<Vec<FlowSpec>, String> {
-    let upstream: Vec<Vec<usize>> = flows
-        .iter()
-        .map(|f| {
-            let reads = f.reads();
-            flows
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.name != f.name && g.writes().is_some_and(|w| reads.contains(&w)))
-                .map(|(i, _)| i)
-                .collect()
-        })
-        .collect();
-    let mut done = vec![false; flows.len()];
-    let mut order = Vec::with_capacity(flows.len());
-    while order.len() < flows.len() {
-        let next = (0..flows.len()).find(|&i| !done[i] && upstream[i].iter().all(|&u| done[u]));
-        match next {
-            Some(i) => {
-                done[i] = true;
-                order.push(flows[i].clone());
-            }
-            None => {
-                let stuck: Vec<&str> = (0..flows.len())
-                    .filter(|&i| !done[i])
-                    .map(|i| flows[i].name.as_str())
-                    .collect();
-                return Err(format!(
-                    "flows {} read each other's tables in a cycle; a pipeline's flows must form a chain or a tree (bronze -> silver -> gold)",
-                    stuck.join(", ")
-                ));
-            }
-        }
-    }
-    Ok(order)
-}
-
-/// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).
-pub const DEFAULT_INFERENCE_MAX_BYTES: u64 = 50_000_000_000;
-
-/// Default `max_files_per_trigger` (Auto Loader's default).
-pub const DEFAULT_MAX_FILES_PER_TRIGGER: u64 = 1000;
+use crate::spec::{
+    CsvOptions, DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
+    DimensionFormat, EvolutionMode, FileFormat, FilesSource, FlowSpec, HumanDuration, JoinOn,
+    JoinSpec, JoinType, OutputMode, Pipeline, PipelineError, SinkSpec, SourceSpec, StartingVersion,
+    StatefulSpec, StreamJoinSpec, TimeRange, Trigger, WatermarkSpec, dependency_order,
+};
 
 /// Reads and checks a pipeline file.
 pub fn load(path: &Path) -> Result<Pipeline, PipelineError> {
@@ -331,7 +35,7 @@ pub fn load(path: &Path) -> Result<Pipeline, PipelineError> {
 /// Checks a pipeline given as text; `path` is used for messages and to resolve relative paths.
 pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
     let cx = Context { path, text };
-    let file: spec::PipelineFile = toml::from_str(text).map_err(|e| {
+    let file: file::PipelineFile = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         cx.error(span, e.message().trim_end().to_string())
     })?;
@@ -514,7 +218,7 @@ fn resolve_flow(
     cx: &Context<'_>,
     base: &Path,
     span: Range<usize>,
-    flow: spec::FlowFile,
+    flow: file::FlowFile,
 ) -> Result<FlowSpec, PipelineError> {
     let name = flow.name.into_inner();
     let source = match flow.source.kind.get_ref().as_str() {
@@ -532,8 +236,8 @@ fn resolve_flow(
         Some(t) => {
             let tspan = t.span();
             match t.into_inner() {
-                spec::TriggerFile::Word(w) => Trigger::parse(&w).map_err(|m| cx.error(tspan, m))?,
-                spec::TriggerFile::ProcessingTime { processing_time } => {
+                file::TriggerFile::Word(w) => Trigger::parse(&w).map_err(|m| cx.error(tspan, m))?,
+                file::TriggerFile::ProcessingTime { processing_time } => {
                     Trigger::ProcessingTime(processing_time.0)
                 }
             }
@@ -564,7 +268,7 @@ fn resolve_flow(
         }
     }
     let sink = match flow.sink {
-        spec::SinkFile::Delta {
+        file::SinkFile::Delta {
             path,
             partition_by,
             merge_schema,
@@ -580,7 +284,7 @@ fn resolve_flow(
             )),
             idempotent,
         },
-        spec::SinkFile::DeltaMerge {
+        file::SinkFile::DeltaMerge {
             path,
             keys,
             order_by,
@@ -599,10 +303,10 @@ fn resolve_flow(
                 partition_by,
             }
         }
-        spec::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
+        file::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
             name: sink_name.unwrap_or_else(|| name.clone()),
         },
-        spec::SinkFile::Console { num_rows } => SinkSpec::Console { num_rows },
+        file::SinkFile::Console { num_rows } => SinkSpec::Console { num_rows },
     };
     let checkpoint = match flow.checkpoint {
         Some(c) => resolve_path(base, &c),
@@ -746,14 +450,14 @@ fn resolve_flow(
 fn resolve_health(
     cx: &Context<'_>,
     source: &SourceSpec,
-    freshness: Option<units::HumanDuration>,
-    health: Option<toml::Spanned<spec::HealthFile>>,
-) -> Result<crate::health::HealthConfig, PipelineError> {
+    freshness: Option<HumanDuration>,
+    health: Option<toml::Spanned<file::HealthFile>>,
+) -> Result<crate::spec::HealthConfig, PipelineError> {
     let cap = match source {
         SourceSpec::Files(f) => f.max_files_per_trigger,
         SourceSpec::Delta(d) => d.max_files_per_trigger,
     };
-    let mut cfg = crate::health::HealthConfig {
+    let mut cfg = crate::spec::HealthConfig {
         freshness: freshness.map(|f| f.0).filter(|f| !f.is_zero()),
         max_files_per_trigger: Some(cap),
         ..Default::default()
@@ -812,7 +516,7 @@ fn resolve_health(
 fn resolve_stream_join(
     cx: &Context<'_>,
     base: &Path,
-    sj: toml::Spanned<spec::StreamJoinFile>,
+    sj: toml::Spanned<file::StreamJoinFile>,
     stateful: &StatefulSpec,
     joins: &[JoinSpec],
     left_source: &SourceSpec,
@@ -946,12 +650,12 @@ fn resolve_stream_join(
 /// A join's `on`: column name(s) present on both sides, or a SQL condition.
 fn resolve_join_on(
     cx: &Context<'_>,
-    on: &toml::Spanned<spec::JoinOnFile>,
+    on: &toml::Spanned<file::JoinOnFile>,
     example: &str,
 ) -> Result<JoinOn, PipelineError> {
     match on.get_ref() {
-        spec::JoinOnFile::Columns(cols) if !cols.is_empty() => Ok(JoinOn::Columns(cols.clone())),
-        spec::JoinOnFile::Text(t) if !t.trim().is_empty() => {
+        file::JoinOnFile::Columns(cols) if !cols.is_empty() => Ok(JoinOn::Columns(cols.clone())),
+        file::JoinOnFile::Text(t) if !t.trim().is_empty() => {
             if t.chars().all(|c| c.is_alphanumeric() || c == '_') {
                 return Ok(JoinOn::Columns(vec![t.clone()]));
             }
@@ -997,7 +701,7 @@ fn single_byte(
 fn resolve_files(
     cx: &Context<'_>,
     base: &Path,
-    files: spec::FilesSourceFile,
+    files: file::FilesSourceFile,
 ) -> Result<FilesSource, PipelineError> {
     if let Some(v) = &files.starting_version {
         return Err(cx.error(
@@ -1012,9 +716,9 @@ fn resolve_files(
         ));
     }
     let format = match files.format.as_ref().map(|f| *f.get_ref()) {
-        Some(spec::FormatFile::Json) => FileFormat::Json,
-        Some(spec::FormatFile::Csv) => FileFormat::Csv,
-        Some(spec::FormatFile::Parquet) => FileFormat::Parquet,
+        Some(file::FormatFile::Json) => FileFormat::Json,
+        Some(file::FormatFile::Csv) => FileFormat::Csv,
+        Some(file::FormatFile::Parquet) => FileFormat::Parquet,
         None => {
             return Err(cx.error(
                 files.kind.span(),
@@ -1135,7 +839,7 @@ fn resolve_files(
 fn resolve_delta(
     cx: &Context<'_>,
     base: &Path,
-    src: spec::FilesSourceFile,
+    src: file::FilesSourceFile,
 ) -> Result<DeltaSourceOptions, PipelineError> {
     let only_files = [
         ("format", src.format.is_some()),
@@ -1180,8 +884,8 @@ fn resolve_delta(
     options.starting_version = match &src.starting_version {
         None => None,
         Some(v) => Some(match v.get_ref() {
-            spec::StartingVersionFile::Version(n) if *n >= 0 => StartingVersion::Version(*n as u64),
-            spec::StartingVersionFile::Word(w) if w == "latest" => StartingVersion::Latest,
+            file::StartingVersionFile::Version(n) if *n >= 0 => StartingVersion::Version(*n as u64),
+            file::StartingVersionFile::Word(w) if w == "latest" => StartingVersion::Latest,
             other => {
                 return Err(cx.error(
                     v.span(),
@@ -1193,7 +897,7 @@ fn resolve_delta(
     Ok(options)
 }
 
-impl spec::CsvFile {
+impl file::CsvFile {
     fn header_span(&self) -> Range<usize> {
         [&self.delimiter, &self.quote, &self.escape, &self.comment]
             .into_iter()

@@ -72,7 +72,7 @@ fn path_str(p: &Path) -> String {
 }
 
 impl Context {
-    pub fn from_flow(spec: &crate::pipeline::FlowSpec, pipeline: &Path) -> Self {
+    pub fn from_flow(spec: &crate::spec::FlowSpec, pipeline: &Path) -> Self {
         Context {
             flow: Some(spec.name.clone()),
             pipeline: Some(path_str(pipeline)),

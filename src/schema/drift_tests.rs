@@ -14,13 +14,14 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Schema;
 use serde_json::{Map, Value, json};
 
-use super::evolve::{Decision, EvolutionMode, NewField, evolve, strings_only};
+use super::evolve::{Decision, NewField, evolve, strings_only};
 use super::{SchemaEvent, infer_schema, to_ddl};
 use crate::sink::quarantine::{QuarantineWriter, QuarantinedRecord, split_batches};
 use crate::source::files::read::test_support::case_file;
 use crate::source::files::read::{FileMeta, ReadSpec, decode_file};
 use crate::source::files::schema_store::{history_at, record_version, resolve_with};
-use crate::source::files::{CsvOptions, FileFormat};
+use crate::spec::EvolutionMode;
+use crate::spec::{CsvOptions, FileFormat};
 
 /// A committed row as JSON (data columns, nulls omitted) and its `_rescued_data`.
 type Row = (Map<String, Value>, Option<Map<String, Value>>);

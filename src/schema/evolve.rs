@@ -39,15 +39,13 @@
 //! reported as `type_mismatch` events ([`crate::schema::events::SchemaEvent`]).
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema};
-use serde::{Deserialize, Serialize};
 
 use super::ddl::{quote_name, type_to_ddl};
 use super::infer::{finish_type, merge_types};
+use crate::spec::EvolutionMode;
 
 /// A field present in a file and absent from the schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,70 +84,6 @@ pub struct FieldMismatch {
 impl FieldMismatch {
     pub fn path_string(&self) -> String {
         path_to_string(&self.path)
-    }
-}
-
-/// Auto Loader's `cloudFiles.schemaEvolutionMode`, named in snake case in pipeline files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EvolutionMode {
-    /// Record a wider schema with the new fields (and stop, so the next start uses it).
-    #[serde(alias = "addNewColumns")]
-    AddNewColumns,
-    /// Never change the schema; new fields stay in `_rescued_data`.
-    Rescue,
-    /// Stop with an error naming the new fields until the schema is updated.
-    #[serde(alias = "failOnNewColumns")]
-    FailOnNewColumns,
-    /// Never change the schema and ignore new fields (their values are still rescued).
-    None,
-}
-
-impl EvolutionMode {
-    /// The values a pipeline file may use, for error messages.
-    pub const ALLOWED: &'static str =
-        "\"add_new_columns\", \"rescue\", \"fail_on_new_columns\", \"none\"";
-
-    /// Auto Loader's default: `add_new_columns` when the schema is inferred, `none` when it is given.
-    pub fn default_for(schema_given: bool) -> Self {
-        if schema_given {
-            EvolutionMode::None
-        } else {
-            EvolutionMode::AddNewColumns
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EvolutionMode::AddNewColumns => "add_new_columns",
-            EvolutionMode::Rescue => "rescue",
-            EvolutionMode::FailOnNewColumns => "fail_on_new_columns",
-            EvolutionMode::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for EvolutionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EvolutionMode {
-    type Err = String;
-
-    /// The snake-case names, and Auto Loader's camel-case spellings.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "add_new_columns" | "addNewColumns" => Ok(EvolutionMode::AddNewColumns),
-            "rescue" => Ok(EvolutionMode::Rescue),
-            "fail_on_new_columns" | "failOnNewColumns" => Ok(EvolutionMode::FailOnNewColumns),
-            "none" => Ok(EvolutionMode::None),
-            other => Err(format!(
-                "invalid schema_evolution {other:?}; allowed: {}",
-                Self::ALLOWED
-            )),
-        }
     }
 }
 
@@ -440,6 +374,7 @@ fn insert_below(parent: &DataType, path: &[String], data_type: &DataType) -> Dat
 mod tests {
     use super::*;
     use crate::schema::{parse_ddl, to_ddl};
+    use crate::spec::EvolutionMode;
 
     fn nf(path: &[&str], ddl_type: &str, file: &str) -> NewField {
         let data_type = if ddl_type == "NULL" {

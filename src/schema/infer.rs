@@ -67,7 +67,7 @@ use serde_json::{Map, Value};
 use super::SchemaError;
 use super::ddl::{list_of, map_of, timestamp_utc};
 use crate::source::files::read::{FileMeta, FileReadError, read_contents};
-use crate::source::files::{CsvOptions, FileFormat};
+use crate::spec::{CsvOptions, FileFormat};
 
 /// Infers the schema of `files` (see the module documentation for the rules).
 pub fn infer_schema(

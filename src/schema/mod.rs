@@ -27,7 +27,7 @@ use crate::source::files::read::FileReadError;
 
 pub use ddl::{parse_ddl, to_ddl, type_to_ddl};
 pub use events::SchemaEvent;
-pub use evolve::{Decision, EvolutionMode, FieldMismatch, NewField, path_to_string};
+pub use evolve::{Decision, FieldMismatch, NewField, path_to_string};
 pub use hints::apply_hints;
 pub use infer::infer_schema;
 

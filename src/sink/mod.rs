@@ -18,7 +18,7 @@ pub mod quarantine;
 use arrow::record_batch::RecordBatch;
 
 use crate::error::Result;
-use crate::pipeline::SinkSpec;
+use crate::spec::SinkSpec;
 
 /// What a sink did with one batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

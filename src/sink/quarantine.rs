@@ -297,9 +297,9 @@ mod tests {
 
     use super::*;
     use crate::schema::parse_ddl;
-    use crate::source::files::FileFormat;
     use crate::source::files::read::decode_file;
     use crate::source::files::read::test_support::{meta, spec};
+    use crate::spec::FileFormat;
 
     fn batch(ids: Vec<Option<i64>>, rescued: Vec<Option<&str>>) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

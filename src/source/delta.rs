@@ -49,51 +49,12 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::spec::{DeltaSourceOptions, StartingVersion};
 
 /// The offset format version weir writes (Spark's `DeltaSourceOffset.VERSION_1`).
 pub const SOURCE_VERSION: u64 = 1;
 /// The index before the first action of a version (Spark's `BASE_INDEX` in offset version 1).
 pub const BASE_INDEX: i64 = -1;
-/// Spark's default `maxFilesPerTrigger` for the Delta source.
-pub const DEFAULT_MAX_FILES_PER_TRIGGER: u64 = 1000;
-
-/// Where a new query (no offset yet) starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartingVersion {
-    /// The changes committed at this version and after (`startingVersion = V`).
-    Version(u64),
-    /// Only commits after the table's version when the query starts (`startingVersion = latest`).
-    Latest,
-}
-
-/// Options of a Delta source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeltaSourceOptions {
-    /// The table's directory.
-    pub path: PathBuf,
-    /// `None`: the first batch is a snapshot of the table, then its later commits.
-    pub starting_version: Option<StartingVersion>,
-    /// Upper bound on the files of a batch (at least 1 is taken).
-    pub max_files_per_trigger: u64,
-    /// Soft upper bound on the bytes of a batch: a batch always takes at least one file.
-    pub max_bytes_per_trigger: Option<u64>,
-    /// Skip commits that remove data (Delta's `skipChangeCommits`) instead of failing.
-    pub skip_change_commits: bool,
-}
-
-impl DeltaSourceOptions {
-    /// The defaults (snapshot first, 1,000 files per batch, no byte bound, rewrites refused).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        DeltaSourceOptions {
-            path: path.into(),
-            starting_version: None,
-            max_files_per_trigger: DEFAULT_MAX_FILES_PER_TRIGGER,
-            max_bytes_per_trigger: None,
-            skip_change_commits: false,
-        }
-    }
-}
-
 /// A position in a Delta table, in the JSON shape of Spark's `DeltaSourceOffset`:
 /// everything up to and including action `index` of `reservoirVersion` has been
 /// read. With `isStartingVersion` the position is inside the snapshot of the table
@@ -1055,6 +1016,7 @@ mod tests {
     use deltalake::protocol::SaveMode;
 
     use super::*;
+    use crate::spec::{DeltaSourceOptions, StartingVersion};
 
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![

@@ -10,7 +10,7 @@ use weir::engine::{RunOptions, run_flow};
 
 use crate::support::*;
 
-fn pipeline(dir: &Path, format: &str, schema: Option<&str>) -> weir::pipeline::FlowSpec {
+fn pipeline(dir: &Path, format: &str, schema: Option<&str>) -> weir::spec::FlowSpec {
     let schema = schema.map_or(String::new(), |s| format!("schema = \"{s}\"\n"));
     let p = write_pipeline(
         dir,

@@ -105,7 +105,7 @@ fn relative_paths_resolve_against_the_pipeline_file() {
     )
     .unwrap();
     let flow = &p.flows[0];
-    let weir::pipeline::SourceSpec::Files(src) = &flow.source else {
+    let weir::spec::SourceSpec::Files(src) = &flow.source else {
         panic!("expected a files source")
     };
     assert_eq!(src.path, std::path::Path::new("/srv/pipes/landing/flights"));
@@ -116,7 +116,7 @@ fn relative_paths_resolve_against_the_pipeline_file() {
     assert_eq!(src.max_files_per_trigger, 100);
     assert_eq!(src.max_bytes_per_trigger, Some(64 * 1024 * 1024));
     assert_eq!(src.csv.null_value.as_deref(), Some("NA"));
-    assert_eq!(flow.trigger, weir::pipeline::Trigger::AvailableNow);
+    assert_eq!(flow.trigger, weir::spec::Trigger::AvailableNow);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use weir::engine::{RunOptions, run_flow};
 
 use crate::support::*;
 
-fn flow(dir: &Path, body: &str) -> weir::pipeline::FlowSpec {
+fn flow(dir: &Path, body: &str) -> weir::spec::FlowSpec {
     let p = write_pipeline(dir, body);
     weir::pipeline::load(&p).unwrap().flows.remove(0)
 }

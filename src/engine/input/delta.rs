@@ -5,9 +5,10 @@ use arrow::datatypes::SchemaRef;
 
 use super::{Backlog, BatchFiles, Planned};
 use crate::error::{Error, Result};
-use crate::pipeline::Trigger;
-use crate::source::delta::{DeltaFile, DeltaOffset, DeltaSource, DeltaSourceOptions, PlanBounds};
+use crate::source::delta::{DeltaFile, DeltaOffset, DeltaSource, PlanBounds};
 use crate::source::files::BatchRead;
+use crate::spec::DeltaSourceOptions;
+use crate::spec::Trigger;
 
 /// A Delta source with the bound an `available_now` run pinned at its start.
 pub struct DeltaInput {

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use super::{Backlog, BatchFiles, Evolution, Planned, source_dir};
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
-use crate::pipeline::{FilesSource, Trigger};
-use crate::schema::evolve::{EvolutionMode, evolve, strings_only};
+use crate::schema::evolve::{evolve, strings_only};
 use crate::source::files::ledger::Ledger;
 use crate::source::files::{BatchRead, FileSource, schema_store, select};
+use crate::spec::EvolutionMode;
+use crate::spec::{FilesSource, Trigger};
 
 /// A file source with its ledger and schema location.
 pub struct FilesInput {

@@ -30,11 +30,11 @@ use arrow::datatypes::SchemaRef;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
-use crate::pipeline::{SourceSpec, Trigger};
 use crate::schema::evolve::Decision;
 use crate::source::delta::DeltaFile;
 use crate::source::files::BatchRead;
 use crate::source::files::ledger::{FileOutcome, ListedFile};
+use crate::spec::{SourceSpec, Trigger};
 pub use delta::DeltaInput;
 pub use files::FilesInput;
 

@@ -34,9 +34,9 @@ use futures::StreamExt;
 
 use crate::error::{Error, Result};
 use crate::ops::METADATA_COLUMN;
-use crate::pipeline::FilesSource;
+use crate::spec::FilesSource;
 use ledger::{FileOutcome, Ledger, ListedFile};
-pub use options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
+pub use options::RESCUED_DATA_COLUMN;
 use read::{FileMeta, ReadSpec};
 
 /// The fields of the hidden `_metadata` column (Spark's file-source metadata column).

@@ -142,7 +142,8 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
-use super::options::{CsvOptions, FileFormat, RESCUED_DATA_COLUMN};
+use super::options::RESCUED_DATA_COLUMN;
+use crate::spec::{CsvOptions, FileFormat};
 
 mod csv_file;
 mod drift;
@@ -409,7 +410,7 @@ pub(crate) mod test_support {
     use arrow::util::display::{ArrayFormatter, FormatOptions};
 
     use super::{FileMeta, ReadSpec};
-    use crate::source::files::{CsvOptions, FileFormat};
+    use crate::spec::{CsvOptions, FileFormat};
 
     pub fn case_file(relative: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, create_dir_private, write_atomic};
 use crate::error::{Error, Result};
-use crate::pipeline::FilesSource;
+use crate::spec::FilesSource;
 
 /// Name of the directory holding the versions, inside the schema location.
 pub const SCHEMAS_DIR: &str = "_schemas";

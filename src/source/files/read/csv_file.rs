@@ -18,7 +18,7 @@ use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
     data_fields, display_path,
 };
-use crate::source::files::CsvOptions;
+use crate::spec::CsvOptions;
 
 /// A batch is cut early when a column's text exceeds this (checked every 1024 rows),
 /// so string offsets stay far below `i32::MAX`.
@@ -445,7 +445,7 @@ mod tests {
     use super::super::test_support::{case_file, meta, rescued, rows, spec};
     use super::super::{BATCH_ROWS, decode_file, output_schema};
     use crate::schema::parse_ddl;
-    use crate::source::files::{CsvOptions, FileFormat};
+    use crate::spec::{CsvOptions, FileFormat};
 
     fn csv_spec(ddl: &str) -> super::super::ReadSpec {
         spec(FileFormat::Csv, Arc::new(parse_ddl(ddl).unwrap()))

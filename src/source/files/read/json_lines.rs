@@ -541,7 +541,7 @@ mod tests {
     use super::super::{FileReadError, decode_file, output_schema};
     use super::{base64_to_hex, parse_decimal};
     use crate::schema::parse_ddl;
-    use crate::source::files::FileFormat;
+    use crate::spec::FileFormat;
 
     fn json_spec(ddl: &str) -> super::super::ReadSpec {
         spec(FileFormat::Json, Arc::new(parse_ddl(ddl).unwrap()))

@@ -337,7 +337,7 @@ mod tests {
     use super::super::test_support::{meta, rescued, rows, spec};
     use super::super::{FileReadError, decode_file};
     use crate::schema::parse_ddl;
-    use crate::source::files::FileFormat;
+    use crate::spec::FileFormat;
 
     #[test]
     fn columns_by_name_cast_rescue_and_missing() {

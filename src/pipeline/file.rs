@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::units::{ByteSize, HumanDuration};
+use crate::spec::{ByteSize, HumanDuration};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
