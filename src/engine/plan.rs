@@ -199,8 +199,8 @@ pub async fn known_batch_schema(
 ) -> Result<Option<SchemaRef>> {
     match source {
         SourceSpec::Files(src) => {
-            let data_schema = match (&src.schema, recorded) {
-                (Some(s), _) => s.clone(),
+            let data_schema = match (crate::source::files::schema_store::given(src), recorded) {
+                (Some(s), _) => s,
                 (None, Some(location)) => {
                     match crate::source::files::schema_store::latest(location)? {
                         Some((_, s)) => std::sync::Arc::new(s),
@@ -209,13 +209,9 @@ pub async fn known_batch_schema(
                 }
                 (None, None) => return Ok(None),
             };
-            let read_schema =
-                crate::source::files::read::output_schema(&crate::source::files::read::ReadSpec {
-                    format: src.format,
-                    csv: src.csv.clone(),
-                    schema: data_schema,
-                    rescued_data: true,
-                });
+            let read_schema = crate::source::files::read::output_schema(
+                &crate::source::files::read::ReadSpec::new(src.format, data_schema),
+            );
             Ok(Some(crate::source::files::batch_schema(&read_schema)))
         }
         SourceSpec::Delta(options) => {

@@ -18,8 +18,9 @@
 //!   last [`RECENT`] rows, `event_id` included, so a flow deduplicating on
 //!   `event_id` removes it;
 //! - **malformed** (probability `malformed_ratio`): a fresh row's line is
-//!   damaged (JSON: cut in the middle; CSV: invalid UTF-8 in the key), so a
-//!   reader turns it into a corrupt record. Not available for Parquet.
+//!   damaged. JSON: cut in the middle, so a reader turns it into a corrupt record.
+//!   CSV: invalid UTF-8 in the key, so a reader keeps the row and rescues the key
+//!   (its bytes as ISO-8859-1 in `_rescued_data`, docs/sources.md). Not available for Parquet.
 //! - **drift** from file `drift_at` on: a new column `region` and/or `amount`
 //!   changing type from a number to a string such as `"12.50 EUR"`.
 //!
@@ -451,7 +452,7 @@ fn render_csv(lines: &[Line], shape: Shape) -> Result<Vec<u8>> {
             record.push(region_of(row).as_bytes().to_vec());
         }
         if damaged {
-            // Bytes that are not UTF-8: the reader makes the record a corrupt record.
+            // Bytes that are not UTF-8: the reader rescues the key, keeps the row.
             record[1].splice(0..0, [0xFF, 0xFE]);
         }
         let mut w = csv::WriterBuilder::new()

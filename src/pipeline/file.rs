@@ -187,6 +187,21 @@ pub struct FilesSourceFile {
     pub bad_records_path: Option<String>,
     /// A Delta table receiving records that cannot be parsed at all (one commit per batch).
     pub bad_records_table: Option<String>,
+    /// CSV and JSON: the files' character encoding (Spark's `encoding`, alias `charset`).
+    #[serde(alias = "charset")]
+    pub encoding: Option<Spanned<String>>,
+    /// JSON: bare `NaN` / `Infinity` tokens are numbers (Spark's `allowNonNumericNumbers`).
+    pub allow_non_numeric_numbers: Option<Spanned<bool>>,
+    /// CSV and JSON: a longer record is a corrupt record (rescued or quarantined).
+    pub max_record_size: Option<ByteSize>,
+    /// The zone of timestamp text without one (Spark's `spark.sql.session.timeZone`).
+    pub session_time_zone: Option<Spanned<String>>,
+    /// A Spark datetime pattern for timestamp text (Spark's `timestampFormat`).
+    pub timestamp_format: Option<Spanned<String>>,
+    /// Columns read from `key=value` directories (Auto Loader's `cloudFiles.partitionColumns`).
+    pub partition_columns: Option<Spanned<Vec<String>>>,
+    /// Infer partition column types (Spark's `partitionColumnTypeInference.enabled`).
+    pub partition_column_type_inference: Option<Spanned<bool>>,
 }
 
 fn default_true() -> bool {
@@ -209,6 +224,12 @@ pub struct CsvFile {
     pub quote: Option<Spanned<String>>,
     pub escape: Option<Spanned<String>>,
     pub null_value: Option<String>,
+    /// What a quoted empty field `""` reads as in a string column (Spark's `emptyValue`).
+    pub empty_value: Option<String>,
+    /// Spark's `nanValue`, `positiveInf`, `negativeInf`.
+    pub nan_value: Option<String>,
+    pub positive_inf: Option<String>,
+    pub negative_inf: Option<String>,
     pub comment: Option<Spanned<String>>,
 }
 

@@ -749,7 +749,35 @@ fn resolve_files(
         csv.escape = single_byte(cx, &c.escape, "escape")?;
         csv.comment = single_byte(cx, &c.comment, "comment")?;
         csv.null_value = c.null_value.clone();
+        if let Some(v) = &c.empty_value {
+            csv.empty_value = v.clone();
+        }
+        if let Some(v) = &c.nan_value {
+            csv.nan_value = v.clone();
+        }
+        if let Some(v) = &c.positive_inf {
+            csv.positive_inf = v.clone();
+        }
+        if let Some(v) = &c.negative_inf {
+            csv.negative_inf = v.clone();
+        }
     }
+    let text = resolve_text(cx, &files, format)?;
+    let partition_columns = match &files.partition_columns {
+        None => None,
+        Some(cols) => {
+            let mut seen = BTreeSet::new();
+            for c in cols.get_ref() {
+                if c.is_empty() || c.contains(['/', '=']) || !seen.insert(c.to_lowercase()) {
+                    return Err(cx.error(
+                        cols.span(),
+                        format!("invalid partition column {c:?}: names must be non-empty, unique (ignoring case) and free of '/' and '='"),
+                    ));
+                }
+            }
+            Some(cols.get_ref().clone())
+        }
+    };
     let schema = match &files.schema {
         None => None,
         Some(ddl) => Some(std::sync::Arc::new(
@@ -832,7 +860,73 @@ fn resolve_files(
         max_bytes_per_trigger: files.max_bytes_per_trigger.map(|b| b.0),
         min_file_age: files.min_file_age.map(|d| d.0).unwrap_or(Duration::ZERO),
         allow_overwrites: files.allow_overwrites,
+        text,
+        partition_columns,
+        partition_column_type_inference: files
+            .partition_column_type_inference
+            .as_ref()
+            .is_none_or(|b| *b.get_ref()),
     })
+}
+
+/// The text-format options of a files source (`encoding`, `allow_non_numeric_numbers`,
+/// `max_record_size`, `session_time_zone`, `timestamp_format`).
+fn resolve_text(
+    cx: &Context<'_>,
+    files: &file::FilesSourceFile,
+    format: FileFormat,
+) -> Result<crate::spec::TextOptions, PipelineError> {
+    use crate::spec::{TextEncoding, TextOptions};
+    use crate::spec::{TimestampFormat, TimestampOptions};
+    let mut text = TextOptions::default();
+    if let Some(e) = &files.encoding {
+        if format == FileFormat::Parquet {
+            return Err(cx.error(
+                e.span(),
+                "`encoding` applies to CSV and JSON files; Parquet stores its strings as UTF-8"
+                    .into(),
+            ));
+        }
+        text.encoding = TextEncoding::from_label(e.get_ref()).map_err(|m| cx.error(e.span(), m))?;
+    }
+    if let Some(b) = &files.allow_non_numeric_numbers {
+        if format != FileFormat::Json {
+            return Err(cx.error(
+                b.span(),
+                "`allow_non_numeric_numbers` applies to JSON files; for CSV use csv.nan_value, csv.positive_inf, csv.negative_inf".into(),
+            ));
+        }
+        text.allow_non_numeric_numbers = *b.get_ref();
+    }
+    if let Some(max) = &files.max_record_size {
+        if max.0 == 0 {
+            return Err(cx.error(
+                0..0,
+                "max_record_size must be at least 1 byte, e.g. \"1 MiB\"".into(),
+            ));
+        }
+        text.max_record_bytes = Some(max.0);
+    }
+    let mut timestamps = TimestampOptions::default();
+    if let Some(tz) = &files.session_time_zone {
+        let name = tz.get_ref().trim();
+        timestamps.time_zone = Some(name.parse::<chrono_tz::Tz>().map_err(|_| {
+            cx.error(
+                tz.span(),
+                format!("unknown time zone {name:?}; use an IANA zone name such as \"UTC\", \"Europe/Paris\", \"America/New_York\""),
+            )
+        })?);
+    }
+    if let Some(f) = &files.timestamp_format {
+        timestamps.format = Some(TimestampFormat::new(f.get_ref()).map_err(|m| {
+            cx.error(
+                f.span(),
+                format!("invalid timestamp_format: {m}; e.g. \"yyyy-MM-dd HH:mm:ss\" or \"dd/MM/yyyy HH:mm[:ss]\""),
+            )
+        })?);
+    }
+    text.timestamps = timestamps;
+    Ok(text)
 }
 
 /// A `type = "delta"` source: only the Delta source's keys are allowed.
@@ -862,6 +956,19 @@ fn resolve_delta(
         ("schema_location", src.schema_location.is_some()),
         ("bad_records_path", src.bad_records_path.is_some()),
         ("bad_records_table", src.bad_records_table.is_some()),
+        ("encoding", src.encoding.is_some()),
+        (
+            "allow_non_numeric_numbers",
+            src.allow_non_numeric_numbers.is_some(),
+        ),
+        ("max_record_size", src.max_record_size.is_some()),
+        ("session_time_zone", src.session_time_zone.is_some()),
+        ("timestamp_format", src.timestamp_format.is_some()),
+        ("partition_columns", src.partition_columns.is_some()),
+        (
+            "partition_column_type_inference",
+            src.partition_column_type_inference.is_some(),
+        ),
     ];
     if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
         return Err(cx.error(

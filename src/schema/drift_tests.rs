@@ -128,11 +128,17 @@ impl Flow {
                 self.hints.as_deref(),
                 Path::new("landing"),
                 || {
-                    let schema = infer_schema(&metas, format, &CsvOptions::default(), typed)
-                        .map_err(|e| crate::Error::Source {
-                            path: "landing".into(),
-                            message: e.to_string(),
-                        })?;
+                    let schema = infer_schema(
+                        &metas,
+                        format,
+                        &CsvOptions::default(),
+                        &crate::spec::TextOptions::default(),
+                        typed,
+                    )
+                    .map_err(|e| crate::Error::Source {
+                        path: "landing".into(),
+                        message: e.to_string(),
+                    })?;
                     Ok(Some((
                         schema,
                         files
@@ -144,12 +150,7 @@ impl Flow {
             )
             .map_err(|e| e.to_string())?
             .ok_or("nothing to infer from")?;
-            let spec = ReadSpec {
-                format: self.format,
-                csv: CsvOptions::default(),
-                schema: Arc::clone(&schema),
-                rescued_data: true,
-            };
+            let spec = ReadSpec::new(self.format, Arc::clone(&schema));
             let mut batches = Vec::new();
             let mut new_fields: Vec<NewField> = Vec::new();
             let mut mismatches = Vec::new();
@@ -304,21 +305,24 @@ fn input_records_of(path: &Path, format: FileFormat) -> Vec<(usize, Option<Map<S
                 .from_reader(bytes.as_slice());
             let mut records = reader.byte_records();
             let header: Vec<String> = match records.next() {
-                Some(Ok(h)) => h
-                    .iter()
-                    .map(|f| String::from_utf8_lossy(f).into())
-                    .collect(),
+                Some(Ok(h)) => crate::source::files::read::safe_header(
+                    &h.iter()
+                        .map(|f| String::from_utf8_lossy(f).into())
+                        .collect::<Vec<_>>(),
+                    None,
+                ),
                 _ => return out,
             };
             for record in records {
                 let record = record.unwrap();
                 let line = record.position().unwrap().line() as usize;
                 let mut object = Map::new();
-                let mut valid = true;
+                let valid = true;
                 for (i, field) in record.iter().enumerate() {
-                    let Ok(text) = std::str::from_utf8(field) else {
-                        valid = false;
-                        break;
+                    // A field that is not UTF-8 is rescued as its bytes in ISO-8859-1.
+                    let text: String = match std::str::from_utf8(field) {
+                        Ok(t) => t.to_string(),
+                        Err(_) => field.iter().map(|&b| char::from(b)).collect(),
                     };
                     if text.is_empty() {
                         continue;
@@ -328,7 +332,7 @@ fn input_records_of(path: &Path, format: FileFormat) -> Vec<(usize, Option<Map<S
                         .filter(|n| !n.is_empty())
                         .cloned()
                         .unwrap_or_else(|| format!("_c{i}"));
-                    object.insert(name, Value::String(text.into()));
+                    object.insert(name, Value::String(text));
                 }
                 out.push((line, valid.then_some(object)));
             }
@@ -866,23 +870,18 @@ fn bom_files_infer_clean_names_and_new_columns() {
 }
 
 #[test]
-fn latin1_file_is_quarantined_losslessly_and_the_rest_kept() {
+fn latin1_field_is_rescued_losslessly_and_the_rest_of_the_row_kept() {
     let mut flow = Flow::new(FileFormat::Csv, EvolutionMode::AddNewColumns);
     flow.land(&[("utf8.csv", "id,city\n1,Zürich\n".as_bytes())])
         .unwrap();
     flow.land(&[("latin1.csv", b"id,city\n2,Z\xfcrich\n3,Paris\n")])
         .unwrap();
-    assert_eq!(flow.column("city"), [json!("Zürich"), json!("Paris")]);
-    let quarantined = flow.quarantined();
-    assert_eq!(quarantined.len(), 1);
-    assert_eq!(quarantined[0].raw, "2,Zürich");
-    assert_eq!(quarantined[0].line, Some(2));
-    assert_eq!(quarantined[0].batch_id, 1);
-    assert!(
-        quarantined[0].error.contains("invalid UTF-8"),
-        "{:?}",
-        quarantined[0]
+    assert_eq!(
+        flow.column("city"),
+        [json!("Zürich"), Value::Null, json!("Paris")]
     );
+    assert_eq!(flow.column("id"), [json!(1), json!(2), json!(3)]);
+    assert!(flow.quarantined().is_empty());
     flow.assert_nothing_lost();
 }
 

@@ -25,8 +25,9 @@
 //! first spelling seen wins and the other spelling is **not** a column (when decoding,
 //! values under the other spelling are rescued). This holds at every nesting level.
 //!
-//! CSV: names come from the header (or `_c0`, `_c1`, ... without a header; an empty
-//! header name is `_c<index>` too); values are classified with the same parsers the
+//! CSV: names come from the header made safe as Spark's `makeSafeHeader` does (an
+//! empty name is `_c<index>`; a name repeated, also only by case, is name + index),
+//! or `_c0`, `_c1`, ... without a header; values are classified with the same parsers the
 //! decoder's `cast` uses, so an inferred type always reads its own sample back. A CSV
 //! value is never a struct or an array. JSON: lines that are not JSON objects are
 //! skipped (the decoder reports them as corrupt records).
@@ -40,8 +41,10 @@
 //!
 //! The files' own schemas (`typed` does not apply), merged by name with the rules
 //! above for nested fields and case, and normalised to the types a Delta table
-//! stores: string/binary variants to string/binary, unsigned integers to the next
-//! wider signed type (`uint64` to `decimal(20,0)`), timestamps to microseconds
+//! stores: string/binary variants to string/binary, every integer up to 32 bits
+//! (signed or not) to BIGINT and `half`/`float` to DOUBLE (the widest of their
+//! family, so a later file writing the column as 64 bits fits it; `uint64` to
+//! `decimal(20,0)`), timestamps to microseconds
 //! (UTC when the file has any zone, no zone otherwise), dictionaries to their
 //! values, and types Delta lacks (time, duration, interval) to string. Two files
 //! disagreeing on a type widen it (integers to the wider integer, integer and float
@@ -67,21 +70,35 @@ use serde_json::{Map, Value};
 use super::SchemaError;
 use super::ddl::{list_of, map_of, timestamp_utc};
 use crate::source::files::read::{FileMeta, FileReadError, read_contents};
-use crate::spec::{CsvOptions, FileFormat};
+use crate::spec::TimestampFormat;
+use crate::spec::{CsvOptions, FileFormat, TextOptions};
+
+/// What classifies a value beyond its JSON type: a timestamp pattern, CSV's
+/// non-finite spellings.
+#[derive(Clone, Copy, Default)]
+struct Rules<'a> {
+    timestamp_format: Option<&'a TimestampFormat>,
+    csv: Option<&'a CsvOptions>,
+}
 
 /// Infers the schema of `files` (see the module documentation for the rules).
 pub fn infer_schema(
     files: &[FileMeta],
     format: FileFormat,
     csv: &CsvOptions,
+    text_options: &TextOptions,
     typed: bool,
 ) -> Result<Schema, SchemaError> {
+    let rules = Rules {
+        timestamp_format: text_options.timestamps.format.as_ref(),
+        csv: Some(csv),
+    };
     let mut corrupt = None;
     let schema = match format {
         FileFormat::Json | FileFormat::Csv => {
             let mut root = StructTy::default();
             for file in files {
-                let text = match read_contents(&file.path) {
+                let text = match read_contents(&file.path, text_options.encoding) {
                     Ok(text) => text,
                     Err(e @ FileReadError::Corrupt { .. }) => {
                         corrupt.get_or_insert(e);
@@ -90,9 +107,9 @@ pub fn infer_schema(
                     Err(e) => return Err(e.into()),
                 };
                 if format == FileFormat::Json {
-                    absorb_json(&mut root, &text, typed);
+                    absorb_json(&mut root, &text, typed, text_options, rules);
                 } else {
-                    absorb_csv(&mut root, &text, csv, typed);
+                    absorb_csv(&mut root, &text, csv, typed, rules);
                 }
             }
             Schema::new(root.into_fields())
@@ -145,14 +162,14 @@ pub(crate) struct InferredType(Ty);
 impl InferredType {
     /// Merges a JSON value (null included: it only marks the field as seen).
     pub(crate) fn absorb_json(&mut self, value: &Value) {
-        absorb(&mut self.0, value);
+        absorb(&mut self.0, value, Rules::default());
     }
 
     /// Merges a CSV text value (never null: the caller skips empty and `null_value` fields).
     pub(crate) fn absorb_text(&mut self, text: &str) {
         if self.0 != Ty::Str {
             let current = std::mem::take(&mut self.0);
-            self.0 = merge(current, classify(text));
+            self.0 = merge(current, classify(text, Rules::default()));
         }
     }
 
@@ -230,10 +247,10 @@ impl StructTy {
         Some(i)
     }
 
-    fn absorb_object(&mut self, object: &Map<String, Value>) {
+    fn absorb_object(&mut self, object: &Map<String, Value>, rules: Rules<'_>) {
         for (key, value) in object {
             if let Some(i) = self.slot(key) {
-                absorb(&mut self.fields[i].1, value);
+                absorb(&mut self.fields[i].1, value, rules);
             }
         }
     }
@@ -257,17 +274,23 @@ impl StructTy {
 }
 
 impl Ty {
-    fn of(value: &Value) -> Ty {
+    fn of(value: &Value, rules: Rules<'_>) -> Ty {
         match value {
             Value::Null => Ty::Null,
             Value::Bool(_) => Ty::Bool,
             Value::Number(n) if n.is_i64() => Ty::Long,
             Value::Number(_) => Ty::Double,
-            Value::String(s) if looks_like_timestamp(s) => Ty::Timestamp,
+            // A bare NaN/Infinity token (read as a marker string) is a number.
+            Value::String(s)
+                if crate::source::files::read::json_lines::marked_token(s).is_some() =>
+            {
+                Ty::Double
+            }
+            Value::String(s) if is_timestamp(s, rules) => Ty::Timestamp,
             Value::String(_) => Ty::Str,
             Value::Array(_) | Value::Object(_) => {
                 let mut ty = Ty::Null;
-                absorb(&mut ty, value);
+                absorb(&mut ty, value, rules);
                 ty
             }
         }
@@ -288,31 +311,39 @@ impl Ty {
 }
 
 /// Merges `value`'s type into `ty` in place.
-fn absorb(ty: &mut Ty, value: &Value) {
+fn absorb(ty: &mut Ty, value: &Value, rules: Rules<'_>) {
     match (&mut *ty, value) {
         (_, Value::Null) | (Ty::Str, _) => {}
-        (Ty::Struct(s), Value::Object(o)) => s.absorb_object(o),
+        (Ty::Struct(s), Value::Object(o)) => s.absorb_object(o, rules),
         (Ty::Null, Value::Object(o)) => {
             let mut s = StructTy::default();
-            s.absorb_object(o);
+            s.absorb_object(o, rules);
             *ty = Ty::Struct(s);
         }
         (Ty::Array(item), Value::Array(a)) => {
             for v in a {
-                absorb(item, v);
+                absorb(item, v, rules);
             }
         }
         (Ty::Null, Value::Array(a)) => {
             let mut item = Ty::Null;
             for v in a {
-                absorb(&mut item, v);
+                absorb(&mut item, v, rules);
             }
             *ty = Ty::Array(Box::new(item));
         }
         (_, value) => {
             let current = std::mem::take(ty);
-            *ty = merge(current, Ty::of(value));
+            *ty = merge(current, Ty::of(value, rules));
         }
+    }
+}
+
+/// A timestamp by the source's pattern, or ISO-8601 without one.
+fn is_timestamp(s: &str, rules: Rules<'_>) -> bool {
+    match rules.timestamp_format {
+        Some(format) => format.matches(s),
+        None => looks_like_timestamp(s),
     }
 }
 
@@ -327,17 +358,36 @@ fn merge(a: Ty, b: Ty) -> Ty {
     }
 }
 
-fn absorb_json(root: &mut StructTy, text: &[u8], typed: bool) {
+fn absorb_json(
+    root: &mut StructTy,
+    text: &[u8],
+    typed: bool,
+    options: &TextOptions,
+    rules: Rules<'_>,
+) {
+    use crate::source::files::read::json_lines::parse_line;
     for line in text.split(|b| *b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(line) else {
+        if options
+            .max_record_bytes
+            .is_some_and(|max| line.len() as u64 > max)
+        {
+            continue;
+        }
+        let Ok(parsed) = parse_line(line, options.allow_non_numeric_numbers) else {
             continue;
         };
+        let mut object = parsed.object;
+        if parsed.invalid_utf8 {
+            // Fields holding bytes that are not UTF-8 are rescued when read; their type is unknown.
+            use crate::source::files::read::json_lines::{has_raw_bytes, value_has_raw_bytes};
+            object.retain(|k, v| !has_raw_bytes(k) && !value_has_raw_bytes(v));
+        }
         if typed {
-            root.absorb_object(&object);
+            root.absorb_object(&object, rules);
         } else {
             for key in object.keys() {
                 root.slot(key);
@@ -346,7 +396,13 @@ fn absorb_json(root: &mut StructTy, text: &[u8], typed: bool) {
     }
 }
 
-fn absorb_csv(root: &mut StructTy, text: &[u8], options: &CsvOptions, typed: bool) {
+fn absorb_csv(
+    root: &mut StructTy,
+    text: &[u8],
+    options: &CsvOptions,
+    typed: bool,
+    rules: Rules<'_>,
+) {
     let mut reader = crate::source::files::read::csv_reader_builder(options).from_reader(text);
     let mut record = csv::ByteRecord::new();
     // File field index -> root field index (None: a case variant or a repeated name).
@@ -354,13 +410,13 @@ fn absorb_csv(root: &mut StructTy, text: &[u8], options: &CsvOptions, typed: boo
     if options.header {
         match reader.read_byte_record(&mut record) {
             Ok(true) => {
-                for (index, name) in record.iter().enumerate() {
-                    let name = String::from_utf8_lossy(name);
-                    let name = if name.is_empty() {
-                        format!("_c{index}")
-                    } else {
-                        name.into_owned()
-                    };
+                let names: Vec<String> = record
+                    .iter()
+                    .map(|n| String::from_utf8_lossy(n).into_owned())
+                    .collect();
+                let names =
+                    crate::source::files::read::safe_header(&names, options.null_value.as_deref());
+                for name in names {
                     let repeated = slots.iter().flatten().any(|&i| root.fields[i].0 == name);
                     slots.push(if repeated { None } else { root.slot(&name) });
                 }
@@ -392,20 +448,23 @@ fn absorb_csv(root: &mut StructTy, text: &[u8], options: &CsvOptions, typed: boo
                 continue;
             };
             let current = std::mem::take(ty);
-            *ty = merge(current, classify(s));
+            *ty = merge(current, classify(s, rules));
         }
     }
 }
 
-/// The type of one CSV value, by the parsers Arrow's string cast uses.
-fn classify(s: &str) -> Ty {
+/// The type of one CSV value, by the parsers Arrow's string cast uses (and the
+/// dialect's `nan_value` / `positive_inf` / `negative_inf` as doubles).
+fn classify(s: &str, rules: Rules<'_>) -> Ty {
     if Int64Type::parse(s).is_some() {
         Ty::Long
-    } else if Float64Type::parse(s).is_some() {
+    } else if Float64Type::parse(s).is_some()
+        || rules.csv.is_some_and(|c| c.non_finite(s).is_some())
+    {
         Ty::Double
     } else if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") {
         Ty::Bool
-    } else if looks_like_timestamp(s) {
+    } else if is_timestamp(s, rules) {
         Ty::Timestamp
     } else {
         Ty::Str
@@ -467,24 +526,25 @@ fn normalize(data_type: &DataType) -> DataType {
     match data_type {
         DataType::Null
         | DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
         | DataType::Int64
-        | DataType::Float32
         | DataType::Float64
         | DataType::Date32
         | DataType::Utf8
         | DataType::Binary => data_type.clone(),
+        // The widest of their family, so that a later file writing the same column as
+        // int64 (or double) fits it instead of having its large values rescued.
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32 => DataType::Int64,
+        DataType::Float16 | DataType::Float32 => DataType::Float64,
         DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
         DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => {
             DataType::Binary
         }
-        DataType::UInt8 => DataType::Int16,
-        DataType::UInt16 => DataType::Int32,
-        DataType::UInt32 => DataType::Int64,
         DataType::UInt64 => DataType::Decimal128(20, 0),
-        DataType::Float16 => DataType::Float32,
         DataType::Date64 => DataType::Date32,
         DataType::Timestamp(_, Some(_)) => timestamp_utc(),
         DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
@@ -616,7 +676,13 @@ mod tests {
 
     fn infer(files: &[&str], format: FileFormat, typed: bool) -> Result<Schema, SchemaError> {
         let metas: Vec<FileMeta> = files.iter().map(|f| meta(&case_file(f))).collect();
-        infer_schema(&metas, format, &CsvOptions::default(), typed)
+        infer_schema(
+            &metas,
+            format,
+            &CsvOptions::default(),
+            &crate::spec::TextOptions::default(),
+            typed,
+        )
     }
 
     fn ddl(files: &[&str], format: FileFormat) -> String {
@@ -827,7 +893,14 @@ mod tests {
             null_value: Some("NA".into()),
             ..CsvOptions::default()
         };
-        let schema = infer_schema(&[meta(&path)], FileFormat::Csv, &options, true).unwrap();
+        let schema = infer_schema(
+            &[meta(&path)],
+            FileFormat::Csv,
+            &options,
+            &crate::spec::TextOptions::default(),
+            true,
+        )
+        .unwrap();
         assert_eq!(
             to_ddl(&schema),
             "year BIGINT, dep_time BIGINT, dep_delay DOUBLE, carrier STRING, tailnum STRING, \
@@ -838,6 +911,7 @@ mod tests {
             &[meta(&path)],
             FileFormat::Csv,
             &CsvOptions::default(),
+            &crate::spec::TextOptions::default(),
             true,
         )
         .unwrap();
@@ -855,7 +929,14 @@ mod tests {
             null_value: Some("NA".into()),
             ..CsvOptions::default()
         };
-        let schema = infer_schema(&[meta(&path)], FileFormat::Csv, &options, true).unwrap();
+        let schema = infer_schema(
+            &[meta(&path)],
+            FileFormat::Csv,
+            &options,
+            &crate::spec::TextOptions::default(),
+            true,
+        )
+        .unwrap();
         assert_eq!(
             to_ddl(&schema),
             "year BIGINT, month BIGINT, day BIGINT, dep_time BIGINT, sched_dep_time BIGINT, \
@@ -864,10 +945,8 @@ mod tests {
              air_time BIGINT, distance BIGINT, hour BIGINT, minute BIGINT, time_hour TIMESTAMP"
         );
         let spec = crate::source::files::read::ReadSpec {
-            format: FileFormat::Csv,
             csv: options,
-            schema: Arc::new(schema),
-            rescued_data: true,
+            ..crate::source::files::read::ReadSpec::new(FileFormat::Csv, Arc::new(schema))
         };
         let decoded = crate::source::files::read::decode_file(&meta(&path), &spec).unwrap();
         assert_eq!(decoded.num_rows, 336_776);
@@ -894,6 +973,7 @@ mod tests {
             &[meta(&path)],
             FileFormat::Json,
             &CsvOptions::default(),
+            &crate::spec::TextOptions::default(),
             true,
         )
         .unwrap();
@@ -906,6 +986,7 @@ mod tests {
             &[meta(&path)],
             FileFormat::Json,
             &CsvOptions::default(),
+            &crate::spec::TextOptions::default(),
             false,
         )
         .unwrap();
@@ -956,6 +1037,7 @@ mod tests {
             &[a, b, meta(&empty)],
             FileFormat::Parquet,
             &CsvOptions::default(),
+            &crate::spec::TextOptions::default(),
             true,
         )
         .unwrap();

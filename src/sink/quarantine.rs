@@ -376,10 +376,12 @@ mod tests {
     #[test]
     fn decoded_b11_accounting_and_replay_overwrites() {
         let path = crate::source::files::read::test_support::case_file("B11/step1/bad.json");
-        let spec = spec(
+        let mut spec = spec(
             FileFormat::Json,
             Arc::new(parse_ddl("sensor STRING, val DOUBLE").unwrap()),
         );
+        // Bare NaN as a corrupt record (Spark's allowNonNumericNumbers off).
+        spec.text.allow_non_numeric_numbers = false;
         let decoded = decode_file(&meta(&path), &spec).unwrap();
         let lines = std::fs::read_to_string(&path).unwrap().lines().count();
         let (good, quarantined) = split_batches(decoded.batches, 3).unwrap();

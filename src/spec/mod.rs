@@ -14,6 +14,7 @@ mod join;
 mod sink;
 mod source;
 mod stateful;
+pub mod time;
 pub mod units;
 
 use std::fmt;
@@ -27,9 +28,10 @@ pub use sink::SinkSpec;
 pub use source::{
     CsvOptions, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER, DEFAULT_INFERENCE_MAX_BYTES,
     DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions, EvolutionMode, FileFormat, FilesSource,
-    SourceSpec, StartingVersion,
+    SourceSpec, StartingVersion, TextEncoding, TextOptions,
 };
 pub use stateful::{OutputMode, StatefulSpec, WatermarkSpec};
+pub use time::{TimestampFormat, TimestampOptions};
 pub use units::{ByteSize, HumanDuration};
 
 /// A checked pipeline with absolute paths.

@@ -58,6 +58,12 @@ pub struct FilesSource {
     pub bad_records_path: Option<PathBuf>,
     /// Delta table receiving unparseable records (`file`, `line`, `raw`, `error`, `batch_id`).
     pub bad_records_table: Option<PathBuf>,
+    /// Encoding, non-finite numbers, record size, time zone and timestamp pattern.
+    pub text: TextOptions,
+    /// Columns read from `key=value` directories; `None`: discovered at inference.
+    pub partition_columns: Option<Vec<String>>,
+    /// Infer the partition columns' types (else STRING).
+    pub partition_column_type_inference: bool,
 }
 
 /// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).
@@ -97,8 +103,18 @@ pub struct CsvOptions {
     pub quote: u8,
     /// Escape character inside quoted fields; `None` means quotes are doubled (RFC 4180).
     pub escape: Option<u8>,
-    /// A field equal to this string is null (e.g. `NA`). The empty field is always null.
+    /// A field equal to this string is null (e.g. `NA`), quoted or not (Spark's `nullValue`).
+    /// An unquoted empty field is always null.
     pub null_value: Option<String>,
+    /// What a quoted empty field (`""`) reads as in a string column (Spark's `emptyValue`,
+    /// default the empty string); in other columns it is null.
+    pub empty_value: String,
+    /// The text of a not-a-number in a float or double column (Spark's `nanValue`).
+    pub nan_value: String,
+    /// The text of positive infinity (Spark's `positiveInf`).
+    pub positive_inf: String,
+    /// The text of negative infinity (Spark's `negativeInf`).
+    pub negative_inf: String,
     /// Lines starting with this byte are skipped.
     pub comment: Option<u8>,
 }
@@ -111,7 +127,98 @@ impl Default for CsvOptions {
             quote: b'"',
             escape: None,
             null_value: None,
+            empty_value: String::new(),
+            nan_value: "NaN".into(),
+            positive_inf: "Inf".into(),
+            negative_inf: "-Inf".into(),
             comment: None,
+        }
+    }
+}
+
+impl CsvOptions {
+    /// The canonical spelling (`NaN`, `inf`, `-inf`, which Arrow's float parser reads)
+    /// of a non-finite value written with this dialect's `nan_value` / `positive_inf`
+    /// / `negative_inf`; `None` for any other text.
+    pub fn non_finite(&self, text: &str) -> Option<&'static str> {
+        if text == self.nan_value {
+            Some("NaN")
+        } else if text == self.positive_inf {
+            Some("inf")
+        } else if text == self.negative_inf {
+            Some("-inf")
+        } else {
+            None
+        }
+    }
+}
+
+/// Options of the text formats (CSV and JSON lines) that are not part of a CSV dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextOptions {
+    /// The files' character encoding (Spark's `encoding` / `charset`); UTF-8 by default.
+    pub encoding: TextEncoding,
+    /// JSON: read the bare tokens `NaN`, `Infinity`, `+Infinity`, `-Infinity`, `+INF`,
+    /// `-INF` (and those spellings as strings in a float column) as values (Spark's
+    /// `allowNonNumericNumbers`, default true).
+    pub allow_non_numeric_numbers: bool,
+    /// A record (JSON line, CSV record) longer than this many bytes is a corrupt record.
+    pub max_record_bytes: Option<u64>,
+    /// How timestamp text is read.
+    pub timestamps: super::time::TimestampOptions,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions {
+            encoding: TextEncoding::Utf8,
+            allow_non_numeric_numbers: true,
+            max_record_bytes: None,
+            timestamps: Default::default(),
+        }
+    }
+}
+
+/// A character encoding of text files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEncoding {
+    /// UTF-8 (a leading byte-order mark is dropped); invalid bytes are rescued, never replaced.
+    Utf8,
+    /// ISO-8859-1 as Java reads it: one character per byte, U+0000..=U+00FF.
+    Latin1,
+    /// Any other WHATWG encoding (windows-1252, UTF-16LE, Shift_JIS, ...), decoded with
+    /// `encoding_rs`; a byte sequence the encoding does not define becomes U+FFFD.
+    Other(&'static encoding_rs::Encoding),
+}
+
+impl TextEncoding {
+    /// The encoding a Spark `encoding` name means; `Err` says what is allowed.
+    pub fn from_label(label: &str) -> Result<Self, String> {
+        let folded = label.trim().to_ascii_lowercase().replace('_', "-");
+        match folded.as_str() {
+            "utf-8" | "utf8" => return Ok(TextEncoding::Utf8),
+            // Java's ISO-8859-1 is byte = code point; WHATWG maps the label to windows-1252.
+            "iso-8859-1" | "iso8859-1" | "latin1" | "latin-1" | "l1" | "8859-1" | "cp819"
+            | "iso-ir-100" => return Ok(TextEncoding::Latin1),
+            _ => {}
+        }
+        match encoding_rs::Encoding::for_label(folded.as_bytes()) {
+            Some(e) if e == encoding_rs::UTF_8 => Ok(TextEncoding::Utf8),
+            Some(e) if e == encoding_rs::REPLACEMENT => Err(format!(
+                "encoding {label:?} cannot be decoded safely; use UTF-8, ISO-8859-1, windows-1252, UTF-16LE, ..."
+            )),
+            Some(e) => Ok(TextEncoding::Other(e)),
+            None => Err(format!(
+                "unknown encoding {label:?}; use a standard name such as \"UTF-8\", \"ISO-8859-1\", \"windows-1252\", \"UTF-16LE\", \"Shift_JIS\""
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TextEncoding::Utf8 => "UTF-8",
+            TextEncoding::Latin1 => "ISO-8859-1",
+            TextEncoding::Other(e) => e.name(),
         }
     }
 }

@@ -8,6 +8,7 @@ mod console;
 mod crash;
 mod demo_live;
 mod drill;
+mod edges;
 mod generate;
 mod health;
 mod ingest;

@@ -151,7 +151,8 @@ async fn unparseable_records_go_to_bad_records_path() {
     let p = pipeline(
         dir,
         "json",
-        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_path = \"quarantine\"",
+        // Bare NaN (line 3) as a corrupt record too: Spark's allowNonNumericNumbers off.
+        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_path = \"quarantine\"\nallow_non_numeric_numbers = false",
     );
     land_step("B11", "step1", &dir.join("landing"));
     let out = run(&p);
@@ -273,7 +274,7 @@ async fn unparseable_records_go_to_a_delta_quarantine_table_once_even_after_a_cr
     let p = pipeline(
         dir,
         "json",
-        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_table = \"lake/quarantine\"",
+        "schema = \"sensor STRING, val DOUBLE\"\nbad_records_table = \"lake/quarantine\"\nallow_non_numeric_numbers = false",
     );
     land_step("B11", "step1", &dir.join("landing"));
     // Crash after the sink committed: the re-run batch must not quarantine twice.

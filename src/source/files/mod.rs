@@ -5,7 +5,9 @@
 //! `max_files_per_trigger` and `max_bytes_per_trigger` (a soft bound: a batch
 //! always takes at least one file). Skipped while listing:
 //!
-//! - names starting with `_` or `.` (files and directories: temp files, `_SUCCESS`, ...);
+//! - names Spark's file index skips ([`hidden_name`]): starting with `.`, starting
+//!   with `_` unless they hold a `=` (`_SUCCESS`, `_temporary`, but not a partition
+//!   directory `_c=1`), and ending in `._COPYING_` (Hadoop's in-flight copies), at every depth;
 //! - names not matching `path_glob_filter` (matched against the path relative to the source);
 //! - files modified within `min_file_age` (they may still be being written);
 //! - 0-byte files, which are not recorded either, so a placeholder created
@@ -19,6 +21,7 @@
 
 pub mod ledger;
 pub mod options;
+pub mod partition;
 pub mod read;
 pub mod schema_store;
 
@@ -109,11 +112,14 @@ pub struct FileSource {
 
 impl FileSource {
     pub fn new(options: FilesSource, ledger: Ledger, data_schema: SchemaRef) -> Self {
+        let partitions = partition::Partitioning::from_schema(&options.path, &data_schema);
         let read_spec = ReadSpec {
             format: options.format,
             csv: options.csv.clone(),
             schema: data_schema,
             rescued_data: true,
+            text: options.text.clone(),
+            partitions,
         };
         let batch_schema = batch_schema(&read::output_schema(&read_spec));
         FileSource {
@@ -331,7 +337,7 @@ fn list_dir(
         })?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('_') || name.starts_with('.') {
+        if hidden_name(&name) {
             continue;
         }
         let path = entry.path();
@@ -370,6 +376,19 @@ fn list_dir(
         });
     }
     Ok(())
+}
+
+/// Whether a listing skips a file or directory name, as Spark's file index does
+/// (`InMemoryFileIndex.shouldFilterOut`): names starting with `.`; names starting
+/// with `_` unless they contain `=` (a partition directory such as `_c=1` is data);
+/// names ending in `._COPYING_` (a copy still in flight: `hadoop fs -put` writes
+/// `f.json._COPYING_` and renames it to `f.json` when done, so reading both would
+/// ingest the file twice). Unlike Spark, `_metadata` and `_common_metadata` (Parquet
+/// summary files, not data) are skipped too.
+pub fn hidden_name(name: &str) -> bool {
+    name.starts_with('.')
+        || (name.starts_with('_') && !name.contains('='))
+        || name.ends_with("._COPYING_")
 }
 
 /// `file:///...` URL of a local path (Spark's `_metadata.file_path` is a URI).

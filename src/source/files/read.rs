@@ -31,25 +31,30 @@
 //! second column). [`DecodedFile::num_rows_rescued`] counts rows with at least one
 //! rescued value (corrupt records are counted apart).
 //!
-//! **Corrupt records.** A JSON line that is not a JSON object (broken syntax, bare
-//! `NaN`/`Infinity` tokens, invalid UTF-8), or a CSV record with invalid UTF-8,
+//! **Corrupt records.** A JSON line that is not a JSON object (broken syntax; bare
+//! `NaN`/`Infinity` tokens when [`TextOptions::allow_non_numeric_numbers`] is off),
+//! and a JSON line or CSV record longer than [`TextOptions::max_record_bytes`],
 //! becomes a row whose data columns are all null and whose `_rescued_data` is
 //! `{"_corrupt_record": "<raw text>", "_error": "<why>", "_file_path": "<path>", "_line": N}`
 //! (keys in this order; N counts lines from 1 in the decompressed file; for CSV it is
-//! the line where the record starts). It is counted in
-//! [`DecodedFile::num_records_corrupt`]; the other records of the file are kept. With
-//! a `bad_records_path` the engine moves these rows to the quarantine instead of the
-//! table ([`crate::sink::quarantine`]).
+//! the line where the record starts; raw bytes that are not UTF-8 are shown decoded as
+//! ISO-8859-1). It is counted in [`DecodedFile::num_records_corrupt`]; the other
+//! records of the file are kept. With a `bad_records_path` the engine moves these rows
+//! to the quarantine instead of the table ([`crate::sink::quarantine`]).
 //!
-//! **Encodings.** Files are read as UTF-8 (a leading byte-order mark is dropped).
-//! A line (JSON) or record (CSV) that is not valid UTF-8 — a Latin-1 or Windows-1252
-//! file, a truncated multi-byte character — is a **corrupt record**, never decoded
-//! lossily into the table: weir does not guess encodings, and a replacement
-//! character would silently change the data. So that nothing is lost, its
-//! `_corrupt_record` text is the raw bytes decoded as ISO-8859-1 (one character per
-//! byte, U+0000..U+00FF, so the original bytes can be recovered exactly, and Latin-1
-//! text reads correctly), and `_error` says so and where the first invalid byte is.
-//! The other lines of the file are unaffected.
+//! **Encodings.** Files are read as [`TextOptions::encoding`] (UTF-8 by default; a
+//! leading byte-order mark is dropped), transcoded to UTF-8 before parsing. In a
+//! UTF-8 file, a field whose bytes are not UTF-8 (a Latin-1 `ü`, a cut multi-byte
+//! character) is null in its column and rescued under its name as the raw bytes
+//! decoded as ISO-8859-1 (one character per byte, U+0000..U+00FF, so the original
+//! bytes can be recovered exactly), with an `_error` naming the field(s); the rest
+//! of the row is kept. weir never decodes lossily into the table.
+//!
+//! The other text options (non-finite numbers, `""` vs empty vs null in CSV,
+//! Spark's safe CSV header names, the session time zone and `timestamp_format`,
+//! partition columns from `key=value` directories) are documented with their
+//! Spark / Auto Loader sources in `docs/sources.md`; see also [`crate::spec::time`] and
+//! [`super::partition`].
 //!
 //! **Drift.** Besides the rows, each file reports what it shows beyond the schema:
 //! [`DecodedFile::new_fields`], the fields the schema lacks (top level, and nested
@@ -79,10 +84,10 @@
 //! |---|---|---|
 //! | string | any value | strings as is; numbers and booleans as their JSON text (`19` -> `"19"`); objects and arrays as their compact JSON text (Spark does the same) |
 //! | bigint, int, smallint, tinyint | integer literals within the type's range | the integer; `5.5`, `4.0`, `"3"` and out-of-range integers are rescued, never truncated |
-//! | double, float | any number (integers included) | the number; strings (also `"NaN"`) are rescued; a value beyond `float`'s range is rescued |
+//! | double, float | any number (integers included); bare `NaN`/`Infinity`/`+INF`/... tokens and those spellings as strings | the number; other strings are rescued; a value beyond `float`'s range is rescued |
 //! | boolean | `true`, `false` | the value |
 //! | date | `"YYYY-MM-DD"` | the day |
-//! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = UTC); integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued, and so is any value outside years 0001..=9999 (Spark's and Delta's range), which is how a number in milliseconds or microseconds (year 50,000+ when read as seconds) ends in `_rescued_data` instead of a wrong date |
+//! | timestamp, timestamp_ntz | ISO-8601 strings (`T` or space; `Z`, `+hh:mm` or no zone = the session time zone, UTC by default) or `timestamp_format` text; integers = **seconds** since the epoch (Spark's cast of a number to timestamp) | microseconds; fractional numbers are rescued, and so is any value outside years 0001..=9999 (Spark's and Delta's range), which is how a number in milliseconds or microseconds (year 50,000+ when read as seconds) ends in `_rescued_data` instead of a wrong date |
 //! | decimal(p,s) | numbers (written without an exponent) | rounded half-up to `s` digits like Spark's cast; rescued when more than `p - s` integer digits |
 //! | binary | base64 strings (Spark's JSON encoding of binary) | the decoded bytes |
 //! | array<T> | arrays whose every element fits `T` | otherwise the whole array is rescued |
@@ -106,11 +111,12 @@
 //! the file, `\r\n` included); lines may end in `\n`, `\r\n` or `\r`. With a header,
 //! columns are matched **by name, per file**: a file may order its columns
 //! differently, lack some (they are null) or have more (rescued under their header
-//! name). Without a header, fields are matched by position. A field past the
-//! header's width is rescued as `_c<index>` (0-based field index); a header field
-//! that is empty or repeats an earlier name is rescued as `_c<index>` too. A short
-//! row has its missing fields null. An empty field and a field equal to
-//! `null_value` are null.
+//! name). Header names are first made safe as Spark does ([`safe_header`]: empty ->
+//! `_c<index>`, repeated also by case -> name + index). Without a header, fields are
+//! matched by position. A field past the header's width is rescued as `_c<index>`
+//! (0-based field index). A short row has its missing fields null. An unquoted
+//! empty field and a field equal to `null_value` are null; a quoted `""` is
+//! `empty_value` in a string column and null elsewhere.
 //!
 //! Each column is first built as strings and then converted with Arrow's `cast`
 //! kernel (safe mode). A value that was not null before the cast and is null after
@@ -143,17 +149,18 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
 use super::options::RESCUED_DATA_COLUMN;
-use crate::spec::{CsvOptions, FileFormat};
+use super::partition::Partitioning;
+use crate::spec::{CsvOptions, FileFormat, TextEncoding, TextOptions};
 
 mod csv_file;
 mod drift;
-mod json_lines;
+pub(crate) mod json_lines;
 mod parquet_file;
 mod rescue;
 
 pub use crate::schema::evolve::{FieldMismatch, NewField};
 
-pub(crate) use csv_file::reader_builder as csv_reader_builder;
+pub(crate) use csv_file::{reader_builder as csv_reader_builder, safe_header};
 
 /// Most rows in one decoded batch.
 pub const BATCH_ROWS: usize = 8192;
@@ -164,10 +171,28 @@ pub struct ReadSpec {
     pub format: FileFormat,
     /// CSV dialect (ignored for other formats).
     pub csv: CsvOptions,
-    /// The data columns (without `_rescued_data`).
+    /// The data columns (without `_rescued_data`), partition columns included.
     pub schema: SchemaRef,
     /// Append the `_rescued_data` column.
     pub rescued_data: bool,
+    /// Encoding, non-finite numbers, record size and timestamps of CSV and JSON.
+    pub text: TextOptions,
+    /// Columns whose values come from `key=value` directories (none: every column is data).
+    pub partitions: Option<Arc<Partitioning>>,
+}
+
+impl ReadSpec {
+    /// A spec with the default options (no partition columns).
+    pub fn new(format: FileFormat, schema: SchemaRef) -> Self {
+        ReadSpec {
+            format,
+            csv: CsvOptions::default(),
+            schema,
+            rescued_data: true,
+            text: TextOptions::default(),
+            partitions: None,
+        }
+    }
 }
 
 /// The listing's view of a file.
@@ -230,6 +255,9 @@ pub enum FileReadError {
     /// The whole file is unusable (truncated gzip, bad Parquet footer). No row of it is returned.
     #[error("source file {path} is corrupt: {message}")]
     Corrupt { path: PathBuf, message: String },
+    /// The file's path does not fit the source's partition layout (`date=.../region=...`).
+    #[error("source file {path} {message}")]
+    Layout { path: PathBuf, message: String },
     /// The schema has a column type this format's reader cannot produce.
     #[error("source file {path}: {message}")]
     Unsupported { path: PathBuf, message: String },
@@ -244,6 +272,7 @@ impl FileReadError {
         match self {
             FileReadError::Io { path, .. }
             | FileReadError::Corrupt { path, .. }
+            | FileReadError::Layout { path, .. }
             | FileReadError::Unsupported { path, .. }
             | FileReadError::Internal { path, .. } => path,
         }
@@ -322,33 +351,79 @@ pub(crate) fn nullable_type(data_type: &DataType) -> DataType {
 
 /// Decodes one file into batches of [`output_schema`].
 pub fn decode_file(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFile, FileReadError> {
+    match &spec.partitions {
+        Some(partitions) if !partitions.columns.is_empty() => {
+            super::partition::decode(meta, spec, partitions)
+        }
+        _ => decode_data(meta, spec),
+    }
+}
+
+/// [`decode_file`] for a spec whose columns all come from the file.
+pub(crate) fn decode_data(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFile, FileReadError> {
     let schema = output_schema(spec);
     match spec.format {
         FileFormat::Parquet => parquet_file::decode(meta, spec, &schema),
         FileFormat::Json => {
-            let text = read_contents(&meta.path)?;
+            let text = read_contents(&meta.path, spec.text.encoding)?;
             json_lines::decode(&text, meta, spec, &schema)
         }
         FileFormat::Csv => {
-            let text = read_contents(&meta.path)?;
+            let text = read_contents(&meta.path, spec.text.encoding)?;
             csv_file::decode(&text, meta, spec, &schema)
         }
     }
 }
 
 /// The bytes of a JSON or CSV file as the decoders see them: gunzipped when the
-/// file starts with the gzip magic, without a leading UTF-8 byte-order mark.
-pub fn read_contents(path: &std::path::Path) -> Result<Vec<u8>, FileReadError> {
+/// file starts with the gzip magic, transcoded to UTF-8 from `encoding`, without a
+/// leading byte-order mark.
+pub fn read_contents(
+    path: &std::path::Path,
+    encoding: TextEncoding,
+) -> Result<Vec<u8>, FileReadError> {
     let raw = std::fs::read(path).map_err(|source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    decode_contents(path, raw)
+    decode_contents(path, raw, encoding)
 }
 
 /// [`read_contents`] for bytes already in memory.
-pub fn decode_contents(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, FileReadError> {
-    let mut text = if raw.starts_with(&[0x1F, 0x8B]) {
+pub fn decode_contents(
+    path: &std::path::Path,
+    raw: Vec<u8>,
+    encoding: TextEncoding,
+) -> Result<Vec<u8>, FileReadError> {
+    let text = gunzip(path, raw)?;
+    let mut text = match encoding {
+        TextEncoding::Utf8 => text,
+        TextEncoding::Latin1 => latin1_text(&text).into_bytes(),
+        TextEncoding::Other(e) => e.decode_with_bom_removal(&text).0.into_owned().into_bytes(),
+    };
+    if text.starts_with(UTF8_BOM) {
+        text.drain(..UTF8_BOM.len());
+    }
+    Ok(text)
+}
+
+/// Bytes as ISO-8859-1 text: one character per byte (lossless, and how Java reads ISO-8859-1).
+pub(crate) fn latin1_text(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| char::from(b)).collect()
+}
+
+/// The corrupt-record error of a record longer than `max_record_bytes`, if it is.
+pub(crate) fn oversized_record(len: usize, max: Option<u64>) -> Option<String> {
+    let max = max?;
+    (len as u64 > max).then(|| {
+        format!(
+            "record of {len} bytes is longer than max_record_size ({max} bytes); kept whole here so nothing is lost"
+        )
+    })
+}
+
+fn gunzip(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, FileReadError> {
+    let text = if raw.starts_with(&[0x1F, 0x8B]) {
         let mut out = Vec::with_capacity(raw.len().saturating_mul(4));
         flate2::read::MultiGzDecoder::new(raw.as_slice())
             .read_to_end(&mut out)
@@ -360,9 +435,6 @@ pub fn decode_contents(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, 
     } else {
         raw
     };
-    if text.starts_with(UTF8_BOM) {
-        text.drain(..UTF8_BOM.len());
-    }
     Ok(text)
 }
 
@@ -391,7 +463,7 @@ fn corrupt_text(raw: &[u8]) -> (String, Option<String>) {
     match std::str::from_utf8(raw) {
         Ok(text) => (text.to_string(), None),
         Err(e) => (
-            raw.iter().map(|&b| char::from(b)).collect(),
+            latin1_text(raw),
             Some(format!(
                 "invalid UTF-8 at byte {} of the record (the raw text is shown decoded as \
                  ISO-8859-1, one character per byte)",
@@ -410,7 +482,7 @@ pub(crate) mod test_support {
     use arrow::util::display::{ArrayFormatter, FormatOptions};
 
     use super::{FileMeta, ReadSpec};
-    use crate::spec::{CsvOptions, FileFormat};
+    use crate::spec::FileFormat;
 
     pub fn case_file(relative: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -423,12 +495,7 @@ pub(crate) mod test_support {
     }
 
     pub fn spec(format: FileFormat, schema: SchemaRef) -> ReadSpec {
-        ReadSpec {
-            format,
-            csv: CsvOptions::default(),
-            schema,
-            rescued_data: true,
-        }
+        ReadSpec::new(format, schema)
     }
 
     /// Every row as display strings ("null" for nulls), `_rescued_data` excluded.

@@ -25,6 +25,7 @@
 //! | `reason` | why: `inferred from N file(s)`, `new fields coupon STRING (in /l/t3.json)`, ... |
 //! | `files` | the files that caused it (the sampled files for version 0) |
 //! | `added` | the field paths this version added (absent when none) |
+//! | `partitionColumns` | the columns read from `key=value` directories (absent when none; [`super::partition`]) |
 //!
 //! A version file is written atomically and never overwritten.
 
@@ -53,12 +54,16 @@ pub struct SchemaVersion {
     /// Field paths added by this version ([`crate::schema::path_to_string`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<String>,
+    /// Columns whose values come from the files' `key=value` directories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_columns: Vec<String>,
 }
 
 impl SchemaVersion {
-    /// The stored DDL parsed back.
+    /// The stored DDL parsed back, partition columns marked ([`super::partition::mark`]).
     pub fn schema(&self) -> std::result::Result<Schema, crate::schema::SchemaError> {
         crate::schema::parse_ddl(&self.ddl)
+            .map(|s| super::partition::mark(s, &self.partition_columns))
     }
 }
 
@@ -145,6 +150,18 @@ pub fn record_version(
     {
         return Ok(*id);
     }
+    // Partition columns as the schema marks them; a schema built without the marks
+    // (an evolution) keeps the previous version's, when it still has those columns.
+    let mut partition_columns = super::partition::marked_columns(schema);
+    if partition_columns.is_empty()
+        && let Some((_, latest)) = history.last()
+        && latest
+            .partition_columns
+            .iter()
+            .all(|c| schema.field_with_name(c).is_ok())
+    {
+        partition_columns = latest.partition_columns.clone();
+    }
     let id = history.last().map_or(0, |(id, _)| id + 1);
     let version = SchemaVersion {
         ddl,
@@ -152,6 +169,7 @@ pub fn record_version(
         reason: reason.to_string(),
         files: files.to_vec(),
         added: added.to_vec(),
+        partition_columns,
     };
     create_dir_private(&dir)?;
     let path = dir.join(id.to_string());
@@ -188,10 +206,24 @@ pub fn resolve_at(
     location: &Path,
     hints: Option<&str>,
 ) -> Result<Option<SchemaRef>> {
-    if let Some(schema) = &spec.schema {
-        return Ok(Some(schema.clone()));
+    if let Some(schema) = given(spec) {
+        return Ok(Some(schema));
     }
     resolve_with(location, hints, &spec.path, || infer(spec))
+}
+
+/// The schema given in the pipeline (`schema = "..."`), with the `partition_columns`
+/// marked (appended as STRING when the schema does not name them); `None` when inferred.
+pub fn given(spec: &FilesSource) -> Option<SchemaRef> {
+    let schema = spec.schema.as_ref()?;
+    let columns = spec.partition_columns.clone().unwrap_or_default();
+    if columns.is_empty() {
+        return Some(schema.clone());
+    }
+    Some(Arc::new(super::partition::mark(
+        schema.as_ref().clone(),
+        &columns,
+    )))
 }
 
 /// [`resolve_at`] for an inferred schema, with the inference given:
@@ -204,10 +236,16 @@ pub fn resolve_with(
 ) -> Result<Option<SchemaRef>> {
     let hint = |schema: Schema| -> Result<Schema> {
         match hints {
-            Some(h) => crate::schema::apply_hints(schema, h).map_err(|e| Error::Source {
-                path: source_path.to_path_buf(),
-                message: format!("schema_hints: {e}"),
-            }),
+            Some(h) => {
+                // Hints rebuild fields; the partition marks are put back.
+                let partitions = super::partition::marked_columns(&schema);
+                crate::schema::apply_hints(schema, h)
+                    .map(|s| super::partition::mark(s, &partitions))
+                    .map_err(|e| Error::Source {
+                        path: source_path.to_path_buf(),
+                        message: format!("schema_hints: {e}"),
+                    })
+            }
             None => Ok(schema),
         }
     };
@@ -271,8 +309,24 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
             modification_time_ms: f.modification_time_ms,
         })
         .collect();
-    match crate::schema::infer_schema(&metas, spec.format, &spec.csv, spec.infer_column_types) {
-        Ok(schema) => Ok(Some((schema, files.into_iter().map(|f| f.path).collect()))),
+    match crate::schema::infer_schema(
+        &metas,
+        spec.format,
+        &spec.csv,
+        &spec.text,
+        spec.infer_column_types,
+    ) {
+        Ok(schema) => {
+            let paths: Vec<PathBuf> = metas.iter().map(|m| m.path.clone()).collect();
+            let schema = super::partition::infer(
+                schema,
+                &spec.path,
+                &paths,
+                spec.partition_columns.as_deref(),
+                spec.infer_column_types && spec.partition_column_type_inference,
+            );
+            Ok(Some((schema, files.into_iter().map(|f| f.path).collect())))
+        }
         // Only empty or blank files so far: wait for data.
         Err(crate::schema::SchemaError::NothingToInfer { .. }) => Ok(None),
         Err(e) => Err(Error::Source {

@@ -16,9 +16,10 @@ use super::drift::{Drift, Slot};
 use super::rescue::Rescues;
 use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
-    data_fields, display_path,
+    data_fields, display_path, latin1_text, oversized_record,
 };
 use crate::spec::CsvOptions;
+use crate::spec::TimestampOptions;
 
 /// A batch is cut early when a column's text exceeds this (checked every 1024 rows),
 /// so string offsets stay far below `i32::MAX`.
@@ -56,45 +57,91 @@ pub(super) fn decode(
             .iter()
             .map(|f| String::from_utf8_lossy(f).into_owned())
             .collect();
+        let names = safe_header(&names, options.null_value.as_deref());
         Layout::by_header(&fields, &names, &mut drift)
     } else {
         Layout::by_position(&fields)
     };
     // Without a header, fields past the schema's width are the new columns `_c<index>`.
     let mut extra_slots: Vec<Option<Slot>> = Vec::new();
+    // Columns that keep a quoted empty field as `empty_value` (the others read it as null).
+    let text_columns: Vec<bool> = fields
+        .iter()
+        .map(|f| matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8))
+        .collect();
 
     let mut batch = BatchBuilder::new(&layout, fields.len());
     let mut out = DecodedFile::default();
     let null_value = options.null_value.as_deref().map(str::as_bytes);
-    let is_null = |f: &[u8]| f.is_empty() || Some(f) == null_value;
+    let empty_value = options.empty_value.as_bytes();
+    let mut quoted_empty: Vec<usize> = Vec::new();
 
     loop {
-        let start = record_start(&reader);
         if !read(&mut reader, &mut record)? {
             break;
         }
+        let start = record
+            .position()
+            .map_or(0, |p| usize::try_from(p.byte()).unwrap_or(usize::MAX));
+        let end = record_start(&reader).min(data.len());
         let row = batch.rows;
-        if !utf8_ok && record.iter().any(|f| std::str::from_utf8(f).is_err()) {
-            let end = record_start(&reader).min(data.len());
-            let raw = data.get(start..end).unwrap_or_default();
-            let raw = trim_line_end(raw);
-            let line = record.position().map_or(0, |p| p.line() as usize);
-            let (raw, error) = corrupt_text(raw);
-            let error = error.unwrap_or_else(|| "invalid UTF-8".into());
+        let raw_record = || trim_line_end(data.get(start..end).unwrap_or_default());
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if let Some(error) = oversized_record(end.saturating_sub(start), spec.text.max_record_bytes)
+        {
+            let (raw, _) = corrupt_text(raw_record());
             batch.rescues.corrupt(row, raw, error, line);
             for column in batch.columns.iter_mut().flatten() {
                 column.push(None);
             }
         } else {
-            for (column, source) in batch.columns.iter_mut().zip(&layout.sources) {
+            // Which empty fields were written `""` (a value) rather than left empty (null).
+            quoted_empty.clear();
+            if record.iter().any(<[u8]>::is_empty) {
+                quoted_empty_fields(raw_record(), options, &mut quoted_empty);
+            }
+            let value = |index: usize, text: bool| -> Option<&[u8]> {
+                let f = record.get(index)?;
+                if f.is_empty() {
+                    let quoted = quoted_empty.contains(&index);
+                    return (quoted && text && Some(empty_value) != null_value)
+                        .then_some(empty_value)
+                        .filter(|v| !v.is_empty() || text);
+                }
+                (Some(f) != null_value).then_some(f)
+            };
+            let mut damaged: Vec<String> = Vec::new();
+            for ((column, source), &text) in batch
+                .columns
+                .iter_mut()
+                .zip(&layout.sources)
+                .zip(&text_columns)
+            {
                 if let (Some(column), Some(index)) = (column.as_mut(), source) {
-                    column.push(record.get(*index).filter(|f| !is_null(f)));
+                    let v = value(*index, text);
+                    match v {
+                        Some(f) if !utf8_ok && std::str::from_utf8(f).is_err() => {
+                            column.push(None);
+                            let name = layout.name_of(*index, &fields);
+                            batch.rescues.field(
+                                row,
+                                *index,
+                                name.clone(),
+                                Value::String(latin1_text(f)),
+                            );
+                            damaged.push(name);
+                        }
+                        v => column.push(v),
+                    }
                 }
             }
             for &(index, ref key, slot) in &layout.unmapped {
-                if let Some(f) = record.get(index).filter(|f| !is_null(f)) {
+                if let Some(f) = value(index, false) {
                     if let Some(slot) = slot {
                         absorb_new(&mut drift, slot, f);
+                    }
+                    if !utf8_ok && std::str::from_utf8(f).is_err() {
+                        damaged.push(key.clone());
                     }
                     batch.rescues.field(row, index, key.as_str(), text_value(f));
                 }
@@ -106,14 +153,28 @@ pub(super) fn decode(
                         extra_slots.push(drift.new_field(vec![name]));
                     }
                 }
-                if let Some(f) = record.get(index).filter(|f| !is_null(f)) {
+                if let Some(f) = value(index, false) {
                     if let Some(&Some(slot)) = extra_slots.get(index - layout.width) {
                         absorb_new(&mut drift, slot, f);
+                    }
+                    if !utf8_ok && std::str::from_utf8(f).is_err() {
+                        damaged.push(format!("_c{index}"));
                     }
                     batch
                         .rescues
                         .field(row, index, format!("_c{index}"), text_value(f));
                 }
+            }
+            if !damaged.is_empty() {
+                batch.rescues.field(
+                    row,
+                    usize::MAX,
+                    "_error",
+                    Value::String(format!(
+                        "invalid UTF-8 in {} (line {line}; rescued as the raw bytes decoded as ISO-8859-1, one character per byte)",
+                        damaged.join(", ")
+                    )),
+                );
             }
         }
         batch.rows += 1;
@@ -182,8 +243,88 @@ fn trim_line_end(mut raw: &[u8]) -> &[u8] {
     raw
 }
 
+/// A rescued CSV field: its text, or its bytes as ISO-8859-1 when not UTF-8 (lossless).
 fn text_value(field: &[u8]) -> Value {
-    Value::String(String::from_utf8_lossy(field).into_owned())
+    Value::String(match std::str::from_utf8(field) {
+        Ok(s) => s.to_string(),
+        Err(_) => latin1_text(field),
+    })
+}
+
+/// Spark's `CSVUtils.makeSafeHeader` (case-insensitive, Spark's default): an empty
+/// name, or one equal to `null_value`, is `_c<index>`; a name that occurs more than
+/// once (also only by letter case) becomes name + index at every occurrence
+/// (`id,ID` -> `id0,ID1`), so no column of the file is left without a name.
+pub(crate) fn safe_header(names: &[String], null_value: Option<&str>) -> Vec<String> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for name in names {
+        *counts.entry(name.to_lowercase()).or_default() += 1;
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            if name.is_empty() || Some(name.as_str()) == null_value {
+                format!("_c{index}")
+            } else if counts.get(&name.to_lowercase()).is_some_and(|&n| n > 1) {
+                format!("{name}{index}")
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
+/// The indices of the fields of a raw record that are a quoted empty string (`""`).
+fn quoted_empty_fields(raw: &[u8], options: &CsvOptions, out: &mut Vec<usize>) {
+    let (delimiter, quote) = (options.delimiter, options.quote);
+    let mut index = 0;
+    let mut i = 0;
+    loop {
+        if raw.get(i) == Some(&quote) {
+            // A quoted field: find its closing quote.
+            let mut j = i + 1;
+            let mut content = 0usize;
+            loop {
+                match raw.get(j) {
+                    None => break,
+                    Some(&b) if Some(b) == options.escape && j + 1 < raw.len() => {
+                        content += 1;
+                        j += 2;
+                    }
+                    Some(&b) if b == quote => {
+                        if raw.get(j + 1) == Some(&quote) && options.escape.is_none() {
+                            content += 1;
+                            j += 2;
+                        } else {
+                            j += 1;
+                            break;
+                        }
+                    }
+                    Some(_) => {
+                        content += 1;
+                        j += 1;
+                    }
+                }
+            }
+            if content == 0 {
+                out.push(index);
+            }
+            i = j;
+        }
+        // To the end of the field.
+        while let Some(&b) = raw.get(i) {
+            if b == delimiter {
+                break;
+            }
+            i += 1;
+        }
+        if i >= raw.len() {
+            break;
+        }
+        i += 1;
+        index += 1;
+    }
 }
 
 /// How one file's fields map onto the schema.
@@ -198,9 +339,10 @@ struct Layout {
 }
 
 impl Layout {
-    /// Columns by header name. An empty name is `_c<index>` (as inference names it);
-    /// a repeated name is rescued as `_c<index>`; a name the schema lacks (and that is
-    /// not a case variant of a schema column) is a new column.
+    /// Columns by header name (made safe by [`safe_header`] first, as inference
+    /// names them); a name still repeated after that is rescued as `_c<index>`; a
+    /// name the schema lacks (and that is not a case variant of a schema column) is
+    /// a new column.
     fn by_header(fields: &Fields, names: &[String], drift: &mut Drift) -> Self {
         let by_name: HashMap<&str, usize> = fields
             .iter()
@@ -240,6 +382,15 @@ impl Layout {
             unmapped,
             width: names.len(),
         }
+    }
+
+    /// The column name a field index feeds (for messages and rescue keys).
+    fn name_of(&self, index: usize, fields: &Fields) -> String {
+        self.sources
+            .iter()
+            .position(|s| *s == Some(index))
+            .map(|c| fields[c].name().clone())
+            .unwrap_or_else(|| format!("_c{index}"))
     }
 
     fn by_position(fields: &Fields) -> Self {
@@ -361,6 +512,7 @@ impl BatchBuilder {
                 *source,
                 &mut rescues,
                 drift,
+                spec,
             ));
         }
         let rescue = rescues.finish(rows, file_path, spec.rescued_data);
@@ -395,9 +547,30 @@ fn convert(
     source: usize,
     rescues: &mut Rescues,
     drift: &mut Drift,
+    spec: &ReadSpec,
 ) -> ArrayRef {
     if target == &DataType::Utf8 {
         return Arc::new(text);
+    }
+    // Spark's nanValue / positiveInf / negativeInf spellings, in Arrow's.
+    let text = if matches!(target, DataType::Float32 | DataType::Float64) {
+        non_finite_spellings(text, &spec.csv)
+    } else {
+        text
+    };
+    if let DataType::Timestamp(unit, tz) = target
+        && !spec.text.timestamps.is_default()
+    {
+        return timestamps(
+            &text,
+            *unit,
+            tz.is_none(),
+            &spec.text.timestamps,
+            name,
+            source,
+            rescues,
+            drift,
+        );
     }
     let options = CastOptions {
         safe: true,
@@ -431,6 +604,60 @@ fn convert(
         }
     }
     cast
+}
+
+/// `nan_value` / `positive_inf` / `negative_inf` rewritten as `NaN` / `inf` / `-inf`.
+fn non_finite_spellings(text: StringArray, options: &CsvOptions) -> StringArray {
+    let hits =
+        (0..text.len()).any(|r| text.is_valid(r) && options.non_finite(text.value(r)).is_some());
+    if !hits {
+        return text;
+    }
+    text.iter()
+        .map(|v| v.map(|s| options.non_finite(s).unwrap_or(s)))
+        .collect()
+}
+
+/// Timestamp text read with the session time zone / pattern (see [`crate::spec::time`]);
+/// values that do not parse are rescued as their text.
+#[allow(clippy::too_many_arguments)]
+fn timestamps(
+    text: &StringArray,
+    unit: arrow::datatypes::TimeUnit,
+    ntz: bool,
+    options: &TimestampOptions,
+    name: &str,
+    source: usize,
+    rescues: &mut Rescues,
+    drift: &mut Drift,
+) -> ArrayRef {
+    use arrow::array::TimestampMicrosecondArray;
+    use arrow::datatypes::TimeUnit;
+    let mut values: Vec<Option<i64>> = Vec::with_capacity(text.len());
+    for row in 0..text.len() {
+        if text.is_null(row) {
+            values.push(None);
+            continue;
+        }
+        let parsed = options.parse_micros(text.value(row), ntz);
+        if parsed.is_none() {
+            drift.mismatch_text(&[name], text.value(row));
+            rescues.field(row, source, name, Value::String(text.value(row).into()));
+        }
+        values.push(parsed);
+    }
+    let micros = TimestampMicrosecondArray::from(values);
+    let micros = if ntz {
+        micros
+    } else {
+        micros.with_timezone("UTC")
+    };
+    let target = DataType::Timestamp(unit, (!ntz).then(|| "UTC".into()));
+    if unit == TimeUnit::Microsecond && !ntz {
+        return Arc::new(micros);
+    }
+    cast_with_options(&micros, &target, &CastOptions::default())
+        .unwrap_or_else(|_| new_null_array(&target, text.len()))
 }
 
 #[cfg(test)]
@@ -680,29 +907,60 @@ mod tests {
     }
 
     #[test]
-    fn invalid_utf8_record_is_corrupt_others_kept() {
+    fn invalid_utf8_field_is_rescued_not_the_record() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.csv");
         std::fs::write(&path, b"id,name\n1,ok\n2,\xff\xfe\n3,fine\n").unwrap();
         let decoded = decode_file(&meta(&path), &csv_spec("id BIGINT, name STRING")).unwrap();
         assert_eq!(
             rows(&decoded.batches),
-            [["1", "ok"], ["null", "null"], ["3", "fine"]]
+            [["1", "ok"], ["2", "null"], ["3", "fine"]]
         );
-        assert_eq!(decoded.num_records_corrupt, 1);
-        assert_eq!(decoded.num_rows_rescued, 0);
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(decoded.num_rows_rescued, 1);
         let rescued = rescued(&decoded.batches);
-        let corrupt = rescued[1].as_ref().unwrap();
-        assert_eq!(corrupt["_line"], json!(3));
+        let row = rescued[1].as_ref().unwrap();
         // Not UTF-8: the raw bytes as ISO-8859-1, one character per byte (lossless).
-        assert_eq!(corrupt["_corrupt_record"], json!("2,\u{ff}\u{fe}"));
+        assert_eq!(row["name"], json!("\u{ff}\u{fe}"));
         assert!(
-            corrupt["_error"]
+            row["_error"]
                 .as_str()
                 .unwrap()
-                .starts_with("invalid UTF-8 at byte 3"),
-            "{corrupt}"
+                .starts_with("invalid UTF-8 in name (line 3;"),
+            "{row}"
         );
+    }
+
+    #[test]
+    fn quoted_empty_fields_and_non_finite_spellings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.csv");
+        std::fs::write(
+            &path,
+            "a,b,c,d\n\"\",,\"x\"\"\",NaN\n,\"\",\"\",-Inf\n\"\"\"\",\"\"\"\"\"\",\"\",Inf\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let options = CsvOptions::default();
+        super::quoted_empty_fields(b"\"\",,\"x\"\"\",NaN", &options, &mut out);
+        assert_eq!(out, [0]);
+        out.clear();
+        super::quoted_empty_fields(b",\"\",\"\"\"\",\"\"", &options, &mut out);
+        assert_eq!(out, [1, 3]);
+        let decoded = decode_file(
+            &meta(&path),
+            &csv_spec("a STRING, b STRING, c STRING, d DOUBLE"),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [
+                ["", "null", "x\"", "NaN"],
+                ["null", "", "", "-inf"],
+                ["\"", "\"\"", "", "inf"]
+            ]
+        );
+        assert_eq!(decoded.num_rows_rescued, 0);
     }
 
     #[test]
@@ -764,32 +1022,45 @@ mod tests {
     fn drift_csv_names_case_variants_empty_and_repeated_headers() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.csv");
-        // BOM; `ID` is a case variant of `id`; the 3rd name is empty (`_c2`, a schema
-        // column); `x` repeats; `Extra`/`extra` differ by case; `blank` has no value.
+        // BOM; `id`/`ID` repeat by case and `x` repeats: name + index (Spark's
+        // makeSafeHeader); the 3rd name is empty (`_c2`, a schema column); `Photo` is a
+        // case variant of the schema's `photo` (rescued); `blank` has no value.
         std::fs::write(
             &path,
-            b"\xef\xbb\xbfid,ID,,x,x,Extra,extra,blank,when\n\
-              1,2,c,4,5,2024-01-01T00:00:00Z,s,,2024-01-01 10:00:00\n\
-              6,7,h,9,10,11,t,,2024-01-02T00:00:00Z\n",
+            b"\xef\xbb\xbfid,ID,,x,x,Photo,extra,blank,when\n\
+              1,2,c,4,5,p.png,s,,2024-01-01 10:00:00\n\
+              6,7,h,9,10,q.png,t,,2024-01-02T00:00:00Z\n",
         )
         .unwrap();
-        let spec = csv_spec("id BIGINT, _c2 STRING, x BIGINT");
+        let spec = csv_spec("id0 BIGINT, _c2 STRING, x3 BIGINT, photo STRING");
         let decoded = decode_file(&meta(&path), &spec).unwrap();
-        assert_eq!(rows(&decoded.batches), [["1", "c", "4"], ["6", "h", "9"]]);
+        assert_eq!(
+            rows(&decoded.batches),
+            [["1", "c", "4", "null"], ["6", "h", "9", "null"]]
+        );
         assert_eq!(
             new_fields(&decoded),
             [
-                ("Extra".into(), "STRING".into()),
+                ("ID1".into(), "BIGINT".into()),
+                ("x4".into(), "BIGINT".into()),
+                ("extra".into(), "STRING".into()),
                 ("blank".into(), "Null".into()),
                 ("when".into(), "TIMESTAMP".into()),
             ]
         );
         let r = rescued(&decoded.batches);
         let row0 = r[0].as_ref().unwrap();
-        assert_eq!(row0["ID"], json!("2"));
-        assert_eq!(row0["_c4"], json!("5"));
+        assert_eq!(row0["ID1"], json!("2"));
+        assert_eq!(row0["x4"], json!("5"));
+        assert_eq!(row0["Photo"], json!("p.png"));
         assert_eq!(row0["extra"], json!("s"));
-        assert_eq!(row0["Extra"], json!("2024-01-01T00:00:00Z"));
+        assert_eq!(
+            super::safe_header(
+                &["a".into(), "".into(), "NA".into(), "A".into(), "b".into()],
+                Some("NA")
+            ),
+            ["a0", "_c1", "_c2", "A3", "b"]
+        );
     }
 
     #[test]
@@ -869,24 +1140,35 @@ mod tests {
     }
 
     #[test]
-    fn latin1_csv_records_are_corrupt_and_readable_in_the_raw_text() {
+    fn latin1_csv_fields_are_rescued_and_readable() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("latin1.csv");
         std::fs::write(&path, b"id,city\n1,Z\xfcrich\n2,Paris\n3,S\xe3o Paulo\n").unwrap();
         let decoded = decode_file(&meta(&path), &csv_spec("id BIGINT, city STRING")).unwrap();
         assert_eq!(
             rows(&decoded.batches),
-            [["null", "null"], ["2", "Paris"], ["null", "null"]]
+            [["1", "null"], ["2", "Paris"], ["3", "null"]]
         );
-        assert_eq!(decoded.num_records_corrupt, 2);
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(decoded.num_rows_rescued, 2);
         let r = rescued(&decoded.batches);
-        assert_eq!(r[0].as_ref().unwrap()["_corrupt_record"], json!("1,Zürich"));
-        assert_eq!(r[0].as_ref().unwrap()["_line"], json!(2));
-        assert_eq!(
-            r[2].as_ref().unwrap()["_corrupt_record"],
-            json!("3,São Paulo")
+        assert_eq!(r[0].as_ref().unwrap()["city"], json!("Zürich"));
+        assert!(
+            r[0].as_ref().unwrap()["_error"]
+                .as_str()
+                .unwrap()
+                .contains("line 2")
         );
-        assert_eq!(r[2].as_ref().unwrap()["_line"], json!(4));
+        assert_eq!(r[2].as_ref().unwrap()["city"], json!("São Paulo"));
+        // With the encoding declared, nothing is rescued.
+        let mut spec = csv_spec("id BIGINT, city STRING");
+        spec.text.encoding = crate::spec::TextEncoding::Latin1;
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(
+            rows(&decoded.batches),
+            [["1", "Zürich"], ["2", "Paris"], ["3", "São Paulo"]]
+        );
+        assert_eq!(decoded.num_rows_rescued, 0);
     }
 
     #[test]

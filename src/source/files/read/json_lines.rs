@@ -20,8 +20,9 @@ use super::drift::Drift;
 use super::rescue::Rescues;
 use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
-    data_fields, display_path,
+    data_fields, display_path, latin1_text, oversized_record,
 };
+use crate::spec::TimestampOptions;
 
 pub(super) fn decode(
     data: &[u8],
@@ -30,10 +31,16 @@ pub(super) fn decode(
     schema: &SchemaRef,
 ) -> Result<DecodedFile, FileReadError> {
     let fields = data_fields(&spec.schema);
-    let shape = StructShape::new(&fields).map_err(|message| FileReadError::Unsupported {
-        path: meta.path.clone(),
-        message,
-    })?;
+    let options = ShapeOptions {
+        non_numeric: spec.text.allow_non_numeric_numbers,
+        timestamps: (!spec.text.timestamps.is_default())
+            .then(|| Arc::new(spec.text.timestamps.clone())),
+    };
+    let shape =
+        StructShape::new(&fields, &options).map_err(|message| FileReadError::Unsupported {
+            path: meta.path.clone(),
+            message,
+        })?;
     let decoder = ReaderBuilder::new(Arc::new(Schema::new(fields.clone())))
         .with_batch_size(BATCH_ROWS)
         .build_decoder()
@@ -54,21 +61,73 @@ pub(super) fn decode(
     };
 
     let mut path: Vec<&str> = Vec::new();
+    let max_record = spec.text.max_record_bytes;
     for (index, line) in data.split(|b| *b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let row = state.rows.len();
-        match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(object)) => {
+        if let Some(error) = oversized_record(line.len(), max_record) {
+            let (raw, _) = corrupt_text(line);
+            state.rescues.corrupt(row, raw, error, index + 1);
+            state.rows.push(Value::Object(Map::new()));
+            if state.rows.len() == BATCH_ROWS {
+                state.flush()?;
+            }
+            continue;
+        }
+        match parse_line(line, options.non_numeric) {
+            Ok(Line {
+                object,
+                marked,
+                invalid_utf8,
+            }) => {
+                let mut object = object;
+                // Fields holding bytes that are not UTF-8: rescued whole as ISO-8859-1 text.
+                let mut damaged = Vec::new();
+                if invalid_utf8 {
+                    let keys: Vec<String> = object
+                        .iter()
+                        .filter(|(k, v)| has_raw_bytes(k) || value_has_raw_bytes(v))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in keys {
+                        if let Some(mut value) = object.remove(&key) {
+                            restore_raw_bytes(&mut value);
+                            damaged.push((raw_bytes_text(&key), value));
+                        }
+                    }
+                }
                 let (cleaned, rescued) = shape.fit_object(object, &mut path, &mut state.drift);
-                for (order, (key, value)) in rescued.into_iter().enumerate() {
+                let mut order = 0;
+                for (key, mut value) in rescued {
+                    if marked {
+                        unmark(&mut value);
+                    }
                     state.rescues.field(row, order, key, value);
+                    order += 1;
+                }
+                if !damaged.is_empty() {
+                    let names: Vec<&str> = damaged.iter().map(|(k, _)| k.as_str()).collect();
+                    let error = format!(
+                        "invalid UTF-8 in {} (rescued as the raw bytes decoded as ISO-8859-1, one character per byte)",
+                        names.join(", ")
+                    );
+                    for (key, mut value) in damaged {
+                        if marked {
+                            unmark(&mut value);
+                        }
+                        state.rescues.field(row, order, key, value);
+                        order += 1;
+                    }
+                    state
+                        .rescues
+                        .field(row, usize::MAX, "_error", Value::String(error));
                 }
                 state.rows.push(Value::Object(cleaned));
             }
-            parsed => {
+            Err(parsed) => {
                 let (raw, utf8_error) = corrupt_text(line);
                 let error = match (utf8_error, parsed) {
                     (Some(e), _) => e,
@@ -100,6 +159,236 @@ fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A parsed JSON lines record.
+pub(crate) struct Line {
+    pub object: Map<String, Value>,
+    /// Bare non-finite tokens were replaced by marker strings ([`NON_FINITE_MARK`]).
+    pub marked: bool,
+    /// The line was not UTF-8: each invalid byte is a character of [`RAW_BYTE_BASE`]`..`.
+    pub invalid_utf8: bool,
+}
+
+/// Parses one line into an object. A line that `serde_json` refuses is tried again
+/// with its bare `NaN`/`Infinity` tokens as marker strings (when `non_numeric`), and
+/// a line that is not UTF-8 with each invalid byte as a private-use character, so
+/// that only the fields holding them are rescued. `Err` carries what the strict
+/// parse said (the record is corrupt).
+pub(crate) fn parse_line(
+    line: &[u8],
+    non_numeric: bool,
+) -> Result<Line, Result<Value, serde_json::Error>> {
+    let first = serde_json::from_slice::<Value>(line);
+    let strict = match first {
+        Ok(Value::Object(object)) => {
+            return Ok(Line {
+                object,
+                marked: false,
+                invalid_utf8: false,
+            });
+        }
+        other => other,
+    };
+    let (text, invalid_utf8) = match std::str::from_utf8(line) {
+        Ok(t) => (std::borrow::Cow::Borrowed(t), false),
+        Err(_) => (std::borrow::Cow::Owned(mark_raw_bytes(line)), true),
+    };
+    let (text, marked) = if non_numeric {
+        match mark_non_finite(&text) {
+            Some(t) => (std::borrow::Cow::Owned(t), true),
+            None => (text, false),
+        }
+    } else {
+        (text, false)
+    };
+    if !marked && !invalid_utf8 {
+        return Err(strict);
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(object)) => Ok(Line {
+            object,
+            marked,
+            invalid_utf8,
+        }),
+        _ => Err(strict),
+    }
+}
+
+/// The first character of a marker string standing for a bare non-finite token
+/// (a private-use character: `"\u{10FF00}NaN"`).
+pub(crate) const NON_FINITE_MARK: char = '\u{10FF00}';
+/// Invalid byte `b` (0x80..=0xFF) of a non-UTF-8 line is the character `RAW_BYTE_BASE + b`.
+const RAW_BYTE_BASE: u32 = 0x10_FF00;
+
+/// The spellings Spark's `allowNonNumericNumbers` accepts, and what Arrow's float parser reads for each.
+const NON_FINITE: [(&str, &str); 6] = [
+    ("NaN", "NaN"),
+    ("Infinity", "inf"),
+    ("+Infinity", "inf"),
+    ("+INF", "inf"),
+    ("-Infinity", "-inf"),
+    ("-INF", "-inf"),
+];
+
+/// The token a marker string stands for (`NaN`, `+INF`, ...).
+pub(crate) fn marked_token(s: &str) -> Option<&str> {
+    s.strip_prefix(NON_FINITE_MARK)
+}
+
+/// Arrow's spelling of a non-finite spelling Spark accepts.
+fn non_finite(token: &str) -> Option<&'static str> {
+    NON_FINITE
+        .iter()
+        .find(|(spelling, _)| *spelling == token)
+        .map(|(_, arrow)| *arrow)
+}
+
+/// Replaces bare non-finite tokens outside strings by marker strings; `None` when there is none.
+fn mark_non_finite(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut changed = false;
+    let mut i = 0;
+    let mut last = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        // An ASCII byte starts a character, so `i` is a char boundary here.
+        if matches!(b, b'N' | b'I' | b'+' | b'-') && text[..i].trim_end().ends_with([':', '[', ','])
+        {
+            let rest = &text[i..];
+            let found = NON_FINITE.iter().map(|(s, _)| *s).find(|s| {
+                rest.starts_with(s)
+                    && rest[s.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| c == ',' || c == '}' || c == ']' || c.is_whitespace())
+            });
+            if let Some(token) = found {
+                out.push_str(&text[last..i]);
+                out.push('"');
+                out.push(NON_FINITE_MARK);
+                out.push_str(token);
+                out.push('"');
+                i += token.len();
+                last = i;
+                changed = true;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    changed.then(|| {
+        out.push_str(&text[last..]);
+        out
+    })
+}
+
+/// The line as UTF-8 text with each invalid byte as the character `RAW_BYTE_BASE + byte`.
+fn mark_raw_bytes(line: &[u8]) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut rest = line;
+    while !rest.is_empty() {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                out.push_str(s);
+                break;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                let n = e.error_len().unwrap_or(bad.len()).max(1);
+                for &b in &bad[..n] {
+                    out.push(char::from_u32(RAW_BYTE_BASE + u32::from(b)).unwrap_or('\u{FFFD}'));
+                }
+                rest = &bad[n..];
+            }
+        }
+    }
+    out
+}
+
+fn is_raw_byte(c: char) -> bool {
+    (RAW_BYTE_BASE + 0x80..=RAW_BYTE_BASE + 0xFF).contains(&u32::from(c))
+}
+
+pub(crate) fn has_raw_bytes(s: &str) -> bool {
+    s.chars().any(is_raw_byte)
+}
+
+pub(crate) fn value_has_raw_bytes(v: &Value) -> bool {
+    match v {
+        Value::String(s) => has_raw_bytes(s),
+        Value::Array(a) => a.iter().any(value_has_raw_bytes),
+        Value::Object(o) => o
+            .iter()
+            .any(|(k, v)| has_raw_bytes(k) || value_has_raw_bytes(v)),
+        _ => false,
+    }
+}
+
+/// A string with raw-byte characters as its original bytes decoded as ISO-8859-1.
+fn raw_bytes_text(s: &str) -> String {
+    if !has_raw_bytes(s) {
+        return s.to_string();
+    }
+    let mut bytes = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        if is_raw_byte(c) {
+            bytes.push((u32::from(c) - RAW_BYTE_BASE) as u8);
+        } else {
+            let mut buf = [0u8; 4];
+            bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    latin1_text(&bytes)
+}
+
+/// Every string (and key) holding raw bytes, as [`raw_bytes_text`].
+fn restore_raw_bytes(value: &mut Value) {
+    match value {
+        Value::String(s) if has_raw_bytes(s) => *s = raw_bytes_text(s),
+        Value::Array(a) => a.iter_mut().for_each(restore_raw_bytes),
+        Value::Object(o) => {
+            let entries = std::mem::take(o);
+            for (k, mut v) in entries {
+                restore_raw_bytes(&mut v);
+                o.insert(raw_bytes_text(&k), v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Marker strings back to the token text (`"NaN"`) in a rescued value.
+fn unmark(value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let Some(token) = marked_token(s) {
+                *s = token.to_string();
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(unmark),
+        Value::Object(o) => o.values_mut().for_each(unmark),
+        _ => {}
     }
 }
 
@@ -146,16 +435,38 @@ impl State<'_> {
     }
 }
 
+/// Reader options the shapes need.
+struct ShapeOptions {
+    /// Spark's `allowNonNumericNumbers`.
+    non_numeric: bool,
+    /// The session time zone / pattern, when not the defaults.
+    timestamps: Option<Arc<TimestampOptions>>,
+}
+
 /// What a column accepts, compiled once per file from its Arrow type.
 enum Shape {
     Utf8,
-    Int { min: i64, max: i64 },
-    Float32,
-    Float64,
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float32 {
+        non_numeric: bool,
+    },
+    Float64 {
+        non_numeric: bool,
+    },
     Boolean,
     Date32,
-    Timestamp { tz: Option<Tz>, per_second: i64 },
-    Decimal { precision: u8, scale: i8 },
+    Timestamp {
+        tz: Option<Tz>,
+        per_second: i64,
+        text: Option<Arc<TimestampOptions>>,
+    },
+    Decimal {
+        precision: u8,
+        scale: i8,
+    },
     Binary,
     List(Box<Shape>),
     Map(Box<Shape>),
@@ -184,7 +495,7 @@ enum Fit {
 }
 
 impl StructShape {
-    fn new(fields: &Fields) -> Result<Self, String> {
+    fn new(fields: &Fields, options: &ShapeOptions) -> Result<Self, String> {
         let mut shape = StructShape {
             names: Vec::with_capacity(fields.len()),
             shapes: Vec::with_capacity(fields.len()),
@@ -192,7 +503,7 @@ impl StructShape {
             folded: HashSet::with_capacity(fields.len()),
         };
         for field in fields {
-            let column = Shape::new(field.data_type()).map_err(|t| {
+            let column = Shape::new(field.data_type(), options).map_err(|t| {
                 format!("column `{}`: JSON cannot be decoded into {t}", field.name())
             })?;
             shape
@@ -268,7 +579,7 @@ impl StructShape {
 
 impl Shape {
     /// `Err` carries the unsupported type's name.
-    fn new(data_type: &DataType) -> Result<Self, String> {
+    fn new(data_type: &DataType, options: &ShapeOptions) -> Result<Self, String> {
         Ok(match data_type {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Shape::Utf8,
             DataType::Int8 => Shape::Int {
@@ -287,8 +598,12 @@ impl Shape {
                 min: i64::MIN,
                 max: i64::MAX,
             },
-            DataType::Float32 => Shape::Float32,
-            DataType::Float64 => Shape::Float64,
+            DataType::Float32 => Shape::Float32 {
+                non_numeric: options.non_numeric,
+            },
+            DataType::Float64 => Shape::Float64 {
+                non_numeric: options.non_numeric,
+            },
             DataType::Boolean => Shape::Boolean,
             DataType::Date32 => Shape::Date32,
             DataType::Timestamp(unit, tz) => Shape::Timestamp {
@@ -302,6 +617,7 @@ impl Shape {
                     TimeUnit::Microsecond => 1_000_000,
                     TimeUnit::Nanosecond => 1_000_000_000,
                 },
+                text: options.timestamps.clone(),
             },
             DataType::Decimal128(precision, scale) if *scale >= 0 => Shape::Decimal {
                 precision: *precision,
@@ -309,15 +625,15 @@ impl Shape {
             },
             DataType::Binary | DataType::LargeBinary => Shape::Binary,
             DataType::List(item) | DataType::LargeList(item) => {
-                Shape::List(Box::new(Shape::new(item.data_type())?))
+                Shape::List(Box::new(Shape::new(item.data_type(), options)?))
             }
             DataType::Map(entries, _) => match entries.data_type() {
                 DataType::Struct(kv) if kv.len() == 2 && kv[0].data_type() == &DataType::Utf8 => {
-                    Shape::Map(Box::new(Shape::new(kv[1].data_type())?))
+                    Shape::Map(Box::new(Shape::new(kv[1].data_type(), options)?))
                 }
                 _ => return Err(data_type.to_string()),
             },
-            DataType::Struct(fields) => Shape::Struct(StructShape::new(fields)?),
+            DataType::Struct(fields) => Shape::Struct(StructShape::new(fields, options)?),
             other => return Err(other.to_string()),
         })
     }
@@ -329,7 +645,11 @@ impl Shape {
         }
         match self {
             Shape::Utf8 => Fit::Keep(match value {
-                Value::String(_) => value,
+                Value::String(s) => match marked_token(&s) {
+                    // A bare NaN/Infinity token is read as its text, like any number.
+                    Some(token) => Value::String(token.to_string()),
+                    None => Value::String(s),
+                },
                 Value::Bool(b) => Value::String(if b { "true" } else { "false" }.into()),
                 other => Value::String(other.to_string()),
             }),
@@ -337,21 +657,37 @@ impl Shape {
                 Some(v) if (*min..=*max).contains(&v) => Fit::Keep(value),
                 _ => Fit::Rescue(value),
             },
-            Shape::Float64 => keep_if(value.is_number(), value),
-            Shape::Float32 => {
-                let fits = value
-                    .as_f64()
-                    .is_some_and(|v| v.is_finite() && (v as f32).is_finite());
-                keep_if(fits, value)
-            }
+            Shape::Float64 { non_numeric } => match non_finite_value(&value, *non_numeric) {
+                Some(arrow) => Fit::Keep(Value::String(arrow.into())),
+                None => keep_if(value.is_number(), value),
+            },
+            Shape::Float32 { non_numeric } => match non_finite_value(&value, *non_numeric) {
+                Some(arrow) => Fit::Keep(Value::String(arrow.into())),
+                None => {
+                    let fits = value
+                        .as_f64()
+                        .is_some_and(|v| v.is_finite() && (v as f32).is_finite());
+                    keep_if(fits, value)
+                }
+            },
             Shape::Boolean => keep_if(value.is_boolean(), value),
             Shape::Date32 => match value.as_str().and_then(parse_date) {
                 Some(days) => Fit::Keep(Value::from(days)),
                 None => Fit::Rescue(value),
             },
-            Shape::Timestamp { tz, per_second } => {
+            Shape::Timestamp {
+                tz,
+                per_second,
+                text,
+            } => {
                 let ticks = match &value {
-                    Value::String(s) => parse_timestamp(s, tz.as_ref(), *per_second),
+                    Value::String(s) => match text {
+                        // Session time zone or pattern: microseconds, scaled to the unit.
+                        Some(text) => text
+                            .parse_micros(s, tz.is_none())
+                            .and_then(|us| scale_micros(us, *per_second)),
+                        None => parse_timestamp(s, tz.as_ref(), *per_second),
+                    },
                     Value::Number(n) => n
                         .as_i64()
                         .filter(|s| (MIN_EPOCH_SECONDS..=MAX_EPOCH_SECONDS).contains(s))
@@ -450,6 +786,29 @@ impl Shape {
 /// and Delta's timestamps; an epoch number outside it is rescued.
 const MIN_EPOCH_SECONDS: i64 = -62_135_596_800;
 const MAX_EPOCH_SECONDS: i64 = 253_402_300_799;
+
+/// Arrow's spelling (`NaN`, `inf`, `-inf`) of a non-finite JSON value: a bare token
+/// (a marker string) or, as Spark's JSON reader accepts too, a string spelled
+/// like one; `None` for anything else or when `non_numeric` is off.
+fn non_finite_value(value: &Value, non_numeric: bool) -> Option<&'static str> {
+    let Value::String(s) = value else {
+        return None;
+    };
+    if !non_numeric {
+        return None;
+    }
+    non_finite(marked_token(s).unwrap_or(s))
+}
+
+/// Microseconds in a column's unit.
+fn scale_micros(micros: i64, per_second: i64) -> Option<i64> {
+    match per_second {
+        1 => Some(micros.div_euclid(1_000_000)),
+        1_000 => Some(micros.div_euclid(1_000)),
+        1_000_000 => Some(micros),
+        _ => micros.checked_mul(1_000),
+    }
+}
 
 fn keep_if(fits: bool, value: Value) -> Fit {
     if fits {
@@ -700,8 +1059,71 @@ mod tests {
     }
 
     #[test]
-    fn b11_malformed_lines_are_corrupt_records_and_the_rest_is_kept() {
+    fn b11_bare_nan_is_a_value_by_default() {
         let spec = json_spec("sensor STRING, val DOUBLE");
+        let path = case_file("B11/step1/bad.json");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        let rows = rows(&decoded.batches);
+        assert_eq!(rows[2], ["s3", "NaN"]);
+        assert_eq!(decoded.num_records_corrupt, 2);
+        assert_eq!(decoded.num_rows_rescued, 0);
+    }
+
+    #[test]
+    fn non_finite_tokens_in_every_column_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.json");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"d":NaN,"f":-INF,"s":Infinity,"i":NaN,"l":[1.5, +Infinity],"new":-Infinity,"q":"NaN"}"#,
+                "\n",
+                r#"{"d":"+INF","f":"Infinity","s":"NaN is text","i":1,"l":[NaN],"t":"[NaN]"}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let spec =
+            json_spec("d DOUBLE, f FLOAT, s STRING, i BIGINT, l ARRAY<DOUBLE>, q STRING, t STRING");
+        let decoded = decode_file(&meta(&path), &spec).unwrap();
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(
+            rows(&decoded.batches),
+            [
+                [
+                    "NaN",
+                    "-inf",
+                    "Infinity",
+                    "null",
+                    "[1.5, inf]",
+                    "NaN",
+                    "null"
+                ],
+                ["inf", "inf", "NaN is text", "1", "[NaN]", "null", "[NaN]"]
+            ]
+        );
+        let r = rescued(&decoded.batches);
+        let row0 = r[0].as_ref().unwrap();
+        assert_eq!(row0["i"], json!("NaN"));
+        assert_eq!(row0["new"], json!("-Infinity"));
+        assert_eq!(
+            new_fields_of(&decoded),
+            [("new".to_string(), "DOUBLE".to_string())]
+        );
+    }
+
+    fn new_fields_of(decoded: &super::super::DecodedFile) -> Vec<(String, String)> {
+        decoded
+            .new_fields
+            .iter()
+            .map(|f| (f.path_string(), crate::schema::type_to_ddl(&f.data_type)))
+            .collect()
+    }
+
+    #[test]
+    fn b11_malformed_lines_are_corrupt_records_and_the_rest_is_kept() {
+        let mut spec = json_spec("sensor STRING, val DOUBLE");
+        spec.text.allow_non_numeric_numbers = false;
         let path = case_file("B11/step1/bad.json");
         let decoded = decode_file(&meta(&path), &spec).unwrap();
         assert_eq!(
@@ -1052,7 +1474,7 @@ mod tests {
     }
 
     #[test]
-    fn latin1_lines_are_corrupt_records_with_lossless_raw_text() {
+    fn latin1_fields_are_rescued_with_lossless_text() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("latin1.json");
         std::fs::write(
@@ -1061,22 +1483,35 @@ mod tests {
         )
         .unwrap();
         let decoded = decode_file(&meta(&path), &json_spec("id BIGINT, name STRING")).unwrap();
-        assert_eq!(rows(&decoded.batches), [["null", "null"], ["2", "ok"]]);
-        assert_eq!(decoded.num_records_corrupt, 1);
+        assert_eq!(rows(&decoded.batches), [["1", "null"], ["2", "ok"]]);
+        assert_eq!(decoded.num_records_corrupt, 0);
+        assert_eq!(decoded.num_rows_rescued, 1);
         let r = rescued(&decoded.batches)[0].clone().unwrap();
-        assert_eq!(r["_corrupt_record"], json!("{\"id\":1,\"name\":\"café\"}"));
-        let bytes: Vec<u8> = r["_corrupt_record"]
+        assert_eq!(r["name"], json!("café"));
+        let bytes: Vec<u8> = r["name"]
             .as_str()
             .unwrap()
             .chars()
             .map(|c| u8::try_from(u32::from(c)).unwrap())
             .collect();
-        assert_eq!(bytes, b"{\"id\":1,\"name\":\"caf\xe9\"}");
+        assert_eq!(bytes, b"caf\xe9");
         assert!(
             r["_error"]
                 .as_str()
                 .unwrap()
-                .contains("invalid UTF-8 at byte 20"),
+                .starts_with("invalid UTF-8 in name"),
+            "{r}"
+        );
+        // Broken JSON that is also not UTF-8 is still one corrupt record, raw text kept.
+        std::fs::write(&path, b"{\"id\":1,\"name\":caf\xe9}\n").unwrap();
+        let decoded = decode_file(&meta(&path), &json_spec("id BIGINT, name STRING")).unwrap();
+        assert_eq!(decoded.num_records_corrupt, 1);
+        let r = rescued(&decoded.batches)[0].clone().unwrap();
+        assert!(
+            r["_error"]
+                .as_str()
+                .unwrap()
+                .contains("invalid UTF-8 at byte 19"),
             "{r}"
         );
     }

@@ -440,7 +440,8 @@ mod tests {
         assert_eq!(
             new,
             [
-                ("meta.ver".into(), "INT".into()),
+                // An int32 field is typed as BIGINT (the widest integer): see `normalize`.
+                ("meta.ver".into(), "BIGINT".into()),
                 ("extra".into(), "BIGINT".into())
             ]
         );

@@ -1,0 +1,588 @@
+//! Spark's semantics at the edges (issue #14), through the real binary: what real
+//! files do to a pipeline. Inputs in `tests/fixtures/edges/` (one folder per kind).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// A one-flow pipeline: files in `landing` -> Delta `table`, `available_now`.
+fn pipeline(dir: &Path, format: &str, source_extra: &str) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "{format}"
+{source_extra}
+[flow.sink]
+type = "delta"
+path = "table"
+"#
+        ),
+    )
+}
+
+fn run_ok(p: &Path) -> std::process::Output {
+    let out = weir().args(["run", "--headless"]).arg(p).output().unwrap();
+    assert!(
+        out.status.success(),
+        "weir run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn edge(rel: &str) -> Vec<u8> {
+    std::fs::read(fixture(&format!("edges/{rel}"))).unwrap()
+}
+
+/// `SELECT <cols> FROM table ORDER BY <order>` as comma-joined lines.
+async fn table_lines(table: &Path, cols: &[&str], order: &str) -> Vec<String> {
+    let rows = delta_rows(table).await;
+    let list: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
+    let out = sql(
+        &rows,
+        &format!("SELECT {} FROM t ORDER BY {order}", list.join(", ")),
+    )
+    .await;
+    let columns: Vec<Vec<String>> = cols.iter().map(|c| column_strings(&out, c)).collect();
+    (0..columns[0].len())
+        .map(|i| {
+            columns
+                .iter()
+                .map(|c| c[i].as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+/// `_rescued_data` of the rows ordered by `order`, parsed (None where null).
+async fn rescued(table: &Path, order: &str) -> Vec<Option<Value>> {
+    let rows = delta_rows(table).await;
+    let out = sql(
+        &rows,
+        &format!("SELECT _rescued_data FROM t ORDER BY {order}"),
+    )
+    .await;
+    column_strings(&out, "_rescued_data")
+        .into_iter()
+        .map(|s| (s != "null").then(|| serde_json::from_str(&s).unwrap()))
+        .collect()
+}
+
+fn progress(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Hadoop's in-flight copies (`*._COPYING_`) and `_`/`.` names are skipped at every
+/// depth; the copy is ingested once, after its rename. A `_key=value` directory is data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_skips_in_flight_copies_and_hidden_names_at_every_depth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "json", "partition_columns = []");
+    let landing = dir.join("landing");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    // `hadoop fs -put b.json` writes b.json._COPYING_, then renames it.
+    land(&landing, "b.json._COPYING_", b"{\"id\":2}\n{\"id\":3}\n");
+    for (sub, name) in [
+        ("sub", "c.json._COPYING_"),
+        ("sub/_temporary", "d.json"),
+        ("sub/.staging", "e.json"),
+        ("sub", "_SUCCESS"),
+        ("sub", ".f.json.crc"),
+    ] {
+        land(&landing.join(sub), name, b"{\"id\":99}\n");
+    }
+    land(&landing.join("_part=1"), "g.json", b"{\"id\":4}\n");
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id"], "id").await,
+        ["1", "4"]
+    );
+    std::fs::rename(landing.join("b.json._COPYING_"), landing.join("b.json")).unwrap();
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id"], "id").await,
+        ["1", "2", "3", "4"],
+        "the renamed copy is ingested exactly once"
+    );
+}
+
+/// Spark's makeSafeHeader: a blank name is `_c<i>`; a name repeated (also only by
+/// case) is name + index at every occurrence; no value goes to `_rescued_data`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_blank_and_repeated_headers_become_columns_as_in_spark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "");
+    land(
+        &dir.join("landing"),
+        "dup.csv",
+        &edge("csv_headers/dup.csv"),
+    );
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["id0", "_c1", "name2", "Name3", "id4"], "id0").await,
+        ["1,x,Ana,ANA,7", "2,y,Bo,BO,8"]
+    );
+    assert_eq!(rescued(&table, "id0").await, [None, None]);
+}
+
+/// An unquoted empty field is null, `""` is the empty string (`empty_value`), and the
+/// null marker is null, quoted or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_empty_field_quoted_empty_string_and_null_marker_are_three_things() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "[flow.source.csv]\nnull_value = \"NA\"");
+    land(
+        &dir.join("landing"),
+        "empty.csv",
+        &edge("csv_empty/empty.csv"),
+    );
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["id", "note", "qty"], "id").await,
+        ["1,null,5", "2,,6", "3,null,7", "4,null,null", "5,x,9"]
+    );
+    // `""` in the numeric column is no number and no loss: null, nothing rescued.
+    assert!(rescued(&table, "id").await.iter().all(Option::is_none));
+
+    // empty_value chooses what `""` reads as.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "csv",
+        "[flow.source.csv]\nnull_value = \"NA\"\nempty_value = \"<empty>\"",
+    );
+    land(
+        &dir.join("landing"),
+        "empty.csv",
+        &edge("csv_empty/empty.csv"),
+    );
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id", "note"], "id").await,
+        ["1,null", "2,<empty>", "3,null", "4,null", "5,x"]
+    );
+}
+
+/// JSON: bare NaN / Infinity / -Infinity / +INF are numbers (Spark's
+/// allowNonNumericNumbers, on by default); a bare NaN no longer makes its line corrupt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_non_finite_numbers_are_values_not_corrupt_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "json", "");
+    let landing = dir.join("landing");
+    land(&landing, "nan.json", &edge("non_finite/nan.json"));
+    let out = run_ok(&p);
+    assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 0);
+    let table = dir.join("table");
+    let rows = delta_rows(&table).await;
+    for column in ["val", "note"] {
+        assert_eq!(
+            rows[0]
+                .schema()
+                .field_with_name(column)
+                .unwrap()
+                .data_type(),
+            &arrow::datatypes::DataType::Float64,
+            "a bare token infers as a double"
+        );
+    }
+    // Quoted spellings read into a double column too (Spark's JSON reader does).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(&landing, "quoted.json", &edge("non_finite/quoted.json"));
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&table, &["sensor", "val", "note"], "sensor").await,
+        [
+            "s1,2.0,null",
+            "s2,NaN,null",
+            "s3,inf,null",
+            "s4,-inf,null",
+            "s5,NaN,null",
+            "s6,inf,NaN",
+            "s7,-inf,null"
+        ]
+    );
+    assert!(rescued(&table, "sensor").await.iter().all(Option::is_none));
+
+    // Turned off: the lines with bare tokens are corrupt records, the others stay.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"sensor STRING, val DOUBLE\"\nallow_non_numeric_numbers = false",
+    );
+    land(
+        &dir.join("landing"),
+        "nan.json",
+        &edge("non_finite/nan.json"),
+    );
+    let out = run_ok(&p);
+    assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 4);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["sensor", "val"], "sensor NULLS LAST").await,
+        ["s1,2.0", "null,null", "null,null", "null,null", "null,null"]
+    );
+}
+
+/// CSV: nan_value / positive_inf / negative_inf (Spark's NaN, Inf, -Inf), and Java's
+/// Infinity; a column of them is inferred as DOUBLE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_non_finite_spellings_read_as_doubles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "[flow.source.csv]\nnan_value = \"n/a\"");
+    land(&dir.join("landing"), "nan.csv", &edge("non_finite/nan.csv"));
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["sensor", "val"], "sensor").await,
+        ["s1,1.5", "s2,NaN", "s3,inf", "s4,-inf", "s5,inf", "s6,NaN"]
+    );
+    assert!(rescued(&table, "sensor").await.iter().all(Option::is_none));
+}
+
+/// A Parquet column written as int32 in one file and int64 in the next: the inferred
+/// column is BIGINT, so the second file's large values land in it, not in _rescued_data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_int32_then_int64_widens_instead_of_rescuing() {
+    use std::sync::Arc;
+
+    use arrow::array::{Float32Array, Int32Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+
+    fn parquet(batch: &RecordBatch) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+        buf
+    }
+    let small = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int32, false),
+            Field::new("x", DataType::Float32, false),
+        ])),
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2])),
+            Arc::new(Float32Array::from(vec![0.5, 1.5])),
+        ],
+    )
+    .unwrap();
+    let large = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("n", DataType::Int64, false),
+            Field::new("x", DataType::Float64, false),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(vec![3_000_000_000, -5_000_000_000])),
+            Arc::new(arrow::array::Float64Array::from(vec![1e300, 2.25])),
+        ],
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "parquet", "");
+    let landing = dir.join("landing");
+    land(&landing, "p1.parquet", &parquet(&small));
+    run_ok(&p);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(&landing, "p2.parquet", &parquet(&large));
+    let out = run_ok(&p);
+    assert_eq!(progress(&out)[0]["weir"]["numRowsRescued"], 0);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["n", "x"], "n").await,
+        ["-5000000000,2.25", "1,0.5", "2,1.5", "3000000000,1e300"]
+    );
+    let rows = delta_rows(&table).await;
+    assert_eq!(
+        rows[0].schema().field_with_name("n").unwrap().data_type(),
+        &DataType::Int64
+    );
+}
+
+/// `encoding = "ISO-8859-1"` reads Latin-1 CSV and JSON; without it, an invalid UTF-8
+/// byte rescues that one field (as its bytes in ISO-8859-1), not the whole row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encodings_and_one_invalid_utf8_field_rescued_not_the_row() {
+    for (format, file) in [("csv", "latin1.csv"), ("json", "latin1.json")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let p = pipeline(dir, format, "encoding = \"ISO-8859-1\"");
+        land(
+            &dir.join("landing"),
+            file,
+            &edge(&format!("encoding/{file}")),
+        );
+        let out = run_ok(&p);
+        assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 0);
+        let lines = table_lines(&dir.join("table"), &["id", "city"], "id").await;
+        assert_eq!(lines[0], "1,Zürich", "{format}");
+        assert_eq!(lines[1], "2,São Paulo", "{format}");
+        if format == "csv" {
+            assert_eq!(lines[2], "3,© Café");
+        }
+    }
+    for (format, file) in [("csv", "bad_utf8.csv"), ("json", "bad_utf8.json")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let p = pipeline(
+            dir,
+            format,
+            "schema = \"id BIGINT, city STRING, qty BIGINT\"",
+        );
+        land(
+            &dir.join("landing"),
+            file,
+            &edge(&format!("encoding/{file}")),
+        );
+        let out = run_ok(&p);
+        assert_eq!(
+            progress(&out)[0]["weir"]["numRecordsCorrupt"],
+            0,
+            "{format}"
+        );
+        let table = dir.join("table");
+        assert_eq!(
+            table_lines(&table, &["id", "city", "qty"], "id").await,
+            ["1,null,5", "2,Paris,6"],
+            "{format}"
+        );
+        let r = rescued(&table, "id").await;
+        let first = r[0].as_ref().expect("the bad field is rescued");
+        assert_eq!(first["city"], "Zürich", "{format}: {first}");
+        assert!(
+            first["_error"]
+                .as_str()
+                .unwrap()
+                .contains("invalid UTF-8 in city"),
+            "{first}"
+        );
+        assert!(r[1].is_none());
+    }
+}
+
+/// Zone-less timestamp text in `session_time_zone`, with Spark's DST rules (a time in
+/// the spring-forward gap moves later by the gap; one in the fall-back overlap takes
+/// the earlier offset); text with a zone keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_time_zone_resolves_dst_gaps_and_overlaps_as_spark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "session_time_zone = \"America/New_York\"");
+    land(&dir.join("landing"), "ny.csv", &edge("time_zones/ny.csv"));
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id", "ts"], "id").await,
+        [
+            "1,2024-03-10T07:30:00Z",
+            "2,2024-11-03T05:30:00Z",
+            "3,2024-07-01T12:00:00Z",
+            "4,2024-01-15T14:00:00Z"
+        ]
+    );
+}
+
+/// `timestamp_format` (a Spark pattern): matching text is inferred and read as a
+/// timestamp in the session zone; text that does not match is rescued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_format_reads_spark_patterns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "session_time_zone = \"Europe/Paris\"\ntimestamp_format = \"dd/MM/yyyy HH:mm\"",
+    );
+    let landing = dir.join("landing");
+    land(&landing, "paris.json", &edge("time_zones/paris.json"));
+    run_ok(&p);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(
+        &landing,
+        "paris_iso.json",
+        &edge("time_zones/paris_iso.json"),
+    );
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["id", "ts"], "id").await,
+        ["1,2024-06-03T12:05:00Z", "2,2024-03-31T01:30:00Z", "3,null"]
+    );
+    let r = rescued(&table, "id").await;
+    assert_eq!(r[2].as_ref().unwrap()["ts"], "2024-06-03T14:05:00");
+}
+
+/// Hive-style directories are columns (Spark's partition discovery): typed, the Hive
+/// null, URL-decoded; a file that does not fit the layout fails, named, and nothing
+/// else is held up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_columns_from_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "json", "");
+    let landing = dir.join("landing");
+    for rel in [
+        "date=2024-06-03/region=west/a.json",
+        "date=2024-06-04/region=east%20side/b.json",
+        "date=__HIVE_DEFAULT_PARTITION__/region=north/c.json",
+    ] {
+        let path = Path::new(rel);
+        land(
+            &landing.join(path.parent().unwrap()),
+            &path.file_name().unwrap().to_string_lossy(),
+            &edge(&format!("partitions/{rel}")),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    }
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["id", "amount", "date", "region"], "id").await,
+        [
+            "1,10,2024-06-03,west",
+            "2,20,2024-06-03,west",
+            "3,30,2024-06-04,east side",
+            "4,40,null,north"
+        ]
+    );
+    let rows = delta_rows(&table).await;
+    assert_eq!(
+        rows[0]
+            .schema()
+            .field_with_name("date")
+            .unwrap()
+            .data_type(),
+        &arrow::datatypes::DataType::Date32
+    );
+    // The file's own `region` field is not a second column: the path wins, the value is kept.
+    let r = rescued(&table, "id").await;
+    assert_eq!(r[2].as_ref().unwrap()["region"], "ignored");
+
+    // A file outside the layout is failed with its path named; the run goes on.
+    land(&landing, "stray.json", &edge("partitions/stray.json"));
+    land(
+        &landing.join("date=2024-06-05/region=south"),
+        "d.json",
+        b"{\"id\":6,\"amount\":60}\n",
+    );
+    let out = run_ok(&p);
+    let records = progress(&out);
+    assert_eq!(records[0]["weir"]["numFilesFailed"], 1);
+    let errors = records[0]["weir"]["errors"].to_string();
+    assert!(
+        errors.contains("stray.json") && errors.contains("date=<value>/region=<value>"),
+        "{errors}"
+    );
+    assert_eq!(
+        table_lines(&table, &["id"], "id").await,
+        ["1", "2", "3", "4", "6"]
+    );
+
+    // Type inference off: every partition column is a string.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "partition_columns = [\"date\", \"region\"]\npartition_column_type_inference = false",
+    );
+    land(
+        &dir.join("landing/date=2024-06-03/region=west"),
+        "a.json",
+        &edge("partitions/date=2024-06-03/region=west/a.json"),
+    );
+    run_ok(&p);
+    let rows = delta_rows(&dir.join("table")).await;
+    assert_eq!(
+        rows[0]
+            .schema()
+            .field_with_name("date")
+            .unwrap()
+            .data_type(),
+        &arrow::datatypes::DataType::Utf8
+    );
+}
+
+/// `max_record_size`: a longer JSON line or CSV record (a runaway quote) is a corrupt
+/// record with its file and line, quarantined with `bad_records_path`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_record_size_rescues_longer_records_with_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"id BIGINT, text STRING\"\nmax_record_size = \"100 B\"\nbad_records_path = \"quarantine\"",
+    );
+    land(
+        &dir.join("landing"),
+        "long.json",
+        &edge("max_record/long.json"),
+    );
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id"], "id").await,
+        ["1", "3"]
+    );
+    let q = std::fs::read_to_string(dir.join("quarantine/0.jsonl")).unwrap();
+    let q: Value = serde_json::from_str(q.lines().next().unwrap()).unwrap();
+    assert_eq!(q["line"], 2);
+    assert!(q["file"].as_str().unwrap().ends_with("long.json"));
+    assert!(
+        q["error"].as_str().unwrap().contains("max_record_size"),
+        "{q}"
+    );
+    assert!(q["raw"].as_str().unwrap().len() > 300, "kept whole");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(
+        dir,
+        "csv",
+        "schema = \"id BIGINT, text STRING\"\nmax_record_size = \"20\"",
+    );
+    land(
+        &dir.join("landing"),
+        "runaway.csv",
+        &edge("max_record/runaway.csv"),
+    );
+    let out = run_ok(&p);
+    assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 1);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["id", "text"], "id NULLS LAST").await,
+        ["1,fine", "null,null"]
+    );
+    let r = rescued(&table, "id NULLS LAST").await;
+    let corrupt = r[1].as_ref().unwrap();
+    assert_eq!(corrupt["_line"], 3);
+    assert!(
+        corrupt["_corrupt_record"]
+            .as_str()
+            .unwrap()
+            .contains("lost too")
+    );
+}
