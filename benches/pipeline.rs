@@ -123,7 +123,7 @@ async fn bench_latency() {
         let mut version = -1i64;
         while visible.len() < files {
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let Ok(Some(table)) = weir::sink::delta::open_existing(&gold).await else {
+            let Ok(Some(table)) = weir::delta::open_existing(&gold).await else {
                 continue;
             };
             let v = table.version().map_or(-1, |v| v as i64);

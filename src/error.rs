@@ -2,19 +2,10 @@
 //! involved, and every error says its [`Domain`] and whether retrying can
 //! help; the health classifier routes on those two answers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Who has to act on an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Domain {
-    /// The pipeline file, the input data or an operator's command is wrong.
-    User,
-    /// Something outside weir: a file system, permissions, a full disk, another writer.
-    External,
-    /// A bug in weir.
-    Internal,
-}
+use crate::records::ErrorFacts;
+pub use crate::records::{Domain, ErrorKind};
 
 /// The crate's error type.
 #[derive(Debug, thiserror::Error)]
@@ -169,24 +160,59 @@ impl Error {
         )
     }
 
-    /// Short machine-readable kind, used in progress records and the console timeline.
-    pub fn kind(&self) -> &'static str {
+    /// What went wrong, by kind (events, health evidence, the console's timeline); the
+    /// kind knows the health state it leads to ([`ErrorKind::health_state`]).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Pipeline(_) => "invalid_pipeline",
-            Error::SchemaChanged { .. } => "schema_changed",
-            Error::SchemaMismatch { .. } => "schema_mismatch",
-            Error::Checkpoint { .. } => "checkpoint_corrupt",
-            Error::CheckpointLocked { .. } => "checkpoint_locked",
-            Error::SourceIo { .. } => "source_unavailable",
-            Error::Source { .. } => "source_error",
-            Error::Delta { .. } | Error::SinkIo { .. } => "sink_unavailable",
-            Error::SinkSchemaMismatch { .. } => "sink_schema_mismatch",
-            Error::Sql { .. } => "sql_error",
-            Error::Arrow { .. } => "internal",
-            Error::Io { .. } => "io_error",
-            Error::Ledger { .. } => "ledger_error",
-            Error::Plan { .. } => "invalid_plan",
-            Error::StateIncompatible { .. } => "checkpoint_incompatible",
+            Error::Pipeline(_) => ErrorKind::InvalidPipeline,
+            Error::SchemaChanged { .. } => ErrorKind::SchemaChanged,
+            Error::SchemaMismatch { .. } => ErrorKind::SchemaMismatch,
+            Error::Checkpoint { .. } => ErrorKind::CheckpointCorrupt,
+            Error::CheckpointLocked { .. } => ErrorKind::CheckpointLocked,
+            Error::SourceIo { .. } => ErrorKind::SourceUnavailable,
+            Error::Source { .. } => ErrorKind::SourceError,
+            Error::Delta { .. } | Error::SinkIo { .. } => ErrorKind::SinkUnavailable,
+            Error::SinkSchemaMismatch { .. } => ErrorKind::SinkSchemaMismatch,
+            Error::Sql { .. } => ErrorKind::SqlError,
+            Error::Arrow { .. } => ErrorKind::Internal,
+            Error::Io { .. } => ErrorKind::IoError,
+            Error::Ledger { .. } => ErrorKind::LedgerError,
+            Error::Plan { .. } => ErrorKind::InvalidPlan,
+            Error::StateIncompatible { .. } => ErrorKind::CheckpointIncompatible,
+        }
+    }
+
+    /// The file, directory or table the error is about, when it names one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Error::Pipeline(e) => Some(&e.file),
+            Error::Checkpoint { path, .. }
+            | Error::SourceIo { path, .. }
+            | Error::Source { path, .. }
+            | Error::SinkIo { path, .. }
+            | Error::Io { path, .. }
+            | Error::StateIncompatible { path, .. }
+            | Error::Ledger { path, .. } => Some(path),
+            Error::CheckpointLocked { checkpoint, .. } => Some(checkpoint),
+            Error::Delta { path, .. } | Error::SinkSchemaMismatch { path, .. } => {
+                Some(Path::new(path))
+            }
+            Error::SchemaChanged { file, .. } => Some(Path::new(file)),
+            Error::SchemaMismatch { .. }
+            | Error::Sql { .. }
+            | Error::Arrow { .. }
+            | Error::Plan { .. } => None,
+        }
+    }
+
+    /// The facts the health classifier routes on.
+    pub fn facts(&self) -> ErrorFacts {
+        ErrorFacts {
+            kind: self.kind(),
+            domain: self.domain(),
+            retryable: self.retryable(),
+            message: self.to_string(),
+            path: self.path().map(|p| p.display().to_string()),
         }
     }
 
@@ -195,6 +221,12 @@ impl Error {
             path: path.into(),
             message: message.into(),
         }
+    }
+
+    /// A file weir records (checkpoint log, state, schema history, progress, health)
+    /// could not be written.
+    pub(crate) fn unwritable(path: impl Into<PathBuf>, e: std::io::Error) -> Self {
+        Error::checkpoint(path, format!("cannot write: {e}"))
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

@@ -20,7 +20,11 @@
 //! demo/        the live demo: flights replayed as a stream, faults to inject
 //! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
 //! generate/    synthetic event files for drills and tests (seeded, reproducible)
-//! checkpoint/  layout, offsets/commits/metadata logs, lock, inspect, compat (restart checks), actions
+//! records/     progress record, health verdict, error kinds: plain serde types
+//! durable.rs   durable file writes; clock.rs: the wall clock in ms
+//! delta.rs     Delta tables: open, create, txn version, errors
+//! checkpoint/  layout, offsets/commits/metadata logs, lock, progress.jsonl, static restart checks
+//! checkpoint_tools/ inspect, diff, check, backup/reset/rollback (built on the engine)
 //! health/      classify a flow: six states with evidence; the engine's tracker
 //! playbook/    playbooks/*.md compiled in, bound to live evidence
 //! console/     the operations console (run, attach): actions, panes, followers, terminal
@@ -31,10 +35,14 @@
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod checkpoint_tools;
 pub mod cli;
+pub mod clock;
 pub mod console;
+pub mod delta;
 pub mod demo;
 pub mod drill;
+pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod generate;
@@ -42,6 +50,7 @@ pub mod health;
 pub mod ops;
 pub mod pipeline;
 pub mod playbook;
+pub mod records;
 pub mod schema;
 pub mod sink;
 pub mod source;

@@ -1,5 +1,7 @@
-//! Restart compatibility of a flow with its checkpoint (`weir check`, and the
-//! engine's fail-fast at start).
+//! Restart compatibility of a flow with its checkpoint, the checks that need no
+//! engine: the engine's fail-fast at start ([`refuse_incompatible`]) and the first part
+//! of `weir check` (`checkpoint_tools::check`, which adds the stateful check by planning
+//! the flow as the engine does).
 //!
 //! Incompatible, with the exact reason:
 //! - a checkpoint file is corrupt or truncated (`metadata`, any `offsets/N` or
@@ -18,60 +20,84 @@
 //! A changed sink path is reported as a note: allowed, but the new table misses
 //! the rows committed before.
 
-use std::path::Path;
-
-use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 use super::Checkpoint;
 use crate::error::{Error, Result};
-use crate::spec::{FlowSpec, SinkSpec, SourceSpec};
+use crate::spec::{FlowSpec, SinkSpec};
 
-/// `weir check`'s answer for one flow.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Verdict {
-    pub flow: String,
-    pub checkpoint: std::path::PathBuf,
-    pub compatible: bool,
-    /// Why not (empty when compatible).
+/// Why a checkpoint cannot be used by a flow: one line per reason, and the first file a
+/// reason is about (the health evidence's `file`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Problems {
     pub reasons: Vec<String>,
-    /// Worth knowing, not blocking.
-    pub notes: Vec<String>,
-    /// The playbook to follow when incompatible.
-    pub playbook: Option<String>,
+    pub file: Option<PathBuf>,
+}
+
+impl Problems {
+    pub fn is_empty(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// Adds a reason about `file`, if it is about one.
+    pub fn push(&mut self, reason: String, file: Option<&Path>) {
+        if self.file.is_none() {
+            self.file = file.map(Path::to_path_buf);
+        }
+        self.reasons.push(reason);
+    }
+
+    /// Adds an error as a reason (about the file it names).
+    pub fn error(&mut self, e: &Error) {
+        self.push(e.to_string(), e.path());
+    }
+
+    pub fn extend(&mut self, other: Problems) {
+        if self.file.is_none() {
+            self.file = other.file;
+        }
+        self.reasons.extend(other.reasons);
+    }
 }
 
 /// The checks that need no source schema (also run by the engine at start).
-pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Vec<String>)> {
-    let mut reasons = Vec::new();
+pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Problems, Vec<String>)> {
+    let mut reasons = Problems::default();
     let mut notes = Vec::new();
     if !cp.exists() {
         if cp.root().join("offsets").is_dir() || cp.root().join("commits").is_dir() {
-            reasons.push(format!(
-                "{}: missing; the checkpoint has logs but no query id",
-                cp.metadata_path().display()
-            ));
+            reasons.push(
+                format!(
+                    "{}: missing; the checkpoint has logs but no query id",
+                    cp.metadata_path().display()
+                ),
+                Some(&cp.metadata_path()),
+            );
         }
         return Ok((reasons, notes));
     }
     if let Err(e) = cp.read_metadata() {
-        reasons.push(e.to_string());
+        reasons.error(&e);
     }
     let offsets = Checkpoint::batch_ids(&cp.offsets_dir())?;
     let commits = Checkpoint::batch_ids(&cp.commits_dir())?;
     for &id in &offsets {
         if let Err(e) = cp.read_offsets(id) {
-            reasons.push(e.to_string());
+            reasons.error(&e);
         }
     }
     for &id in &commits {
         if let Err(e) = cp.read_commit(id) {
-            reasons.push(e.to_string());
+            reasons.error(&e);
         }
         if !offsets.contains(&id) {
-            reasons.push(format!(
-                "{}: commits/{id} has no offsets/{id}",
-                cp.commit_path(id).display()
-            ));
+            reasons.push(
+                format!(
+                    "{}: commits/{id} has no offsets/{id}",
+                    cp.commit_path(id).display()
+                ),
+                Some(&cp.commit_path(id)),
+            );
         }
     }
     let last_commit = commits.last().copied();
@@ -81,33 +107,45 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Ve
         .filter(|id| last_commit.is_none_or(|c| *id > c))
         .collect();
     if uncommitted.len() > 1 {
-        reasons.push(format!(
-            "{}: offsets {:?} are planned beyond the last commit ({}); only one batch can be uncommitted",
-            cp.offsets_dir().display(),
-            uncommitted,
-            last_commit.map_or("none".to_string(), |c| c.to_string())
-        ));
+        reasons.push(
+            format!(
+                "{}: offsets {:?} are planned beyond the last commit ({}); only one batch can be uncommitted",
+                cp.offsets_dir().display(),
+                uncommitted,
+                last_commit.map_or("none".to_string(), |c| c.to_string())
+            ),
+            Some(&cp.offsets_dir()),
+        );
     }
     match cp.read_plan() {
-        Err(e) => reasons.push(e.to_string()),
+        Err(e) => reasons.error(&e),
         Ok(None) => {}
         Ok(Some(plan)) => {
             if plan.flow != spec.name {
-                reasons.push(format!(
-                    "the checkpoint belongs to flow {:?}, not {:?} (different query)",
-                    plan.flow, spec.name
-                ));
+                reasons.push(
+                    format!(
+                        "the checkpoint belongs to flow {:?}, not {:?} (different query)",
+                        plan.flow, spec.name
+                    ),
+                    None,
+                );
             }
             let source = spec.source.kind();
             if plan.source != source {
-                reasons.push(format!("source changed from {} to {source}", plan.source));
+                reasons.push(
+                    format!("source changed from {} to {source}", plan.source),
+                    None,
+                );
             }
             if !same_path(&plan.source_path, spec.source.path()) {
-                reasons.push(format!(
-                    "source path changed from {} to {}",
-                    plan.source_path.display(),
-                    spec.source.path().display()
-                ));
+                reasons.push(
+                    format!(
+                        "source path changed from {} to {}",
+                        plan.source_path.display(),
+                        spec.source.path().display()
+                    ),
+                    Some(&plan.source_path),
+                );
             }
             let sink_path = sink_table(spec).map(Path::to_path_buf);
             if let (Some(old), Some(new)) = (&plan.sink_path, &sink_path)
@@ -129,10 +167,13 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Vec<String>, Ve
             .flatten()
             .is_some()
     {
-        reasons.push(format!(
-            "{}: the checkpoint has state of a stateful operator the flow no longer has (removing a stateful operator is not allowed, as in Spark)",
-            state_dir.display()
-        ));
+        reasons.push(
+            format!(
+                "{}: the checkpoint has state of a stateful operator the flow no longer has (removing a stateful operator is not allowed, as in Spark)",
+                state_dir.display()
+            ),
+            Some(&state_dir),
+        );
     }
     Ok((reasons, notes))
 }
@@ -152,107 +193,61 @@ fn same_path(a: &Path, b: &Path) -> bool {
     norm(a) == norm(b)
 }
 
-/// The stateful check: plans the flow as the engine does at start
-/// (`engine::plan::plan_operator`), over the schemas its sources have without running
-/// them (a files source's given or recorded schema, a Delta table's current one), with
-/// the operator built against its saved state, read-only.
-async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<String> {
-    if !spec.stateful.is_stateful() && spec.stream_join.is_none() {
-        return None;
-    }
-    let last_commit = cp.latest_commit().ok().flatten().map(|(id, _)| id)?;
-    let mut schemas = Vec::new();
-    for (index, source) in spec.sources().into_iter().enumerate() {
-        let location = match source {
-            SourceSpec::Files(options) => Some(crate::engine::input::files::schema_location(
-                options, index, cp,
-            )),
-            SourceSpec::Delta(_) => None,
-        };
-        match crate::engine::plan::known_batch_schema(source, location.as_deref()).await {
-            Ok(Some(schema)) => schemas.push(schema),
-            Ok(None) => return None,
-            Err(e) => return Some(e.to_string()),
-        }
-    }
-    let state = crate::engine::plan::StateAt::of(cp, Some(last_commit));
-    match crate::engine::plan::plan_operator(spec, &schemas, &state).await {
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
-    }
-}
-
 /// The target table against what this query committed into it (progress records):
 /// a table that is gone, recreated, restored to an older version, or that has no
 /// commit of this query id cannot continue from this checkpoint without losing rows.
-async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Vec<String> {
+pub async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Problems {
+    let mut reasons = Problems::default();
     let Some(path) = sink_table(spec) else {
-        return Vec::new();
+        return reasons;
     };
     let Ok(metadata) = cp.read_metadata() else {
-        return Vec::new();
+        return reasons;
     };
     let query_id = metadata.id.to_string();
-    let records = crate::engine::progress::read_progress(&cp.progress_path()).unwrap_or_default();
+    let records =
+        crate::checkpoint::progress::read_progress(&cp.progress_path()).unwrap_or_default();
     let committed: Vec<_> = records
         .iter()
         .filter(|r| r.id == query_id && r.sink.num_output_rows > 0 && !r.weir.sink_write_skipped)
         .collect();
     let Some(max_version) = committed.iter().filter_map(|r| r.weir.delta_version).max() else {
-        return Vec::new();
+        return reasons;
     };
-    let mut reasons = Vec::new();
-    match crate::sink::delta::open_existing(path).await {
-        Ok(None) => reasons.push(format!(
-            "the target table {} is gone, but query {query_id} committed batches into it (up to Delta version {max_version}); \
-             restore the table, or reset the flow to re-read the source",
-            path.display()
-        )),
+    match crate::delta::open_existing(path).await {
+        Ok(None) => reasons.push(
+            format!(
+                "the target table {} is gone, but query {query_id} committed batches into it (up to Delta version {max_version}); \
+                 restore the table, or reset the flow to re-read the source",
+                path.display()
+            ),
+            Some(path),
+        ),
         Ok(Some(table)) => {
             let version = table.version().map_or(-1, |v| v as i64);
             if version < max_version {
-                reasons.push(format!(
-                    "the target table {} is at Delta version {version}, older than version {max_version} this query committed: \
-                     it was restored or recreated, and the rows of later batches are not in it",
-                    path.display()
-                ));
-            } else if let Ok(None) = super::actions::txn_version(path, &query_id).await {
-                reasons.push(format!(
-                    "the target table {} has no commit of query {query_id} (different query id): it was recreated, \
-                     or this checkpoint belongs to another table",
-                    path.display()
-                ));
+                reasons.push(
+                    format!(
+                        "the target table {} is at Delta version {version}, older than version {max_version} this query committed: \
+                         it was restored or recreated, and the rows of later batches are not in it",
+                        path.display()
+                    ),
+                    Some(path),
+                );
+            } else if let Ok(None) = crate::delta::txn_version(path, &query_id).await {
+                reasons.push(
+                    format!(
+                        "the target table {} has no commit of query {query_id} (different query id): it was recreated, \
+                         or this checkpoint belongs to another table",
+                        path.display()
+                    ),
+                    Some(path),
+                );
             }
         }
-        Err(e) => reasons.push(e.to_string()),
+        Err(e) => reasons.error(&e),
     }
     reasons
-}
-
-/// Everything `weir check` looks at, for one flow.
-pub async fn check(spec: &FlowSpec) -> Result<Verdict> {
-    let cp = Checkpoint::at(&spec.checkpoint);
-    let (mut reasons, mut notes) = check_static(spec, &cp)?;
-    if reasons.is_empty()
-        && let Some(r) = check_state(spec, &cp).await
-    {
-        reasons.push(r);
-    }
-    if reasons.is_empty() && cp.exists() {
-        reasons.extend(check_sink(spec, &cp).await);
-    }
-    if !cp.exists() {
-        notes.push("no checkpoint yet: the flow starts from the beginning of its source".into());
-    }
-    let compatible = reasons.is_empty();
-    Ok(Verdict {
-        flow: spec.name.clone(),
-        checkpoint: spec.checkpoint.clone(),
-        compatible,
-        reasons,
-        notes,
-        playbook: (!compatible).then(|| "checkpoint_incompatible".to_string()),
-    })
 }
 
 /// The engine's fail-fast: the static and sink checks as one error (the stateful
@@ -286,7 +281,7 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
                         "the target table's directory is missing, but this query committed batches into it; \
                          nothing is written until it is back (if its storage is being restored or remounted, \
                          the flow resumes then). If it was deleted on purpose: weir checkpoint reset ({})",
-                        reasons.join("; ")
+                        reasons.reasons.join("; ")
                     ),
                 ),
             });
@@ -300,7 +295,7 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
         message: format!(
             "incompatible with flow {:?}: {}. Run `weir check` for the verdict and `weir playbook checkpoint_incompatible` for the options",
             spec.name,
-            reasons.join("; ")
+            reasons.reasons.join("; ")
         ),
     })
 }

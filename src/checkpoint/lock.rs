@@ -15,7 +15,8 @@ use std::path::Path;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, create_dir_private};
+use super::Checkpoint;
+use crate::durable::create_dir_private;
 use crate::error::{Error, Result};
 
 /// Who holds a checkpoint.
@@ -45,7 +46,7 @@ impl CheckpointLock {
     /// Takes the lock or fails with [`Error::CheckpointLocked`] naming the holder.
     pub fn acquire(checkpoint: &Checkpoint) -> Result<Self> {
         let dir = checkpoint.weir_dir();
-        create_dir_private(&dir)?;
+        create_dir_private(&dir).map_err(|e| Error::io(&dir, e))?;
         let path = dir.join("lock");
         let file = OpenOptions::new()
             .read(true)

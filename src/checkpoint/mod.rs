@@ -17,20 +17,17 @@
 //! directory) and created owner-only (0700 directories, 0600 files). Nothing
 //! here deletes a checkpoint.
 
-pub mod actions;
 pub mod compat;
-pub mod diff;
-pub mod inspect;
 pub mod lock;
 pub mod log;
+pub mod progress;
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::durable::{create_dir_private, write_atomic};
 use crate::error::{Error, Result};
 pub use lock::CheckpointLock;
 pub use log::{CommitMetadata, OffsetSeq, OffsetSeqMetadata};
@@ -85,6 +82,10 @@ impl Checkpoint {
     pub fn progress_path(&self) -> PathBuf {
         self.weir_dir().join("progress.jsonl")
     }
+    /// `_weir/health.json`: the latest health verdict.
+    pub fn health_path(&self) -> PathBuf {
+        self.weir_dir().join("health.json")
+    }
     pub fn plan_path(&self) -> PathBuf {
         self.weir_dir().join("plan.json")
     }
@@ -106,7 +107,7 @@ impl Checkpoint {
             self.weir_dir(),
             self.root.join("sources").join("0"),
         ] {
-            create_dir_private(&dir)?;
+            create_dir_private(&dir).map_err(|e| Error::io(&dir, e))?;
         }
         if self.metadata_path().exists() {
             return self.read_metadata();
@@ -116,7 +117,8 @@ impl Checkpoint {
         };
         let text = serde_json::to_string(&metadata)
             .map_err(|e| Error::checkpoint(self.metadata_path(), e.to_string()))?;
-        write_atomic(&self.metadata_path(), text.as_bytes())?;
+        write_atomic(&self.metadata_path(), text.as_bytes())
+            .map_err(|e| Error::unwritable(self.metadata_path(), e))?;
         Ok(metadata)
     }
 
@@ -200,18 +202,26 @@ impl Checkpoint {
                 "offsets for this batch already exist; another process may be writing this checkpoint",
             ));
         }
-        write_atomic(&path, offsets.render().as_bytes())
+        write_atomic(&path, offsets.render().as_bytes()).map_err(|e| Error::unwritable(&path, e))
     }
 
     /// Writes `commits/<batch_id>`: batch finished.
     pub fn write_commit(&self, batch_id: u64, commit: &CommitMetadata) -> Result<()> {
         write_atomic(&self.commit_path(batch_id), commit.render().as_bytes())
+            .map_err(|e| Error::unwritable(self.commit_path(batch_id), e))
     }
 
     pub fn write_plan(&self, plan: &PlanRecord) -> Result<()> {
         let text = serde_json::to_string_pretty(plan)
             .map_err(|e| Error::checkpoint(self.plan_path(), e.to_string()))?;
         write_atomic(&self.plan_path(), text.as_bytes())
+            .map_err(|e| Error::unwritable(self.plan_path(), e))
+    }
+
+    /// Reads `_weir/health.json`, if any (an unreadable file counts as none).
+    pub fn read_health(&self) -> Option<crate::records::HealthRecord> {
+        let text = fs::read_to_string(self.health_path()).ok()?;
+        serde_json::from_str(&text).ok()
     }
 
     pub fn read_plan(&self) -> Result<Option<PlanRecord>> {
@@ -224,39 +234,4 @@ impl Checkpoint {
             Err(e) => Err(Error::checkpoint(&path, e.to_string())),
         }
     }
-}
-
-/// Creates a directory (and parents) owner-only.
-pub fn create_dir_private(dir: &Path) -> Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io(dir, e))
-}
-
-/// Writes a file atomically: temp file in the same directory, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = fs::File::open(dir) {
-            d.sync_all()?;
-        }
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::checkpoint(path, format!("cannot write: {e}"))
-    })
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{EXIT_INVALID, report, runtime};
-use crate::checkpoint::compat::{Verdict, check};
+use crate::checkpoint_tools::check::{Verdict, check};
 use crate::pipeline;
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 //! Every action prints its plan first (the dry-run: exactly the operations it
 //! then performs); `--dry-run` stops there. Actions that move a checkpoint or
 //! change a table need a typed confirmation (the checkpoint directory's name)
-//! or `--yes`. Nothing is deleted: see `checkpoint::actions`.
+//! or `--yes`. Nothing is deleted: see `checkpoint_tools::actions`.
 //!
 //! Exit codes: 0 done (or dry-run shown); 1 refused or failed (nothing changed
 //! when refused); 2 invalid pipeline file or usage.
@@ -15,7 +15,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::{EXIT_INVALID, report, runtime};
-use crate::checkpoint::actions::{ActionPlan, execute, plan_backup, plan_reset, plan_rollback};
+use crate::checkpoint_tools::actions::{
+    ActionPlan, execute, plan_backup, plan_reset, plan_rollback,
+};
 use crate::pipeline;
 
 #[derive(Debug, Args)]

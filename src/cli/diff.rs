@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{EXIT_INVALID, report};
-use crate::checkpoint::diff::{diff, render, side};
+use crate::checkpoint_tools::diff::{diff, render, side};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {

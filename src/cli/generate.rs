@@ -87,7 +87,7 @@ impl GenerateArgs {
     /// The generator's spec, or a message naming the wrong flag.
     pub fn spec(&self) -> Result<GenerateSpec, String> {
         let start_ms = if self.start == "now" {
-            chrono::Utc::now().timestamp_millis()
+            crate::clock::now_ms()
         } else {
             chrono::DateTime::parse_from_rfc3339(&self.start)
                 .map(|t| t.timestamp_millis())

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{report, runtime};
-use crate::checkpoint::inspect::{Inspection, inspect};
+use crate::checkpoint_tools::inspect::{Inspection, inspect};
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
@@ -135,7 +135,7 @@ pub fn render_text(i: &Inspection) -> String {
             out.push_str(&format!(
                 " v{} {} {}{}\n",
                 v.version,
-                crate::engine::progress::iso_millis(v.created_at_ms),
+                crate::records::iso_millis(v.created_at_ms),
                 v.reason,
                 if v.added.is_empty() {
                     String::new()

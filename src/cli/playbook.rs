@@ -13,10 +13,10 @@ use clap::Args;
 
 use super::{EXIT_INVALID, report, runtime};
 use crate::checkpoint::Checkpoint;
-use crate::engine::progress::read_progress;
-use crate::health::tracker::read_health;
-use crate::health::{Health, HealthState, Inputs, classify};
+use crate::checkpoint::progress::read_progress;
+use crate::health::{Inputs, classify};
 use crate::playbook::{Context, render};
+use crate::records::{Health, HealthState};
 use crate::spec::HealthConfig;
 
 #[derive(Debug, Args)]
@@ -77,7 +77,7 @@ pub fn run(args: &PlaybookArgs) -> ExitCode {
                 eprintln!("error: the pipeline has several flows; choose one with --flow NAME");
                 return ExitCode::from(EXIT_INVALID);
             };
-            let verdict = match rt.block_on(crate::checkpoint::compat::check(flow)) {
+            let verdict = match rt.block_on(crate::checkpoint_tools::check::check(flow)) {
                 Ok(v) => Some(v),
                 Err(e) => {
                     report(&e);
@@ -125,25 +125,27 @@ fn context_of_checkpoint(dir: &Path) -> Context {
 fn evidence(
     cx: &Context,
     config: &HealthConfig,
-    verdict: Option<&crate::checkpoint::compat::Verdict>,
+    verdict: Option<&crate::checkpoint_tools::check::Verdict>,
 ) -> (Health, &'static str) {
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     let Some(dir) = &cx.checkpoint else {
         return (Health::default(), "none");
     };
     let cp = Checkpoint::at(dir);
     let records = read_progress(&cp.progress_path()).unwrap_or_default();
     if let Some(v) = verdict.filter(|v| !v.compatible) {
+        let file = v.file.as_ref().map(|f| f.display().to_string());
         let health = classify(Inputs {
             records: &records,
             error: None,
             checkpoint_problems: &v.reasons,
+            checkpoint_file: file.as_deref(),
             now_ms: now,
             config,
         });
         return (health, "weir check");
     }
-    if let Some(h) = read_health(&cp) {
+    if let Some(h) = cp.read_health() {
         return (h.health, "_weir/health.json");
     }
     if records.is_empty() {
@@ -153,6 +155,7 @@ fn evidence(
         records: &records,
         error: None,
         checkpoint_problems: &[],
+        checkpoint_file: None,
         now_ms: now,
         config,
     });

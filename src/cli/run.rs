@@ -7,9 +7,9 @@ use clap::Args;
 use tokio::sync::watch;
 
 use super::{EXIT_ABORTED, EXIT_INVALID, EXIT_SCHEMA_CHANGED, init_logging, report, runtime};
-use crate::engine::progress::StreamingQueryProgress;
 use crate::engine::{FlowSummary, RunOptions, run_flow};
 use crate::pipeline;
+use crate::records::StreamingQueryProgress;
 use crate::spec::{FlowSpec, Pipeline, Trigger};
 
 #[derive(Debug, Args)]
@@ -113,7 +113,7 @@ pub fn exit_code(results: &[(String, crate::Result<FlowSummary>)]) -> ExitCode {
         if let Err(e) = result {
             eprint!("flow {name}: ");
             report(e);
-            if e.kind() == "schema_changed" {
+            if e.kind() == crate::error::ErrorKind::SchemaChanged {
                 schema_changed = true;
             } else {
                 failed = true;

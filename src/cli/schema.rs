@@ -128,7 +128,7 @@ fn report_of(version: u64, entry: SchemaVersion, diff: Vec<Change>) -> VersionRe
     VersionReport {
         version,
         created_at_ms: entry.created_at_ms,
-        created_at: crate::engine::progress::iso_millis(entry.created_at_ms),
+        created_at: crate::records::iso_millis(entry.created_at_ms),
         reason: entry.reason,
         files: entry.files,
         added: entry.added,

@@ -6,7 +6,7 @@
 //! engine) instead of performing them, so it can be driven headless.
 
 use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
-use crate::engine::progress::StreamingQueryProgress;
+use crate::records::StreamingQueryProgress;
 
 use super::action::Action;
 use super::keys;
@@ -104,7 +104,7 @@ pub enum Overlay {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionDialog {
     pub flow: String,
-    pub plan: crate::checkpoint::actions::ActionPlan,
+    pub plan: crate::checkpoint_tools::actions::ActionPlan,
     /// What the operator typed so far.
     pub typed: String,
     /// What must be typed (the checkpoint directory's name) when the plan needs it.
@@ -117,14 +117,14 @@ pub struct ActionDialog {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaybookView {
     pub flow: String,
-    pub state: crate::health::HealthState,
+    pub state: crate::records::HealthState,
     pub cursor: usize,
     pub checked: std::collections::BTreeSet<usize>,
 }
 
 impl PlaybookView {
     /// The playbook text with the flow's evidence filled in, and its steps.
-    pub fn rendered(&self, app: &App) -> (String, crate::health::Health) {
+    pub fn rendered(&self, app: &App) -> (String, crate::records::Health) {
         let flow = app.flows.iter().find(|f| f.name == self.flow);
         let health = flow.and_then(|f| f.health.clone()).unwrap_or_default();
         let cx = crate::playbook::Context {
@@ -253,7 +253,7 @@ pub enum Effect {
     /// Run a confirmed plan.
     RunAction {
         flow: String,
-        plan: crate::checkpoint::actions::ActionPlan,
+        plan: crate::checkpoint_tools::actions::ActionPlan,
     },
     /// Run a restart drill on a copy of the pipeline's input, in the background.
     Drill {
@@ -1058,7 +1058,7 @@ mod tests {
         app.flows[0].sink_path = Some(std::path::PathBuf::from("/srv/lake/silver"));
         let view = PlaybookView {
             flow: "a".into(),
-            state: crate::health::HealthState::SinkUnavailable,
+            state: crate::records::HealthState::SinkUnavailable,
             cursor: 0,
             checked: Default::default(),
         };

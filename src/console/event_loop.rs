@@ -22,6 +22,7 @@ use super::app::Input;
 use super::draw;
 use super::session::Session;
 use super::terminal::ConsoleTerminal;
+use crate::clock::now_ms;
 use crate::engine::FlowSummary;
 use crate::engine::control::FlowEvent;
 
@@ -45,10 +46,6 @@ pub struct Feeds {
 pub struct LoopEnd {
     pub results: FlowResults,
     pub aborted: bool,
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn paint(session: &Session, terminal: &mut ConsoleTerminal, clear: bool) -> io::Result<()> {

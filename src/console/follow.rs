@@ -23,7 +23,8 @@ use tokio::sync::mpsc;
 
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::lock::LockHolder;
-use crate::engine::progress::StreamingQueryProgress;
+use crate::clock::now_ms;
+use crate::records::StreamingQueryProgress;
 use crate::source::files::schema_store;
 
 use super::app::Input;
@@ -148,10 +149,6 @@ pub fn flow_name(checkpoint: &Path) -> String {
         })
 }
 
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
 /// Follows one checkpoint until the console stops listening.
 pub async fn follow(
     flow: String,
@@ -165,7 +162,7 @@ pub async fn follow(
     let mut schemas_seen: Option<u64> = None;
     let mut holder: Option<Option<String>> = None;
     let mut reported_problem = false;
-    let mut health_seen: Option<crate::health::tracker::HealthRecord> = None;
+    let mut health_seen: Option<crate::records::HealthRecord> = None;
     let mut interval = tokio::time::interval(options.interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -221,7 +218,7 @@ pub async fn follow(
         }
         // The engine's latest verdict, also after the flow failed (no progress record then).
         if options.progress
-            && let Some(record) = crate::health::tracker::read_health(&cp)
+            && let Some(record) = cp.read_health()
             && health_seen.as_ref() != Some(&record)
         {
             let at_ms = chrono::DateTime::parse_from_rfc3339(&record.at)

@@ -112,7 +112,7 @@ fn can_stop(app: &App) -> bool {
 fn unhealthy(app: &App) -> bool {
     app.current_flow()
         .and_then(|f| f.health.as_ref())
-        .is_some_and(|h| h.state != crate::health::HealthState::Healthy)
+        .is_some_and(|h| h.state != crate::records::HealthState::Healthy)
 }
 fn step_has_action(app: &App) -> bool {
     match &app.overlay {

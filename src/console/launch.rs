@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::clock::now_ms;
 use crate::engine::control::{ControlCommand, EVENT_CAPACITY, EventSink, FlowEvent, FlowStatus};
 use crate::engine::{FlowSummary, RunOptions, run_flow};
 use crate::error::Domain;
@@ -70,10 +71,6 @@ pub struct Launched {
     pub link: EngineLink,
     pub events: mpsc::Receiver<FlowEvent>,
     pub done: JoinHandle<Vec<(String, crate::Result<FlowSummary>)>>,
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 /// Starts the flows (call inside a tokio runtime).
@@ -162,8 +159,7 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
                 // A transient failure (source or sink unavailable after the engine's own
                 // retries) of a continuous flow: restart it with backoff (2 s, doubling up
                 // to 60 s), as a supervisor would; its health state shows meanwhile.
-                let transient =
-                    matches!(&result, Err(e) if e.retryable() && e.kind() != "schema_changed");
+                let transient = matches!(&result, Err(e) if e.retryable() && e.kind() != crate::error::ErrorKind::SchemaChanged);
                 if transient && processing_time && !*stop.borrow() {
                     transient_failures = transient_failures.saturating_add(1);
                     let delay = std::time::Duration::from_secs(
@@ -186,7 +182,8 @@ pub fn launch(flows: Vec<FlowSpec>, trigger: Option<Trigger>) -> Launched {
                 }
                 // A schema-change stop is offered as one confirmed restart (console `R`):
                 // wait for it, or for a stop of everything.
-                let schema_changed = matches!(&result, Err(e) if e.kind() == "schema_changed");
+                let schema_changed =
+                    matches!(&result, Err(e) if e.kind() == crate::error::ErrorKind::SchemaChanged);
                 if schema_changed && (console_open || restart_asked) && !*stop.borrow() {
                     let restart = restart_asked
                         || loop {
@@ -281,7 +278,10 @@ type = "memory"
         // The flow stops with schema_changed and waits.
         loop {
             match second.events.recv().await {
-                Some(FlowEvent::Error { kind, .. }) if kind == "schema_changed" => break,
+                Some(FlowEvent::Error {
+                    kind: crate::error::ErrorKind::SchemaChanged,
+                    ..
+                }) => break,
                 Some(_) => {}
                 None => panic!("events ended before the schema change"),
             }

@@ -48,7 +48,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::engine::progress::read_progress;
+use crate::checkpoint::progress::read_progress;
+use crate::clock::now_ms;
 use crate::spec::{FlowSpec, HumanDuration, Trigger};
 use app::{App, Mode};
 use event_loop::{Feeds, FlowResults};
@@ -99,10 +100,6 @@ pub struct RunOutcome {
 /// Whether the console can run here (stdin and stdout are terminals).
 pub fn terminal_available() -> bool {
     terminal::available()
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn retention_ms(args: &ConsoleArgs) -> i64 {

@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
-use crate::engine::progress::StreamingQueryProgress;
 use crate::error::Domain;
+use crate::records::StreamingQueryProgress;
 
 use super::units;
 
@@ -78,7 +78,7 @@ impl Sample {
             (!vals.is_empty()).then(|| vals.iter().sum())
         };
         let ops = &p.state_operators;
-        let state = |f: fn(&crate::engine::progress::StateOperatorProgress) -> u64| {
+        let state = |f: fn(&crate::records::StateOperatorProgress) -> u64| {
             (!ops.is_empty()).then(|| ops.iter().map(f).sum())
         };
         let mut phases = [0u64; 5];
@@ -209,7 +209,7 @@ pub struct FlowModel {
     /// The flow stopped with `schema_changed`: a restart continues it (console `R`).
     pub restartable: bool,
     /// The latest health verdict (from the engine's events or the progress records).
-    pub health: Option<crate::health::Health>,
+    pub health: Option<crate::records::Health>,
     last_run_id: Option<String>,
 }
 
@@ -320,7 +320,7 @@ impl FlowModel {
     }
 
     /// Records a health verdict; a change of state goes on the timeline.
-    pub fn set_health(&mut self, health: &crate::health::Health, at_ms: i64) {
+    pub fn set_health(&mut self, health: &crate::records::Health, at_ms: i64) {
         let changed = self.health.as_ref().map(|h| h.state) != Some(health.state);
         self.health = Some(health.clone());
         if changed {
@@ -452,7 +452,7 @@ impl FlowModel {
                 at_ms,
                 ..
             } => {
-                self.restartable = kind == "schema_changed";
+                self.restartable = *kind == crate::error::ErrorKind::SchemaChanged;
                 let domain = match domain {
                     Domain::User => "user",
                     Domain::External => "external",
@@ -542,9 +542,8 @@ pub fn parse_progress_line(line: &str) -> Option<StreamingQueryProgress> {
     let mut value: serde_json::Value = serde_json::from_str(line).ok()?;
     let template = serde_json::to_value(StreamingQueryProgress::default()).ok()?;
     let op_template =
-        serde_json::to_value(crate::engine::progress::StateOperatorProgress::default()).ok()?;
-    let source_template =
-        serde_json::to_value(crate::engine::progress::SourceProgress::default()).ok()?;
+        serde_json::to_value(crate::records::StateOperatorProgress::default()).ok()?;
+    let source_template = serde_json::to_value(crate::records::SourceProgress::default()).ok()?;
     fill_defaults(&mut value, &template);
     for (key, t) in [
         ("stateOperators", &op_template),
@@ -592,7 +591,7 @@ mod tests {
             processed_rows_per_second: rows as f64,
             ..Default::default()
         };
-        let mut source = crate::engine::progress::SourceProgress::default();
+        let mut source = crate::records::SourceProgress::default();
         source
             .metrics
             .insert("numFilesOutstanding".into(), backlog.to_string());

@@ -14,7 +14,7 @@ use super::keys;
 use super::launch::EngineLink;
 use super::model::EventKind;
 use super::snapshot::Snapshot;
-use crate::checkpoint::actions::ActionPlan;
+use crate::checkpoint_tools::actions::ActionPlan;
 use crate::playbook::StepAction;
 
 pub struct Session {
@@ -104,7 +104,7 @@ impl Session {
             let _ = tx
                 .send(Input::Notice {
                     text,
-                    at_ms: chrono::Utc::now().timestamp_millis(),
+                    at_ms: crate::clock::now_ms(),
                 })
                 .await;
         });
@@ -158,7 +158,7 @@ impl Session {
         checkpoint: &std::path::Path,
         action: StepAction,
     ) {
-        use crate::checkpoint::actions::{plan_backup, plan_reset, plan_rollback};
+        use crate::checkpoint_tools::actions::{plan_backup, plan_reset, plan_rollback};
         let plan = match action {
             StepAction::Backup => plan_backup(checkpoint),
             StepAction::Rollback => {
@@ -204,7 +204,7 @@ impl Session {
     /// Runs a confirmed plan; its outcome goes on the flow's timeline.
     fn run_action(&mut self, flow: &str, plan: &ActionPlan) {
         let now = self.app.now_ms;
-        match blocking(crate::checkpoint::actions::execute(plan)) {
+        match blocking(crate::checkpoint_tools::actions::execute(plan)) {
             Ok(done) => {
                 if let Some(f) = self.app.flows.iter_mut().find(|f| f.name == flow) {
                     for line in &done {

@@ -12,7 +12,7 @@ use super::keys;
 use super::model::{EventKind, FlowModel, Sample, TimelineEvent};
 use super::theme::{Role, Theme};
 use super::units;
-use crate::health::{Health, HealthState};
+use crate::records::{Health, HealthState};
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {

@@ -177,7 +177,7 @@ pub async fn inject_notify(
     target: &Target,
     notify: Option<&tokio::sync::mpsc::Sender<Injected>>,
 ) -> Result<Injected> {
-    let at_ms = chrono::Utc::now().timestamp_millis();
+    let at_ms = crate::clock::now_ms();
     let announce = |detail: String| {
         eprintln!("weir: fault injected: {}: {detail}", fault.name());
         let injected = Injected {

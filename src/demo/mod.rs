@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::engine::progress::StreamingQueryProgress;
 use crate::engine::{FlowSummary, RunOptions, run_flow};
+use crate::records::StreamingQueryProgress;
 use crate::spec::{FlowSpec, SinkSpec, Trigger};
 use fault::{ScheduledFault, Target};
 use replay::{Replay, ReplayStatus};
@@ -135,7 +135,7 @@ pub async fn run_headless(
     flows: &[FlowSpec],
     options: &LiveOptions,
 ) -> crate::Result<(ReplayStatus, Vec<(String, crate::Result<FlowSummary>)>)> {
-    let started_ms = chrono::Utc::now().timestamp_millis();
+    let started_ms = crate::clock::now_ms();
     let replay = Replay::flights(options.days, Duration::from_secs(3600))?;
     let signal = crate::cli::run::stop_on_signals();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -238,7 +238,7 @@ pub async fn run_headless(
                 };
                 result = run_flow(flow, options).await;
                 match &result {
-                    Err(e) if e.kind() == "schema_changed" => continue,
+                    Err(e) if e.kind() == crate::error::ErrorKind::SchemaChanged => continue,
                     _ => break,
                 }
             }
@@ -260,10 +260,10 @@ pub async fn run_headless(
 /// batch once: a replayed batch's last record counts).
 fn count_since(summary: &mut FlowSummary, checkpoint: &Path, since_ms: i64) {
     let path = crate::checkpoint::Checkpoint::at(checkpoint).progress_path();
-    let Ok(records) = crate::engine::progress::read_progress(&path) else {
+    let Ok(records) = crate::checkpoint::progress::read_progress(&path) else {
         return;
     };
-    let since = crate::engine::progress::iso_millis(since_ms);
+    let since = crate::records::iso_millis(since_ms);
     let mut batches = std::collections::BTreeMap::new();
     let mut replayed = 0;
     for r in records.into_iter().filter(|r| r.timestamp >= since) {

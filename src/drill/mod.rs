@@ -31,8 +31,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::checkpoint::Checkpoint;
+use crate::checkpoint::progress::read_progress;
 use crate::engine::failpoint::FAILPOINTS;
-use crate::engine::progress::read_progress;
 use crate::pipeline;
 use crate::spec::{FlowSpec, SinkSpec};
 
@@ -817,12 +817,7 @@ async fn compare(options: &DrillOptions, flow: &FlowSpec) -> Result<FlowReport, 
     };
     let txn_version = match &d {
         Some(t) if !drill.query_id.is_empty() => {
-            let snapshot = t.table.snapshot().map_err(|e| DrillError::Table {
-                table: drill_table.clone(),
-                message: e.to_string(),
-            })?;
-            snapshot
-                .transaction_version(t.table.log_store().as_ref(), &drill.query_id)
+            crate::delta::table_txn_version(&t.table, &drill.query_id)
                 .await
                 .map_err(|e| DrillError::Table {
                     table: drill_table.clone(),
@@ -866,7 +861,7 @@ async fn register(
     name: &str,
     path: &Path,
 ) -> Result<Option<Registered>, String> {
-    let table = match crate::sink::delta::open_existing(path).await {
+    let table = match crate::delta::open_existing(path).await {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(None),
         Err(e) => return Err(e.to_string()),

@@ -27,9 +27,9 @@ use super::retry::Retry;
 use super::sinks::Sinks;
 use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata};
 use crate::error::{Error, Result};
-use crate::ops::join::DimensionProgress;
-use crate::ops::stateful::StateOperatorMetrics;
 use crate::ops::watermark::{EventTimeStats, Split, split_late};
+use crate::records::DimensionProgress;
+use crate::records::StateOperatorMetrics;
 use crate::schema::events::SchemaEvent;
 use crate::schema::evolve::Decision;
 use crate::sink::SinkCommit;
@@ -229,7 +229,7 @@ pub async fn plan(
         return replay(flow, id, seq, started, wal).await.map(Some);
     }
     let batch_id = next.batch_id;
-    let now = super::now_ms();
+    let now = crate::clock::now_ms();
     let prev = previous_offsets(wal, batch_id);
     let mut planned: Vec<Option<Planned>> = Vec::with_capacity(flow.inputs.len());
     for (i, input) in flow.inputs.iter_mut().enumerate() {
@@ -612,7 +612,7 @@ pub fn commit(
         },
     )?;
     for (read, input) in output.read.reads.iter().zip(flow.inputs.iter_mut()) {
-        input.settle(batch_id, &read.outcomes, super::now_ms())?;
+        input.settle(batch_id, &read.outcomes, crate::clock::now_ms())?;
     }
     output.read.planned.timings.commit_offsets = ms_since(started);
     Ok(Committed {

@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use super::progress::StreamingQueryProgress;
+use crate::records::StreamingQueryProgress;
 
 /// What an operator (or the console) can ask of a running flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,8 +88,8 @@ pub enum FlowEvent {
     },
     Error {
         flow: String,
-        kind: String,
-        domain: crate::error::Domain,
+        kind: crate::records::ErrorKind,
+        domain: crate::records::Domain,
         retryable: bool,
         message: String,
         at_ms: i64,
@@ -103,7 +103,7 @@ pub enum FlowEvent {
     /// The flow's health state changed (with the evidence of the new state).
     Health {
         flow: String,
-        health: Box<crate::health::Health>,
+        health: Box<crate::records::Health>,
         at_ms: i64,
     },
     /// An operator's command was applied.
@@ -319,7 +319,7 @@ impl FlowEvents {
         self.send(|flow| FlowEvent::Status {
             flow,
             status,
-            at_ms: super::now_ms(),
+            at_ms: crate::clock::now_ms(),
         });
     }
 
@@ -327,7 +327,7 @@ impl FlowEvents {
         self.send(|flow| FlowEvent::Command {
             flow,
             command,
-            at_ms: super::now_ms(),
+            at_ms: crate::clock::now_ms(),
         });
     }
 
@@ -335,7 +335,7 @@ impl FlowEvents {
         self.send(|flow| FlowEvent::Schema {
             flow,
             detail,
-            at_ms: super::now_ms(),
+            at_ms: crate::clock::now_ms(),
         });
     }
 
@@ -346,22 +346,22 @@ impl FlowEvents {
         });
     }
 
-    pub fn health(&self, health: crate::health::Health) {
+    pub fn health(&self, health: crate::records::Health) {
         self.send(|flow| FlowEvent::Health {
             flow,
             health: Box::new(health),
-            at_ms: super::now_ms(),
+            at_ms: crate::clock::now_ms(),
         });
     }
 
     pub fn error(&self, e: &crate::error::Error) {
         self.send(|flow| FlowEvent::Error {
             flow,
-            kind: e.kind().to_string(),
+            kind: e.kind(),
             domain: e.domain(),
             retryable: e.retryable(),
             message: e.to_string(),
-            at_ms: super::now_ms(),
+            at_ms: crate::clock::now_ms(),
         });
     }
 }

@@ -29,7 +29,6 @@ pub mod control;
 pub mod failpoint;
 pub mod input;
 pub mod plan;
-pub mod progress;
 pub mod recover;
 pub mod report;
 pub mod retry;
@@ -41,9 +40,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
+use crate::checkpoint::progress::ProgressLog;
 use crate::checkpoint::{Checkpoint, CheckpointLock, PlanRecord};
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::health::tracker::HealthTracker;
+use crate::records::StreamingQueryProgress;
 use crate::schema::events::SchemaEvent;
 use crate::source::files::IDLE_POLL_INTERVAL;
 use crate::spec::{FlowSpec, SinkSpec, SourceSpec, Trigger};
@@ -52,7 +54,6 @@ use control::{Control, FlowEvents, Wake};
 pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
 use input::Input;
 use plan::{FlowPlan, StateAt};
-use progress::{ProgressLog, StreamingQueryProgress};
 use recover::Recovered;
 use sinks::Sinks;
 
@@ -96,11 +97,6 @@ pub struct FlowSummary {
     /// The watermark after the last batch (ms since the epoch; 0 without event time).
     pub watermark_ms: i64,
     pub num_rows_dropped_by_watermark: u64,
-}
-
-/// Now, in ms since the epoch.
-pub(crate) fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 fn ms_since(t: Instant) -> u64 {
@@ -295,7 +291,7 @@ async fn run(
             _ if sinks.is_open() => sinks.delta_version(),
             // No batch ran: report the table's current version.
             SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
-                crate::sink::delta::open_existing(path)
+                crate::delta::open_existing(path)
                     .await
                     .ok()
                     .flatten()

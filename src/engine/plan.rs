@@ -22,9 +22,10 @@ use super::input::Input;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::ops::Projection;
-use crate::ops::stateful::{StateOperatorMetrics, StatefulOperator};
+use crate::ops::stateful::StatefulOperator;
 use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, next_watermark};
+use crate::records::StateOperatorMetrics;
 use crate::spec::{FlowSpec, SourceSpec};
 
 /// A flow, planned: what each batch runs through.

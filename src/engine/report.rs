@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use super::FlowSummary;
 use super::batch::Committed;
-use super::progress::{
+use crate::ops::watermark::EventTimeStats;
+use crate::records::{
     FileError, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis,
 };
-use crate::ops::watermark::EventTimeStats;
 use crate::source::files::ledger::FileOutcome;
 use crate::spec::StatefulSpec;
 use crate::spec::{FlowSpec, Trigger};

@@ -54,7 +54,7 @@ impl Retry {
 
     /// Whether `error` is one a retry can cure: retryable and from the source or the sink.
     pub fn transient(error: &Error) -> bool {
-        error.retryable() && matches!(error.kind(), "source_unavailable" | "sink_unavailable")
+        error.retryable() && error.kind().is_transient()
     }
 
     /// The wait before retry number `n` (0-based).

@@ -25,80 +25,10 @@
 
 pub mod tracker;
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::engine::progress::StreamingQueryProgress;
-use crate::error::{Domain, Error};
+use crate::records::{Domain, ErrorFacts, Evidence, Health, HealthState, StreamingQueryProgress};
 use crate::spec::HealthConfig;
-
-/// The six health states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum HealthState {
-    #[default]
-    Healthy,
-    Lagging,
-    SourceUnavailable,
-    SinkUnavailable,
-    CheckpointIncompatible,
-    SchemaMismatch,
-}
-
-impl HealthState {
-    pub const ALL: [HealthState; 6] = [
-        HealthState::Healthy,
-        HealthState::Lagging,
-        HealthState::SourceUnavailable,
-        HealthState::SinkUnavailable,
-        HealthState::CheckpointIncompatible,
-        HealthState::SchemaMismatch,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HealthState::Healthy => "healthy",
-            HealthState::Lagging => "lagging",
-            HealthState::SourceUnavailable => "source_unavailable",
-            HealthState::SinkUnavailable => "sink_unavailable",
-            HealthState::CheckpointIncompatible => "checkpoint_incompatible",
-            HealthState::SchemaMismatch => "schema_mismatch",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        let t = text.trim().replace('-', "_");
-        Self::ALL.into_iter().find(|s| s.as_str() == t)
-    }
-}
-
-impl fmt::Display for HealthState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The facts of an error the classifier routes on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorFacts {
-    pub kind: String,
-    pub domain: Domain,
-    pub retryable: bool,
-    pub message: String,
-}
-
-impl From<&Error> for ErrorFacts {
-    fn from(e: &Error) -> Self {
-        ErrorFacts {
-            kind: e.kind().to_string(),
-            domain: e.domain(),
-            retryable: e.retryable(),
-            message: e.to_string(),
-        }
-    }
-}
 
 /// What the classifier looks at.
 #[derive(Debug, Clone, Copy)]
@@ -109,65 +39,10 @@ pub struct Inputs<'a> {
     pub error: Option<&'a ErrorFacts>,
     /// Corrupt, truncated or missing checkpoint files, or an incompatible plan.
     pub checkpoint_problems: &'a [String],
+    /// The file the checkpoint problems are about, when they name one.
+    pub checkpoint_file: Option<&'a str>,
     pub now_ms: i64,
     pub config: &'a HealthConfig,
-}
-
-/// The numbers behind a verdict. Every number says its window (`window_batches`,
-/// `batches`) and unit (in its name); absent facts are left out of the JSON.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Evidence {
-    /// One line per reason, human readable.
-    pub reasons: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_batches: Option<usize>,
-    /// First and last batch of the window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batches: Option<(u64, u64)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog_files: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog_bytes: Option<u64>,
-    /// Backlog files at the start of the window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog_files_start: Option<u64>,
-    /// Mean over the window, rows/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_rows_per_second: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub processed_rows_per_second: Option<f64>,
-    /// Files per batch over the window and the cap.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files_per_batch: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_files_per_trigger: Option<u64>,
-    /// Estimated time to drain the backlog at the window's rate, seconds (None: never).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub catch_up_secs: Option<f64>,
-    /// Wall clock - max event time, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_time_delay_ms: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub freshness_ms: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rescued_rows: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_rows: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorFacts>,
-    /// The batch involved (the last one seen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_id: Option<u64>,
-    /// The file involved, when one is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-}
-
-/// A flow's health: its state and why.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Health {
-    pub state: HealthState,
-    pub evidence: Evidence,
 }
 
 fn outstanding_files(r: &StreamingQueryProgress) -> Option<u64> {
@@ -190,30 +65,6 @@ fn parse_iso_ms(text: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
-/// Routes an error kind to a state; `None` for errors no playbook covers (a bug, a lock).
-pub fn state_of_error(kind: &str) -> Option<HealthState> {
-    match kind {
-        "checkpoint_corrupt" | "checkpoint_incompatible" => {
-            Some(HealthState::CheckpointIncompatible)
-        }
-        "schema_changed" | "schema_mismatch" | "sink_schema_mismatch" => {
-            Some(HealthState::SchemaMismatch)
-        }
-        "source_unavailable" | "source_error" => Some(HealthState::SourceUnavailable),
-        "sink_unavailable" => Some(HealthState::SinkUnavailable),
-        _ => None,
-    }
-}
-
-/// Pulls a path out of an error message (`source /x: ...`, `delta table /x: ...`).
-fn path_in(message: &str) -> Option<String> {
-    message
-        .split_whitespace()
-        .map(|w| w.trim_end_matches([':', ',', ';']))
-        .find(|w| w.starts_with('/'))
-        .map(str::to_string)
-}
-
 /// Classifies a flow (see the module docs for the rules).
 pub fn classify(inputs: Inputs<'_>) -> Health {
     let cfg = inputs.config;
@@ -226,7 +77,7 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
     };
     if !inputs.checkpoint_problems.is_empty() {
         evidence.reasons = inputs.checkpoint_problems.to_vec();
-        evidence.file = inputs.checkpoint_problems.iter().find_map(|p| path_in(p));
+        evidence.file = inputs.checkpoint_file.map(str::to_string);
         evidence.error = inputs.error.cloned();
         return Health {
             state: HealthState::CheckpointIncompatible,
@@ -234,7 +85,7 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
         };
     }
     if let Some(error) = inputs.error
-        && let Some(state) = state_of_error(&error.kind)
+        && let Some(state) = error.kind.health_state()
     {
         evidence.reasons.push(format!(
             "{} error ({} domain, {}): {}",
@@ -247,7 +98,7 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
             },
             error.message
         ));
-        evidence.file = path_in(&error.message);
+        evidence.file = error.path.clone();
         evidence.error = Some(error.clone());
         return Health { state, evidence };
     }
@@ -414,7 +265,8 @@ pub fn human_ms(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::progress::SourceProgress;
+    use crate::records::ErrorKind;
+    use crate::records::SourceProgress;
 
     fn record(
         batch_id: u64,
@@ -428,9 +280,7 @@ mod tests {
             num_input_rows: 100,
             input_rows_per_second: input,
             processed_rows_per_second: processed,
-            timestamp: crate::engine::progress::iso_millis(
-                1_700_000_000_000 + batch_id as i64 * 1000,
-            ),
+            timestamp: crate::records::iso_millis(1_700_000_000_000 + batch_id as i64 * 1000),
             batch_duration: 500,
             ..Default::default()
         };
@@ -453,6 +303,7 @@ mod tests {
             records,
             error,
             checkpoint_problems: &[],
+            checkpoint_file: None,
             now_ms: 1_700_000_100_000,
             config: cfg,
         })
@@ -464,6 +315,7 @@ mod tests {
             domain: Domain::External,
             retryable,
             message: format!("{kind} at /data/x: boom"),
+            path: Some("/data/x".into()),
         }
     }
 
@@ -535,7 +387,7 @@ mod tests {
         let mut recs: Vec<_> = (0..2).map(|i| record(i, 0, 1, 10.0, 100.0)).collect();
         recs[1].event_time.insert(
             "max".into(),
-            crate::engine::progress::iso_millis(1_700_000_100_000 - 20 * 60_000),
+            crate::records::iso_millis(1_700_000_100_000 - 20 * 60_000),
         );
         let cfg = HealthConfig {
             freshness: Some(Duration::from_secs(15 * 60)),
@@ -554,7 +406,7 @@ mod tests {
         recs[1].event_time.clear();
         recs[1].event_time.insert(
             "watermark".into(),
-            crate::engine::progress::iso_millis(1_700_000_100_000 - 40 * 60_000),
+            crate::records::iso_millis(1_700_000_100_000 - 40 * 60_000),
         );
         let h = run(&recs, None, &fresh);
         assert_eq!(h.state, HealthState::Lagging);
@@ -577,7 +429,10 @@ mod tests {
         let h = run(&recs, Some(&e), &HealthConfig::default());
         assert_eq!(h.state, HealthState::SinkUnavailable);
         assert_eq!(h.evidence.batch_id, Some(7));
-        assert_eq!(h.evidence.error.as_ref().unwrap().kind, "sink_unavailable");
+        assert_eq!(
+            h.evidence.error.as_ref().unwrap().kind,
+            ErrorKind::SinkUnavailable
+        );
     }
 
     #[test]
@@ -587,6 +442,7 @@ mod tests {
             records: &[],
             error: None,
             checkpoint_problems: &problems,
+            checkpoint_file: Some("/c/offsets/3"),
             now_ms: 0,
             config: &HealthConfig::default(),
         });
@@ -623,7 +479,10 @@ mod tests {
             &HealthConfig::default(),
         );
         assert_eq!(h.state, HealthState::Healthy);
-        assert_eq!(h.evidence.error.as_ref().unwrap().kind, "checkpoint_locked");
+        assert_eq!(
+            h.evidence.error.as_ref().unwrap().kind,
+            ErrorKind::CheckpointLocked
+        );
     }
 
     #[test]

@@ -5,30 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ErrorFacts, Health, HealthState, Inputs, classify};
-use crate::checkpoint::{Checkpoint, write_atomic};
-use crate::engine::progress::{StreamingQueryProgress, read_progress};
+use super::{Inputs, classify};
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint::progress::read_progress;
+use crate::durable::write_atomic;
 use crate::error::Error;
+use crate::records::{Health, HealthRecord, HealthState, StreamingQueryProgress, iso_millis};
 use crate::spec::HealthConfig;
-
-/// `_weir/health.json`: the latest verdict, with when it was made.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct HealthRecord {
-    pub flow: String,
-    pub at: String,
-    #[serde(flatten)]
-    pub health: Health,
-}
-
-pub fn health_path(checkpoint: &Checkpoint) -> PathBuf {
-    checkpoint.weir_dir().join("health.json")
-}
-
-/// Reads `_weir/health.json`, if any (an unreadable file counts as none).
-pub fn read_health(checkpoint: &Checkpoint) -> Option<HealthRecord> {
-    let text = std::fs::read_to_string(health_path(checkpoint)).ok()?;
-    serde_json::from_str(&text).ok()
-}
 
 pub struct HealthTracker {
     flow: String,
@@ -51,10 +34,10 @@ impl HealthTracker {
         recent.drain(..recent.len().saturating_sub(keep));
         HealthTracker {
             flow: flow.to_string(),
-            state: read_health(checkpoint).map(|h| h.health.state),
+            state: checkpoint.read_health().map(|h| h.health.state),
             config,
             recent,
-            path: health_path(checkpoint),
+            path: checkpoint.health_path(),
             last_write_ms: None,
         }
     }
@@ -69,6 +52,7 @@ impl HealthTracker {
             records: &self.recent,
             error: None,
             checkpoint_problems: &[],
+            checkpoint_file: None,
             now_ms,
             config: &self.config,
         });
@@ -81,7 +65,7 @@ impl HealthTracker {
 
     /// Classifies the error that stopped the flow (after retries).
     pub fn fail(&mut self, error: &Error, now_ms: i64) -> Health {
-        let facts = ErrorFacts::from(error);
+        let facts = error.facts();
         let problems = match error {
             Error::Checkpoint { .. } | Error::StateIncompatible { .. } => vec![error.to_string()],
             _ => Vec::new(),
@@ -90,6 +74,7 @@ impl HealthTracker {
             records: &self.recent,
             error: Some(&facts),
             checkpoint_problems: &problems,
+            checkpoint_file: facts.path.as_deref(),
             now_ms,
             config: &self.config,
         });
@@ -113,7 +98,7 @@ impl HealthTracker {
     fn write(&self, health: &Health, now_ms: i64) {
         let record = HealthRecord {
             flow: self.flow.clone(),
-            at: crate::engine::progress::iso_millis(now_ms),
+            at: iso_millis(now_ms),
             health: health.clone(),
         };
         if let Some(dir) = self.path.parent()

@@ -47,10 +47,11 @@ use datafusion::physical_expr::aggregate::{AggregateFunctionExpr, LoweredAggrega
 use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::stateful::{StateOperatorMetrics, StatefulOperator, elapsed_ms};
+use super::stateful::{StatefulOperator, elapsed_ms};
 use super::watermark::event_time_micros;
 use super::window::{WindowSpec, split_alias};
 use crate::error::{Error, Result};
+use crate::records::StateOperatorMetrics;
 use crate::spec::{OutputMode, StatefulSpec};
 use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
 
@@ -1213,7 +1214,7 @@ mod tests {
             .err()
             .unwrap();
         let text = err.to_string();
-        assert_eq!(err.kind(), "checkpoint_incompatible");
+        assert_eq!(err.kind(), crate::error::ErrorKind::CheckpointIncompatible);
         assert!(
             text.contains(
                 "group_by changed from `k, window(ts, '10 seconds')` to `k, window(ts, '1 minute')`"

@@ -28,9 +28,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::HashSet;
 
 use super::aggregate::check_batch_id;
-use super::stateful::{StateOperatorMetrics, StatefulOperator, elapsed_ms};
+use super::stateful::{StatefulOperator, elapsed_ms};
 use super::watermark::event_time_column;
 use crate::error::{Error, Result};
+use crate::records::StateOperatorMetrics;
 use crate::spec::StatefulSpec;
 use crate::spec::WatermarkSpec;
 use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};

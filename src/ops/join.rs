@@ -22,23 +22,10 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionContext};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::records::DimensionProgress;
 use crate::spec::{DimensionFormat, JoinOn, JoinSpec};
-
-/// A dimension's state in one batch's progress (`weir.dimensions`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DimensionProgress {
-    pub alias: String,
-    pub path: String,
-    /// Delta version read (Delta dimensions only).
-    pub version: Option<i64>,
-    pub num_rows: u64,
-    /// Whether this batch re-read the dimension (its version or file changed).
-    pub reloaded: bool,
-}
 
 /// A loaded dimension and what identifies the content read.
 struct Dimension {
@@ -184,7 +171,7 @@ async fn current_stamp(dim: &mut Dimension) -> Result<Option<(i64, i64)>> {
                             source,
                         })?
                 }
-                None => dim.delta = crate::sink::delta::open_existing(&spec.table).await?,
+                None => dim.delta = crate::delta::open_existing(&spec.table).await?,
             }
             Ok(dim
                 .delta

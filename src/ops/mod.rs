@@ -17,7 +17,7 @@ pub mod stream_join;
 pub mod watermark;
 pub mod window;
 
-pub use stateful::{StateOperatorMetrics, StatefulOperator, build, validate};
+pub use stateful::{StatefulOperator, build, validate};
 pub use watermark::{Split, split_late};
 
 use std::sync::Arc;
@@ -168,7 +168,7 @@ impl Projection {
     }
 
     /// The dimensions' state after the last batch (`weir.dimensions` in progress).
-    pub fn dimensions(&mut self) -> Vec<join::DimensionProgress> {
+    pub fn dimensions(&mut self) -> Vec<crate::records::DimensionProgress> {
         self.dims.take_progress()
     }
 

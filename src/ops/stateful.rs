@@ -17,45 +17,18 @@
 //! | `update` | every group changed by the batch, with its current value; closed groups are dropped without output | as append |
 //! | `complete` | the whole result table, every batch; state is never dropped and late rows are not dropped | refused |
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use serde::{Deserialize, Serialize};
 
 use super::aggregate::{AggregateOperator, AggregatePlan};
 use super::dedup::DedupOperator;
 use super::watermark::check_event_time_type;
 use super::window::WindowSpec;
 use crate::error::{Error, Result};
+use crate::records::StateOperatorMetrics;
 use crate::spec::{OutputMode, StatefulSpec};
-
-/// Per-operator metrics of the last batch, named as Spark's `StateOperatorProgress`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StateOperatorMetrics {
-    pub operator_name: String,
-    /// Keys (groups) held after the batch.
-    pub num_rows_total: u64,
-    /// Keys inserted or changed by the batch.
-    pub num_rows_updated: u64,
-    pub all_updates_time_ms: u64,
-    /// Keys dropped by the batch (windows closed by the watermark, expired dedup keys).
-    pub num_rows_removed: u64,
-    pub all_removals_time_ms: u64,
-    pub commit_time_ms: u64,
-    /// Bytes of the in-memory state (Arrow buffers of the open keys and values, key index).
-    pub memory_used_bytes: u64,
-    /// Input rows behind the watermark. The operator does not see them: the engine sets
-    /// this from [`super::watermark::Split::num_late`].
-    pub num_rows_dropped_by_watermark: u64,
-    pub num_shuffle_partitions: u64,
-    pub num_state_store_instances: u64,
-    /// `stateOnCurrentVersionSizeBytes`: bytes on disk of the files that make up the
-    /// current state version (snapshot + deltas); `snapshotWrittenLastCommit` (0/1).
-    pub custom_metrics: BTreeMap<String, i64>,
-}
 
 /// One stateful operator of a flow, driven by the engine once per batch.
 pub trait StatefulOperator: Send {

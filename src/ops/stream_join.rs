@@ -37,9 +37,10 @@ use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::stateful::{StateOperatorMetrics, elapsed_ms};
+use super::stateful::elapsed_ms;
 use super::watermark::{check_event_time_type, event_time_micros, split_late};
 use crate::error::{Error, Result};
+use crate::records::StateOperatorMetrics;
 use crate::spec::WatermarkSpec;
 use crate::spec::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::spec::{StreamJoinSpec, TimeRange};

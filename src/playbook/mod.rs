@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::health::{Health, HealthState, domain_str, human_ms};
+use crate::health::{domain_str, human_ms};
+use crate::records::{Health, HealthState};
 
 /// The markdown of a state's playbook.
 pub fn text(state: HealthState) -> &'static str {
@@ -153,7 +154,7 @@ pub fn bindings(health: &Health, cx: &Context) -> BTreeMap<&'static str, String>
     put("input_rows", e.input_rows.map(|v| v.to_string()));
     if let Some(err) = &e.error {
         put("error", Some(err.message.clone()));
-        put("error_kind", Some(err.kind.clone()));
+        put("error_kind", Some(err.kind.to_string()));
         put("error_domain", Some(domain_str(err.domain).to_string()));
         put(
             "retryable",
@@ -265,7 +266,7 @@ pub fn step_actions(rendered: &str) -> Vec<Option<StepAction>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{ErrorFacts, Evidence};
+    use crate::records::{ErrorFacts, Evidence};
 
     #[test]
     fn every_playbook_has_the_sections_and_only_known_placeholders() {
@@ -359,10 +360,11 @@ mod tests {
             state: HealthState::SinkUnavailable,
             evidence: Evidence {
                 error: Some(ErrorFacts {
-                    kind: "sink_unavailable".into(),
+                    kind: crate::records::ErrorKind::SinkUnavailable,
                     domain: crate::error::Domain::External,
                     retryable: true,
                     message: "delta table /t: Not a directory".into(),
+                    path: Some("/t".into()),
                 }),
                 ..Default::default()
             },

@@ -21,6 +21,7 @@ use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 
 use super::SinkCommit;
+use crate::delta::{delta_error, open_table};
 use crate::error::{Error, Result};
 
 pub struct DeltaSink {
@@ -91,10 +92,7 @@ impl DeltaSink {
         if !self.idempotent || self.table.version().is_none() {
             return Ok(false);
         }
-        let log_store = self.table.log_store();
-        let snapshot = self.table.snapshot().map_err(|e| self.err(e))?;
-        let committed = snapshot
-            .transaction_version(log_store.as_ref(), &self.app_id)
+        let committed = crate::delta::table_txn_version(&self.table, &self.app_id)
             .await
             .map_err(|e| self.err(e))?;
         let done = committed.is_some_and(|v| v >= batch_id as i64);
@@ -341,54 +339,6 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
             bad.join(", ")
         ),
     })
-}
-
-/// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
-pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let url = table_url(path)?;
-    let log = path.join("_delta_log");
-    let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
-    if !has_log {
-        // A table-to-be: not loaded (loading logs an error for a missing log).
-        return deltalake::DeltaTableBuilder::from_url(url)
-            .and_then(|b| b.build())
-            .map_err(|e| delta_error(path, e));
-    }
-    DeltaTable::try_from_url(url)
-        .await
-        .map_err(|e| delta_error(path, e))
-}
-
-/// Opens an existing Delta table, or `None` when the path holds none.
-pub async fn open_existing(path: &Path) -> Result<Option<DeltaTable>> {
-    if !path.join("_delta_log").is_dir() {
-        return Ok(None);
-    }
-    let url = table_url(path)?;
-    match deltalake::open_table(url).await {
-        Ok(t) => Ok(Some(t)),
-        Err(deltalake::DeltaTableError::NotATable(_)) => Ok(None),
-        Err(e) => Err(delta_error(path, e)),
-    }
-}
-
-pub fn table_url(path: &Path) -> Result<url::Url> {
-    let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
-    url::Url::from_directory_path(&abs).map_err(|_| Error::Io {
-        path: abs.clone(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an absolute path"),
-    })
-}
-
-fn delta_error(path: &Path, source: deltalake::DeltaTableError) -> Error {
-    Error::Delta {
-        path: path.display().to_string(),
-        source,
-    }
 }
 
 /// Maps a type to the one Delta stores for it.

@@ -26,8 +26,6 @@
 //! Accounting: rows written to the sink + records quarantined = records read.
 //! Give each flow its own `bad_records_path` (file names are batch ids).
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -40,7 +38,7 @@ use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::checkpoint::create_dir_private;
+use crate::durable::create_dir_private;
 use crate::error::{Error, Result};
 use crate::source::files::RESCUED_DATA_COLUMN;
 
@@ -229,8 +227,8 @@ impl QuarantineWriter {
             serde_json::to_writer(&mut text, record).map_err(|e| Error::io(&path, e.into()))?;
             text.push(b'\n');
         }
-        create_dir_private(&self.dir)?;
-        write_atomic(&path, &text)?;
+        create_dir_private(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        crate::durable::write_atomic(&path, &text).map_err(|e| Error::io(&path, e))?;
         Ok(Some(path))
     }
 
@@ -263,29 +261,6 @@ impl QuarantineWriter {
         }
         Ok(out)
     }
-}
-
-/// Temp file in the same directory, fsync, rename, fsync of the directory.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("batch");
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
 }
 
 #[cfg(test)]

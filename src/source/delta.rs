@@ -35,7 +35,7 @@
 //! started.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, StringArray, new_null_array};
@@ -308,7 +308,7 @@ impl DeltaSource {
                 let res = table.update_incremental(None).await;
                 res.map_err(|e| self.err(e))?;
             }
-            None => match crate::sink::delta::open_existing(&self.options.path).await? {
+            None => match crate::delta::open_existing(&self.options.path).await? {
                 Some(table) => self.table = Some(table),
                 None => {
                     if self.pinned_start.is_none() {
@@ -1001,14 +1001,10 @@ impl DeltaBatchReader {
     }
 }
 
-/// Whether `path` holds a Delta table (a `_delta_log` directory).
-pub fn is_delta_table(path: &Path) -> bool {
-    path.join("_delta_log").is_dir()
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::path::Path;
 
     use arrow::array::{Array, Int64Array};
     use arrow::datatypes::DataType;
@@ -1035,7 +1031,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let table = crate::sink::delta::open_table(path).await.unwrap();
+        let table = crate::delta::open_table(path).await.unwrap();
         let mut builder = table.write(vec![batch]).with_save_mode(SaveMode::Append);
         if partitioned {
             builder = builder.with_partition_columns(vec!["p".to_string()]);
@@ -1206,7 +1202,7 @@ mod tests {
             ],
         )
         .unwrap();
-        crate::sink::delta::open_table(&path)
+        crate::delta::open_table(&path)
             .await
             .unwrap()
             .write(vec![batch])
@@ -1290,7 +1286,7 @@ mod tests {
             ],
         )
         .unwrap();
-        crate::sink::delta::open_table(&path)
+        crate::delta::open_table(&path)
             .await
             .unwrap()
             .write(vec![batch])
@@ -1410,7 +1406,7 @@ mod tests {
     }
 
     async fn delete_table(path: &Path) -> u64 {
-        let table = crate::sink::delta::open_table(path).await.unwrap();
+        let table = crate::delta::open_table(path).await.unwrap();
         let (table, _) = table.delete().with_predicate("id < 3").await.unwrap();
         table.version().unwrap()
     }
@@ -1435,7 +1431,7 @@ mod tests {
         );
         let err = src.plan(Some(&b1.end)).await.unwrap_err();
         assert!(matches!(err, Error::Source { .. }));
-        assert_eq!(err.kind(), "source_error");
+        assert_eq!(err.kind(), crate::error::ErrorKind::SourceError);
         let message = err.to_string();
         assert!(
             message.contains(
@@ -1474,7 +1470,7 @@ mod tests {
             ],
         )
         .unwrap();
-        crate::sink::delta::open_table(&path)
+        crate::delta::open_table(&path)
             .await
             .unwrap()
             .write(vec![batch])
@@ -1506,7 +1502,7 @@ mod tests {
             o.max_files_per_trigger = 3;
         });
         let b0 = src.plan(None).await.unwrap().unwrap();
-        let table = crate::sink::delta::open_table(&path).await.unwrap();
+        let table = crate::delta::open_table(&path).await.unwrap();
         let (table, metrics) = table.optimize().await.unwrap();
         assert!(metrics.num_files_removed >= 2, "{metrics:?}");
         let optimize_version = table.version().unwrap();

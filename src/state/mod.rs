@@ -45,7 +45,7 @@ use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{create_dir_private, write_atomic};
+use crate::durable::{create_dir_private, write_atomic};
 use crate::error::{Error, Result};
 pub use table::{Changes, KeyRows, Slot, StateTable};
 
@@ -201,7 +201,7 @@ impl StateStore {
                 .collect(),
         };
         let Some(version) = load_version else {
-            create_dir_private(dir)?;
+            create_dir_private(dir).map_err(|e| Error::io(dir, e))?;
             store.write_metadata(&metadata)?;
             let table = StateTable::new(schema, num_keys)?;
             return Ok((store, table));
@@ -258,6 +258,7 @@ impl StateStore {
         let text = serde_json::to_string_pretty(metadata)
             .map_err(|e| ckpt(&self.metadata_path(), e.to_string()))?;
         write_atomic(&self.metadata_path(), text.as_bytes())
+            .map_err(|e| Error::unwritable(self.metadata_path(), e))
     }
 
     fn read_metadata(&self) -> Result<Option<StateMetadata>> {
@@ -356,19 +357,21 @@ impl StateStore {
                 ),
             ));
         }
-        create_dir_private(&self.dir)?;
+        create_dir_private(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         // The changes are cleared only once everything is written, so a failed commit
         // can be retried.
         let changes = table.changes()?;
         let delta = delta_batch(&changes, &self.schema, self.num_keys)?;
         let bytes = ipc_bytes(&delta, &self.delta_path(version))?;
-        write_atomic(&self.delta_path(version), &bytes)?;
+        write_atomic(&self.delta_path(version), &bytes)
+            .map_err(|e| Error::unwritable(self.delta_path(version), e))?;
         let snapshot_due =
             self.version.is_none() || version.is_multiple_of(self.options.snapshot_interval);
         let snapshot_path = self.snapshot_path(version);
         if snapshot_due {
             let bytes = ipc_bytes(table.data(), &snapshot_path)?;
-            write_atomic(&snapshot_path, &bytes)?;
+            write_atomic(&snapshot_path, &bytes)
+                .map_err(|e| Error::unwritable(&snapshot_path, e))?;
         } else if snapshot_path.exists() {
             // Left by an attempt of this batch that crashed before `commits/N`.
             fs::remove_file(&snapshot_path)
@@ -782,7 +785,7 @@ mod tests {
         .err()
         .unwrap();
         let text = err.to_string();
-        assert_eq!(err.kind(), "checkpoint_incompatible");
+        assert_eq!(err.kind(), crate::error::ErrorKind::CheckpointIncompatible);
         assert!(
             text.contains("output_mode changed from `append` to `update`"),
             "{text}"

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use weir::engine::progress::read_progress;
+use weir::checkpoint::progress::read_progress;
 use weir::engine::{RunOptions, run_flow};
 
 use crate::support::*;
@@ -33,7 +33,7 @@ path = "table"
     weir::pipeline::load(&p).unwrap().flows.remove(0)
 }
 
-fn progress(dir: &Path) -> Vec<weir::engine::progress::StreamingQueryProgress> {
+fn progress(dir: &Path) -> Vec<weir::records::StreamingQueryProgress> {
     read_progress(&dir.join("_checkpoints/t/_weir/progress.jsonl")).unwrap()
 }
 
@@ -130,7 +130,7 @@ async fn a_truncated_gzip_fails_alone_and_is_counted() {
     let p = progress(dir);
     assert_eq!(p[0].weir.num_files_failed, 1);
     assert!(p[0].weir.errors[0].path.ends_with("d.json.gz"));
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+    let inspection = weir::checkpoint_tools::inspect::inspect(&flow.checkpoint)
         .await
         .unwrap();
     let ledger = inspection.ledger.unwrap();
@@ -203,8 +203,8 @@ async fn a_truncated_checkpoint_file_is_named() {
         message.contains("offsets/0") && message.contains("line 2"),
         "{message}"
     );
-    assert_eq!(err.kind(), "checkpoint_corrupt");
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+    assert_eq!(err.kind(), weir::error::ErrorKind::CheckpointCorrupt);
+    let inspection = weir::checkpoint_tools::inspect::inspect(&flow.checkpoint)
         .await
         .unwrap();
     assert!(
@@ -260,9 +260,9 @@ async fn column_names_delta_forbids_are_refused_before_anything_is_committed() {
     for name in ["`order id`", "`unit price(EUR)`", "`k=v`"] {
         assert!(message.contains(name), "{message}");
     }
-    assert_eq!(err.kind(), "sink_schema_mismatch");
+    assert_eq!(err.kind(), weir::error::ErrorKind::SinkSchemaMismatch);
     assert!(!dir.join("table/_delta_log").exists(), "no commit was made");
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+    let inspection = weir::checkpoint_tools::inspect::inspect(&flow.checkpoint)
         .await
         .unwrap();
     assert_eq!(

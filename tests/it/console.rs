@@ -32,7 +32,7 @@ use crate::support::*;
 const NOW_MS: i64 = 1_796_033_200_000;
 const FLOWS: [&str; 3] = ["bronze_events", "windowed_agg", "silver_orders"];
 
-fn progress_fixture(name: &str) -> Vec<weir::engine::progress::StreamingQueryProgress> {
+fn progress_fixture(name: &str) -> Vec<weir::records::StreamingQueryProgress> {
     let text = std::fs::read_to_string(fixture(&format!("progress/{name}.jsonl"))).unwrap();
     text.lines()
         .map(|l| parse_progress_line(l).expect("fixture record"))

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use weir::engine::progress::read_progress;
+use weir::checkpoint::progress::read_progress;
 
 use crate::support::*;
 
@@ -211,7 +211,7 @@ fn a_second_process_on_a_live_checkpoint_is_refused() {
     // And the checkpoint has no pending batch.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let inspection = rt
-        .block_on(weir::checkpoint::inspect::inspect(
+        .block_on(weir::checkpoint_tools::inspect::inspect(
             &s.dir.join("_checkpoints/bronze_flights"),
         ))
         .unwrap();

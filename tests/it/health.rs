@@ -608,10 +608,10 @@ async fn attach_follows_the_recorded_health_of_a_failed_flow() {
     .await
     .expect("a health event");
     task.abort();
-    assert_eq!(health.state, weir::health::HealthState::SinkUnavailable);
+    assert_eq!(health.state, weir::records::HealthState::SinkUnavailable);
     assert_eq!(
         health.evidence.error.as_ref().unwrap().kind,
-        "sink_unavailable"
+        weir::error::ErrorKind::SinkUnavailable
     );
 }
 
@@ -902,7 +902,7 @@ mod console_view {
     use weir::console::session::Session;
     use weir::console::theme::Theme;
     use weir::engine::control::FlowEvent;
-    use weir::health::{Evidence, Health, HealthState};
+    use weir::records::{Evidence, Health, HealthState};
 
     use crate::support::weir;
 

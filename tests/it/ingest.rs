@@ -159,7 +159,7 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     );
 
     // The ledger and checkpoint agree.
-    let inspection = weir::checkpoint::inspect::inspect(&flow.checkpoint)
+    let inspection = weir::checkpoint_tools::inspect::inspect(&flow.checkpoint)
         .await
         .unwrap();
     assert_eq!(inspection.ledger.as_ref().unwrap().files_committed, 365);

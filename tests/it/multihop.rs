@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::{CsvReadOptions, SessionContext};
-use weir::engine::progress::read_progress;
+use weir::checkpoint::progress::read_progress;
 
 use crate::support::*;
 

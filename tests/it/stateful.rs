@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use weir::engine::progress::read_progress;
+use weir::checkpoint::progress::read_progress;
 use weir::engine::{RunOptions, run_flow};
 
 use crate::support::*;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use datafusion::prelude::SessionContext;
-use weir::engine::progress::read_progress;
+use weir::checkpoint::progress::read_progress;
 
 use crate::multihop::{raw_flights, register, strings};
 use crate::support::*;

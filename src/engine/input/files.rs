@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{Backlog, BatchFiles, Evolution, Planned, source_dir};
 use crate::checkpoint::Checkpoint;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::evolve::{evolve, strings_only};
 use crate::source::files::ledger::Ledger;
 use crate::source::files::{BatchRead, FileSource, schema_store, select};
@@ -42,7 +42,8 @@ pub fn schema_location(options: &FilesSource, index: usize, checkpoint: &Checkpo
 
 fn open_ledger(checkpoint: &Checkpoint, index: usize) -> Result<Ledger> {
     if index > 0 {
-        crate::checkpoint::create_dir_private(&source_dir(checkpoint, index))?;
+        let dir = source_dir(checkpoint, index);
+        crate::durable::create_dir_private(&dir).map_err(|e| Error::io(&dir, e))?;
     }
     Ledger::open(&ledger_path(checkpoint, index))
 }

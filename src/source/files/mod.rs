@@ -291,7 +291,7 @@ impl BatchReader {
 
 /// Lists the source without consulting the ledger (schema inference before the first batch).
 pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> Result<()> {
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     list_dir(&options.path, &options.path, options, now, out)
 }
 

@@ -35,7 +35,8 @@ use std::sync::Arc;
 use arrow::datatypes::{Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, create_dir_private, write_atomic};
+use crate::checkpoint::Checkpoint;
+use crate::durable::{create_dir_private, write_atomic};
 use crate::error::{Error, Result};
 use crate::spec::FilesSource;
 
@@ -165,13 +166,13 @@ pub fn record_version(
     let id = history.last().map_or(0, |(id, _)| id + 1);
     let version = SchemaVersion {
         ddl,
-        created_at_ms: chrono::Utc::now().timestamp_millis(),
+        created_at_ms: crate::clock::now_ms(),
         reason: reason.to_string(),
         files: files.to_vec(),
         added: added.to_vec(),
         partition_columns,
     };
-    create_dir_private(&dir)?;
+    create_dir_private(&dir).map_err(|e| Error::io(&dir, e))?;
     let path = dir.join(id.to_string());
     if path.exists() {
         return Err(Error::checkpoint(
@@ -183,7 +184,7 @@ pub fn record_version(
         "v1\n{}",
         serde_json::to_string(&version).map_err(|e| Error::checkpoint(&dir, e.to_string()))?
     );
-    write_atomic(&path, text.as_bytes())?;
+    write_atomic(&path, text.as_bytes()).map_err(|e| Error::unwritable(&path, e))?;
     tracing::info!(version = id, schema = %version.ddl, reason, "recorded a schema version");
     Ok(id)
 }

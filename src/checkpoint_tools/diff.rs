@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::Checkpoint;
+use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::source::files::ledger::Ledger;
 

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{Checkpoint, CheckpointLock, create_dir_private};
+use crate::checkpoint::{Checkpoint, CheckpointLock};
+use crate::durable::create_dir_private;
 use crate::error::{Error, Result};
 
 /// One operation of an action.
@@ -162,7 +163,7 @@ pub async fn plan_reset(
         "the next run starts with a new query id and re-reads every file of the source".to_string(),
     ];
     match (truncate_target, target) {
-        (true, Some(path)) => match crate::sink::delta::open_existing(path).await? {
+        (true, Some(path)) => match crate::delta::open_existing(path).await? {
             Some(table) => {
                 let version_before = table.version().map_or(-1, |v| v as i64);
                 let rows = table_rows(&table).await?;
@@ -213,22 +214,6 @@ async fn table_rows(table: &deltalake::DeltaTable) -> Result<u64> {
     Ok(rows)
 }
 
-/// The Delta txn version the table records for `app_id`.
-pub async fn txn_version(path: &Path, app_id: &str) -> Result<Option<i64>> {
-    let Some(table) = crate::sink::delta::open_existing(path).await? else {
-        return Ok(None);
-    };
-    let err = |source| Error::Delta {
-        path: path.display().to_string(),
-        source,
-    };
-    let snapshot = table.snapshot().map_err(err)?;
-    snapshot
-        .transaction_version(table.log_store().as_ref(), app_id)
-        .await
-        .map_err(err)
-}
-
 /// `weir checkpoint rollback CHECKPOINT --to BATCH`.
 pub async fn plan_rollback(checkpoint: &Path, to: u64) -> Result<ActionPlan> {
     let cp = Checkpoint::at(checkpoint);
@@ -263,7 +248,7 @@ pub async fn plan_rollback(checkpoint: &Path, to: u64) -> Result<ActionPlan> {
         && let Some(first) = beyond.first()
     {
         let query_id = cp.read_metadata()?.id.to_string();
-        if let Some(v) = txn_version(sink, &query_id).await?
+        if let Some(v) = crate::delta::txn_version(sink, &query_id).await?
             && v >= *first as i64
         {
             return Err(Error::checkpoint(
@@ -325,7 +310,7 @@ pub async fn execute(plan: &ActionPlan) -> Result<Vec<String>> {
                     drop(lock.take());
                 }
                 if let Some(parent) = to.parent() {
-                    create_dir_private(parent)?;
+                    create_dir_private(parent).map_err(|e| Error::io(parent, e))?;
                 }
                 if to.exists() {
                     return Err(Error::io(
@@ -341,7 +326,7 @@ pub async fn execute(plan: &ActionPlan) -> Result<Vec<String>> {
                 version_before,
                 ..
             } => {
-                let table = crate::sink::delta::open_table(path).await?;
+                let table = crate::delta::open_table(path).await?;
                 let (table, metrics) = table.delete().await.map_err(|source| Error::Delta {
                     path: path.display().to_string(),
                     source,
@@ -386,11 +371,11 @@ fn rel_files(root: &Path) -> Result<Vec<PathBuf>> {
 
 fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
     let files = rel_files(from)?;
-    create_dir_private(to)?;
+    create_dir_private(to).map_err(|e| Error::io(to, e))?;
     for rel in &files {
         let dst = to.join(rel);
         if let Some(parent) = dst.parent() {
-            create_dir_private(parent)?;
+            create_dir_private(parent).map_err(|e| Error::io(parent, e))?;
         }
         fs::copy(from.join(rel), &dst).map_err(|e| Error::io(&dst, e))?;
         let f = fs::File::open(&dst).map_err(|e| Error::io(&dst, e))?;

@@ -4,14 +4,8 @@
 //! weir-only fields live under `"weir"`.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-
-use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -34,7 +28,46 @@ pub struct StreamingQueryProgress {
 }
 
 /// Per stateful operator, as Spark's `StateOperatorProgress`.
-pub use crate::ops::stateful::StateOperatorMetrics as StateOperatorProgress;
+pub type StateOperatorProgress = StateOperatorMetrics;
+
+/// Per-operator metrics of the last batch, named as Spark's `StateOperatorProgress`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateOperatorMetrics {
+    pub operator_name: String,
+    /// Keys (groups) held after the batch.
+    pub num_rows_total: u64,
+    /// Keys inserted or changed by the batch.
+    pub num_rows_updated: u64,
+    pub all_updates_time_ms: u64,
+    /// Keys dropped by the batch (windows closed by the watermark, expired dedup keys).
+    pub num_rows_removed: u64,
+    pub all_removals_time_ms: u64,
+    pub commit_time_ms: u64,
+    /// Bytes of the in-memory state (Arrow buffers of the open keys and values, key index).
+    pub memory_used_bytes: u64,
+    /// Input rows behind the watermark. The operator does not see them: the engine sets
+    /// this from the watermark split (`ops::watermark::Split::num_late`).
+    pub num_rows_dropped_by_watermark: u64,
+    pub num_shuffle_partitions: u64,
+    pub num_state_store_instances: u64,
+    /// `stateOnCurrentVersionSizeBytes`: bytes on disk of the files that make up the
+    /// current state version (snapshot + deltas); `snapshotWrittenLastCommit` (0/1).
+    pub custom_metrics: BTreeMap<String, i64>,
+}
+
+/// A dimension's state in one batch's progress (`weir.dimensions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DimensionProgress {
+    pub alias: String,
+    pub path: String,
+    /// Delta version read (Delta dimensions only).
+    pub version: Option<i64>,
+    pub num_rows: u64,
+    /// Whether this batch re-read the dimension (its version or file changed).
+    pub reloaded: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -89,7 +122,7 @@ pub struct WeirProgress {
     pub errors: Vec<FileError>,
     /// The flow's health after this batch (docs/health.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<crate::health::Health>,
+    pub health: Option<super::health::Health>,
     /// `schema_evolution = "none"`: columns the batch's files have and the schema lacks,
     /// ignored (not in the table, not rescued).
     #[serde(default)]
@@ -98,7 +131,7 @@ pub struct WeirProgress {
     pub new_columns_ignored: Vec<String>,
     /// Stream-static join tables: version read, rows, whether this batch re-read them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dimensions: Vec<crate::ops::join::DimensionProgress>,
+    pub dimensions: Vec<DimensionProgress>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,71 +146,4 @@ pub fn iso_millis(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// `_weir/progress.jsonl`, bounded to the last [`ProgressLog::RETAIN`] records.
-pub struct ProgressLog {
-    path: PathBuf,
-    lines: usize,
-}
-
-impl ProgressLog {
-    /// Records kept in the file; older ones are dropped when it grows to twice this.
-    pub const RETAIN: usize = 1000;
-
-    pub fn open(path: &Path) -> Self {
-        let lines = std::fs::File::open(path)
-            .map(|f| BufReader::new(f).lines().count())
-            .unwrap_or(0);
-        ProgressLog {
-            path: path.to_path_buf(),
-            lines,
-        }
-    }
-
-    pub fn append(&mut self, record: &StreamingQueryProgress) -> Result<()> {
-        let line = serde_json::to_string(record)
-            .map_err(|e| Error::checkpoint(&self.path, e.to_string()))?;
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| Error::checkpoint(&self.path, e.to_string()))?;
-        writeln!(file, "{line}").map_err(|e| Error::checkpoint(&self.path, e.to_string()))?;
-        self.lines += 1;
-        if self.lines >= 2 * Self::RETAIN {
-            self.compact()?;
-        }
-        Ok(())
-    }
-
-    fn compact(&mut self) -> Result<()> {
-        let records = read_progress(&self.path)?;
-        let keep = &records[records.len().saturating_sub(Self::RETAIN)..];
-        let mut text = String::new();
-        for r in keep {
-            if let Ok(line) = serde_json::to_string(r) {
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        crate::checkpoint::write_atomic(&self.path, text.as_bytes())?;
-        self.lines = keep.len();
-        Ok(())
-    }
-}
-
-/// Reads every well-formed record of a progress file (a torn last line is skipped).
-pub fn read_progress(path: &Path) -> Result<Vec<StreamingQueryProgress>> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::checkpoint(path, e.to_string())),
-    };
-    Ok(BufReader::new(file)
-        .lines()
-        .map_while(std::result::Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect())
 }

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::Checkpoint;
-use super::lock::{CheckpointLock, LockHolder};
-use crate::engine::progress::read_progress;
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint::lock::{CheckpointLock, LockHolder};
+use crate::checkpoint::progress::read_progress;
 use crate::error::Result;
 use crate::source::files::ledger::{Ledger, LedgerStats};
 
@@ -33,7 +33,7 @@ pub struct Inspection {
     /// The file source's schema versions (`_schemas/`), oldest first.
     pub schema_history: Vec<SchemaHistoryEntry>,
     /// The latest health verdict (`_weir/health.json`).
-    pub health: Option<crate::health::tracker::HealthRecord>,
+    pub health: Option<crate::records::HealthRecord>,
     /// Corrupt, truncated or missing files, each with what is wrong.
     pub problems: Vec<String>,
 }
@@ -182,7 +182,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         None => None,
         Some(plan) => {
             let delta_version = match &plan.sink_path {
-                Some(path) => match crate::sink::delta::open_existing(path).await {
+                Some(path) => match crate::delta::open_existing(path).await {
                     Ok(t) => t.and_then(|t| t.version()).map(|v| v as i64),
                     Err(e) => {
                         problems.push(e.to_string());
@@ -193,7 +193,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
             };
             let txn_version = match (&plan.sink_path, &query_id, delta_version) {
                 (Some(path), Some(q), Some(_)) => {
-                    super::actions::txn_version(path, q).await.ok().flatten()
+                    crate::delta::txn_version(path, q).await.ok().flatten()
                 }
                 _ => None,
             };
@@ -241,7 +241,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                 Vec::new()
             }
         },
-        health: crate::health::tracker::read_health(&cp),
+        health: cp.read_health(),
         problems,
     })
 }

@@ -1,0 +1,83 @@
+//! Delta tables, for every module that touches one (sinks, the Delta source,
+//! stream-static joins, the checkpoint tools, drills): open an existing table, open or
+//! create a table-to-be, the version of an application transaction (Delta `txn`), and
+//! the error naming the table. Every read and write of a Delta table goes through
+//! `deltalake`; weir never writes the Delta log itself.
+
+use std::path::Path;
+
+use deltalake::DeltaTable;
+
+use crate::error::{Error, Result};
+
+/// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
+pub async fn open_table(path: &Path) -> Result<DeltaTable> {
+    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let url = table_url(path)?;
+    let log = path.join("_delta_log");
+    let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
+    if !has_log {
+        // A table-to-be: not loaded (loading logs an error for a missing log).
+        return deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(|b| b.build())
+            .map_err(|e| delta_error(path, e));
+    }
+    DeltaTable::try_from_url(url)
+        .await
+        .map_err(|e| delta_error(path, e))
+}
+
+/// Opens an existing Delta table, or `None` when the path holds none.
+pub async fn open_existing(path: &Path) -> Result<Option<DeltaTable>> {
+    if !path.join("_delta_log").is_dir() {
+        return Ok(None);
+    }
+    let url = table_url(path)?;
+    match deltalake::open_table(url).await {
+        Ok(t) => Ok(Some(t)),
+        Err(deltalake::DeltaTableError::NotATable(_)) => Ok(None),
+        Err(e) => Err(delta_error(path, e)),
+    }
+}
+
+pub fn table_url(path: &Path) -> Result<url::Url> {
+    let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+    url::Url::from_directory_path(&abs).map_err(|_| Error::Io {
+        path: abs.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an absolute path"),
+    })
+}
+
+/// A `deltalake` error on the table at `path`.
+pub(crate) fn delta_error(path: &Path, source: deltalake::DeltaTableError) -> Error {
+    Error::Delta {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The version of application transaction `app_id` (Delta `txn`: `txnAppId`,
+/// `txnVersion`) in the table's loaded snapshot; weir's app id is the query id and its
+/// version the last batch committed.
+pub async fn table_txn_version(
+    table: &DeltaTable,
+    app_id: &str,
+) -> std::result::Result<Option<i64>, deltalake::DeltaTableError> {
+    let snapshot = table.snapshot()?;
+    snapshot
+        .transaction_version(table.log_store().as_ref(), app_id)
+        .await
+}
+
+/// [`table_txn_version`] of the table at `path`; `None` when there is no table.
+pub async fn txn_version(path: &Path, app_id: &str) -> Result<Option<i64>> {
+    let Some(table) = open_existing(path).await? else {
+        return Ok(None);
+    };
+    table_txn_version(&table, app_id)
+        .await
+        .map_err(|e| delta_error(path, e))
+}
