@@ -43,6 +43,66 @@ pub async fn open_existing(path: &Path) -> Result<Option<DeltaTable>> {
     }
 }
 
+/// What a Delta table holds, for the refusal of a new checkpoint over it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFacts {
+    pub version: u64,
+    /// Rows by the data files' statistics (`numRecords`); `None` when a file has none.
+    pub rows: Option<u64>,
+    pub files: u64,
+    /// Application transactions (`txn`: a streaming query's id and its last batch),
+    /// newest first, from the last [`TXN_SCAN_VERSIONS`] commits.
+    pub transactions: Vec<(String, i64)>,
+}
+
+/// How many of the newest commits [`table_facts`] reads for `txn` actions.
+pub const TXN_SCAN_VERSIONS: u64 = 1000;
+
+/// The version, rows, files and application transactions of the table at `path`;
+/// `None` when there is no table there.
+pub async fn table_facts(path: &Path) -> Result<Option<TableFacts>> {
+    let Some(table) = open_existing(path).await? else {
+        return Ok(None);
+    };
+    let Some(version) = table.version() else {
+        return Ok(None);
+    };
+    let snapshot = table.snapshot().map_err(|e| delta_error(path, e))?;
+    let mut rows = Some(0u64);
+    let mut files = 0u64;
+    for file in snapshot.log_data().iter() {
+        files += 1;
+        rows = rows.zip(file.num_records()).map(|(a, b)| a + b as u64);
+    }
+    let log_store = table.log_store();
+    let mut transactions: Vec<(String, i64)> = Vec::new();
+    let oldest = (version + 1).saturating_sub(TXN_SCAN_VERSIONS);
+    for v in (oldest..=version).rev() {
+        let Some(bytes) = log_store
+            .read_commit_entry(v as _)
+            .await
+            .map_err(|e| delta_error(path, e))?
+        else {
+            break;
+        };
+        let actions =
+            deltalake::logstore::get_actions(v as _, &bytes).map_err(|e| delta_error(path, e))?;
+        for action in actions {
+            if let deltalake::kernel::Action::Txn(t) = action
+                && !transactions.iter().any(|(id, _)| *id == t.app_id)
+            {
+                transactions.push((t.app_id, t.version));
+            }
+        }
+    }
+    Ok(Some(TableFacts {
+        version,
+        rows,
+        files,
+        transactions,
+    }))
+}
+
 pub fn table_url(path: &Path) -> Result<url::Url> {
     let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
     url::Url::from_directory_path(&abs).map_err(|_| Error::Io {

@@ -79,9 +79,16 @@ pub fn render_text(i: &Inspection) -> String {
     }
     if let Some(l) = &i.ledger {
         out.push_str(&format!(
-            "ledger      {} committed ({} bytes), {} pending, {} failed, {} modified after ingestion\n",
+            "ledger      {} committed ({} bytes), {} pending, {} failed, {} modified after ingestion",
             l.files_committed, l.bytes_committed, l.files_pending, l.files_failed, l.files_modified_after_ingestion
         ));
+        if l.files_existing_skipped > 0 {
+            out.push_str(&format!(
+                ", {} skipped as present at the first start (include_existing_files = false)",
+                l.files_existing_skipped
+            ));
+        }
+        out.push('\n');
     }
     if let Some(s) = &i.sink {
         out.push_str(&format!(

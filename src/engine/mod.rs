@@ -167,6 +167,9 @@ async fn run(
         sink_path: spec.writes(),
     })?;
     let recovered = recover::recover(&checkpoint, &spec.sources(), now_ms())?;
+    if recovered.last_planned.is_none() {
+        refuse_existing_table(spec, &checkpoint, &query_id).await?;
+    }
     let mut next = Next::from(&recovered);
 
     let run_ids = report::RunIds {
@@ -304,6 +307,74 @@ async fn run(
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// A new checkpoint (no batch planned yet) over a sink table that already has rows: the
+/// classic "deleted the checkpoint to fix it", after which every file would be read and
+/// written again. Refused with the table's facts and the ways on, unless the flow says
+/// where it starts: `allow_existing_table = true` on the sink, `include_existing_files =
+/// false` or `modified_after` on a files source, `starting_version` on a Delta source.
+/// Spark does not check this; weir can, as the table's `txn` actions name the queries that
+/// wrote it.
+async fn refuse_existing_table(
+    spec: &FlowSpec,
+    checkpoint: &Checkpoint,
+    query_id: &str,
+) -> Result<()> {
+    let (SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. }) = &spec.sink else {
+        return Ok(());
+    };
+    if spec.sink.allows_existing_table() {
+        return Ok(());
+    }
+    let told_where_to_start = spec.sources().iter().any(|s| match s {
+        SourceSpec::Files(f) => !f.include_existing_files || f.modified_after_ms.is_some(),
+        SourceSpec::Delta(d) => d.starting_version.is_some(),
+    });
+    if told_where_to_start {
+        return Ok(());
+    }
+    let Some(facts) = crate::delta::table_facts(path).await? else {
+        return Ok(());
+    };
+    if facts.rows == Some(0) || facts.files == 0 {
+        return Ok(());
+    }
+    let others: Vec<&(String, i64)> = facts
+        .transactions
+        .iter()
+        .filter(|(id, _)| id != query_id)
+        .collect();
+    let rows = facts.rows.map_or_else(
+        || format!("{} data file(s)", facts.files),
+        |r| format!("{r} row(s) in {} file(s)", facts.files),
+    );
+    let writers = if others.is_empty() {
+        "no streaming query id in its log (written by something else)".to_string()
+    } else {
+        others
+            .iter()
+            .map(|(id, v)| format!("query {id} up to batch {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(Error::StateIncompatible {
+        path: checkpoint.root().to_path_buf(),
+        message: format!(
+            "flow {flow}: this checkpoint is new (query {query_id}), but its sink table {table} already has data: \
+             version {version}, {rows}, written by {writers}. Starting would read every source file again and \
+             write it again (duplicates), the usual outcome of deleting a checkpoint to fix a flow. Nothing was written. \
+             Choose: restore the old checkpoint (its query id is in the table's log), or \
+             `weir checkpoint reset {pipeline} --flow {flow} --truncate-target` to rebuild the table from all files, \
+             or say where the new checkpoint starts: include_existing_files = false (only files landing from now on), \
+             modified_after = \"<timestamp>\" (files modified after it), starting_version (a Delta source), \
+             or allow_existing_table = true on the sink (append to the table anyway, e.g. two flows writing one table)",
+            flow = spec.name,
+            table = path.display(),
+            version = facts.version,
+            pipeline = "<pipeline.toml>",
+        ),
+    })
 }
 
 /// Opens the flow's sources not open yet, in source order, and plans the flow once all

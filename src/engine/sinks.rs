@@ -94,6 +94,7 @@ impl Sinks {
                     partition_by: Vec::new(),
                     merge_schema: false,
                     idempotent: true,
+                    allow_existing_table: true,
                 };
                 let sink = Sink::open(&spec, &self.app_id).await?;
                 self.side.push((path.to_path_buf(), sink));

@@ -202,6 +202,10 @@ pub struct FilesSourceFile {
     pub partition_columns: Option<Spanned<Vec<String>>>,
     /// Infer partition column types (Spark's `partitionColumnTypeInference.enabled`).
     pub partition_column_type_inference: Option<Spanned<bool>>,
+    /// Auto Loader's `includeExistingFiles`: `false` skips the files present at the first start.
+    pub include_existing_files: Option<Spanned<bool>>,
+    /// Auto Loader's `modifiedAfter`: only files modified after this timestamp.
+    pub modified_after: Option<Spanned<String>>,
 }
 
 fn default_true() -> bool {
@@ -248,6 +252,9 @@ pub enum SinkFile {
         /// after a crash is appended again (duplicates). Only for proving `weir drill` can fail.
         #[serde(default = "default_true")]
         idempotent: bool,
+        /// A new checkpoint may write into a table that already has data.
+        #[serde(default)]
+        allow_existing_table: bool,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {
@@ -257,6 +264,12 @@ pub enum SinkFile {
         order_by: Option<String>,
         #[serde(default)]
         partition_by: Vec<String>,
+        /// A new checkpoint may write into a table that already has data.
+        #[serde(default)]
+        allow_existing_table: bool,
+        /// Keys match when both are null (`<=>`); by default `=` never matches a null key.
+        #[serde(default)]
+        null_safe_keys: bool,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

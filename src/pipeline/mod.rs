@@ -273,6 +273,7 @@ fn resolve_flow(
             partition_by,
             merge_schema,
             idempotent,
+            allow_existing_table,
         } => SinkSpec::Delta {
             path: resolve_path(base, &path),
             partition_by,
@@ -283,12 +284,15 @@ fn resolve_flow(
                 SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns
             )),
             idempotent,
+            allow_existing_table,
         },
         file::SinkFile::DeltaMerge {
             path,
             keys,
             order_by,
             partition_by,
+            allow_existing_table,
+            null_safe_keys,
         } => {
             if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
                 return Err(cx.error(
@@ -301,6 +305,8 @@ fn resolve_flow(
                 keys,
                 order_by,
                 partition_by,
+                allow_existing_table,
+                null_safe_keys,
             }
         }
         file::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
@@ -763,6 +769,18 @@ fn resolve_files(
         }
     }
     let text = resolve_text(cx, &files, format)?;
+    let modified_after_ms = match &files.modified_after {
+        None => None,
+        Some(t) => Some(parse_modified_after(t.get_ref()).ok_or_else(|| {
+            cx.error(
+                t.span(),
+                format!(
+                    "invalid modified_after {:?}; write an ISO-8601 timestamp such as \"2024-06-01T00:00:00Z\" (UTC when no zone is given)",
+                    t.get_ref()
+                ),
+            )
+        })?),
+    };
     let partition_columns = match &files.partition_columns {
         None => None,
         Some(cols) => {
@@ -866,7 +884,25 @@ fn resolve_files(
             .partition_column_type_inference
             .as_ref()
             .is_none_or(|b| *b.get_ref()),
+        include_existing_files: files
+            .include_existing_files
+            .as_ref()
+            .is_none_or(|b| *b.get_ref()),
+        modified_after_ms,
     })
+}
+
+/// Auto Loader's `modifiedAfter` value: an ISO-8601 timestamp (UTC without a zone) or a date.
+fn parse_modified_after(text: &str) -> Option<i64> {
+    use arrow::compute::kernels::cast_utils::string_to_datetime;
+    let text = text.trim();
+    if let Ok(t) = string_to_datetime(&chrono::Utc, text) {
+        return Some(t.timestamp_millis());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc().timestamp_millis())
 }
 
 /// The text-format options of a files source (`encoding`, `allow_non_numeric_numbers`,
@@ -969,6 +1005,11 @@ fn resolve_delta(
             "partition_column_type_inference",
             src.partition_column_type_inference.is_some(),
         ),
+        (
+            "include_existing_files",
+            src.include_existing_files.is_some(),
+        ),
+        ("modified_after", src.modified_after.is_some()),
     ];
     if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
         return Err(cx.error(

@@ -104,15 +104,18 @@ impl DeltaSink {
 
     /// Upserts the batch (Delta MERGE on `keys`) in one commit with txn (app id, batch
     /// id), unless the table records this batch already. Rows of one key within the
-    /// batch are reduced to one first: the greatest `order_by` value, ties and a missing
-    /// `order_by` resolved by arrival order (the last row wins). The first batch creates
-    /// the table. Keys match null-safely (`IS NOT DISTINCT FROM`).
+    /// batch are reduced to one first (the greatest `order_by` value, ties by arrival);
+    /// without `order_by` a key with several rows fails the batch before anything is
+    /// written ([`super::merge`]). The first batch creates the table. Keys match with
+    /// SQL's `=` (a null key matches nothing: the row is inserted), or with `<=>` when
+    /// `null_safe`.
     pub async fn merge_batch(
         &mut self,
         batch_id: u64,
         batches: Vec<RecordBatch>,
         keys: &[String],
         order_by: Option<&str>,
+        null_safe: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
         if self.already_committed(batch_id).await? {
@@ -132,7 +135,7 @@ impl DeltaSink {
             let rows = if num_rows == 0 {
                 batches
             } else {
-                super::merge::latest_per_key(batches, keys, order_by)
+                super::merge::latest_per_key(batches, keys, order_by, null_safe)
                     .await?
                     .collect()
                     .await
@@ -143,7 +146,7 @@ impl DeltaSink {
         if let Some(first) = batches.first() {
             check_column_names(&self.path, &first.schema())?;
         }
-        let source = super::merge::latest_per_key(batches, keys, order_by).await?;
+        let source = super::merge::latest_per_key(batches, keys, order_by, null_safe).await?;
         let columns: Vec<String> = source
             .schema()
             .fields()
@@ -158,7 +161,11 @@ impl DeltaSink {
             .map(|k| {
                 datafusion::logical_expr::binary_expr(
                     qualified("t", k),
-                    datafusion::logical_expr::Operator::IsNotDistinctFrom,
+                    if null_safe {
+                        datafusion::logical_expr::Operator::IsNotDistinctFrom
+                    } else {
+                        datafusion::logical_expr::Operator::Eq
+                    },
                     qualified("s", k),
                 )
             })

@@ -37,6 +37,7 @@ pub enum Sink {
         table: delta::DeltaSink,
         keys: Vec<String>,
         order_by: Option<String>,
+        null_safe_keys: bool,
     },
     Memory(memory::MemorySink),
     Console(console::ConsoleSink),
@@ -51,6 +52,7 @@ impl Sink {
                 partition_by,
                 merge_schema,
                 idempotent,
+                ..
             } => Sink::Delta(
                 delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id)
                     .await?
@@ -61,10 +63,13 @@ impl Sink {
                 keys,
                 order_by,
                 partition_by,
+                null_safe_keys,
+                ..
             } => Sink::DeltaMerge {
                 table: delta::DeltaSink::open(path, partition_by.clone(), false, app_id).await?,
                 keys: keys.clone(),
                 order_by: order_by.clone(),
+                null_safe_keys: *null_safe_keys,
             },
             SinkSpec::Memory { name } => Sink::Memory(memory::MemorySink::named(name)),
             SinkSpec::Console { num_rows } => Sink::Console(console::ConsoleSink::new(*num_rows)),
@@ -96,9 +101,17 @@ impl Sink {
                 table,
                 keys,
                 order_by,
+                null_safe_keys,
             } => {
                 table
-                    .merge_batch(batch_id, batches, keys, order_by.as_deref(), schema)
+                    .merge_batch(
+                        batch_id,
+                        batches,
+                        keys,
+                        order_by.as_deref(),
+                        *null_safe_keys,
+                        schema,
+                    )
                     .await
             }
             Sink::Memory(s) => s.add_batch(batch_id, batches),

@@ -456,6 +456,21 @@ impl DeltaSource {
             }
         }
         let Some(last) = taken.last() else {
+            if first && self.options.starting_version.is_some() {
+                // A query told where to start (`starting_version`) found nothing to read
+                // yet: its start is recorded now, as a batch without files, so that the
+                // next run reads on from it instead of deciding again ("latest" would
+                // then skip every commit made in between).
+                let id = self.info()?.id.clone();
+                let backlog = self.backlog_after(start, latest).await?;
+                return Ok(Some(PlannedDeltaBatch {
+                    start: None,
+                    end: offset(&id, start),
+                    files: Vec::new(),
+                    backlog,
+                    latest_version: latest,
+                }));
+            }
             return Ok(None);
         };
         let id = self.info()?.id.clone();
@@ -496,6 +511,11 @@ impl DeltaSource {
             )));
         };
         let end_pos = self.position_of(end, latest)?;
+        if start.is_none() && !end_pos.snapshot && end_pos.index == BASE_INDEX {
+            // The first batch of a query with a `starting_version` that found nothing:
+            // it only records where the query starts.
+            return Ok(Vec::new());
+        }
         let start_pos = match start {
             Some(s) => self.position_of(s, latest)?,
             // A first batch covers one unit, and its end offset stays in it.
@@ -617,7 +637,9 @@ impl DeltaSource {
     }
 
     /// The start of a query without an offset: fixed by its first plan, kept for the
-    /// life of the source (a restart before the first batch is recorded decides again).
+    /// life of the source. With a `starting_version` it is recorded in the checkpoint
+    /// by the first plan even when there is nothing to read (a batch without files), so
+    /// a restart never decides again.
     async fn initial_position(&mut self, latest: u64, horizon: u64) -> Result<Option<Position>> {
         if let Some(p) = self.pinned_start {
             return Ok(Some(p));
@@ -1386,22 +1408,30 @@ mod tests {
         let mut src = source(&path, |o| {
             o.starting_version = Some(StartingVersion::Latest)
         });
-        assert!(src.plan(None).await.unwrap().is_none());
+        // Nothing to read yet: the first plan is a batch without files that records the
+        // start (version 2), so a restart does not take "latest" afresh.
+        let pin = src.plan(None).await.unwrap().unwrap();
+        assert!(pin.files.is_empty());
+        assert_eq!(pin.end.reservoir_version, 2);
+        assert!(!pin.end.is_starting_version);
+        assert!(src.files_between(None, &pin.end).await.unwrap().is_empty());
         append_ids(&path, 20..30, 2).await;
         append_ids(&path, 30..40, 1).await;
-        // The start was fixed by the first plan: version 2 on.
-        let batches = drain(&mut src, None).await;
+        // A new process reads on from the recorded start: version 2 on.
+        let mut src = source(&path, |o| {
+            o.starting_version = Some(StartingVersion::Latest)
+        });
+        let batches = drain(&mut src, Some(pin.end.clone())).await;
         assert_eq!(
             sorted(ids(&src, &all_files(&batches)).await),
             (20..40).collect::<Vec<_>>()
         );
         assert_eq!(
-            batches[0]
-                .files
+            all_files(&batches)
                 .iter()
                 .map(|f| f.version)
                 .collect::<BTreeSet<_>>(),
-            [2].into()
+            [2, 3].into()
         );
     }
 

@@ -64,6 +64,11 @@ pub struct FilesSource {
     pub partition_columns: Option<Vec<String>>,
     /// Infer the partition columns' types (else STRING).
     pub partition_column_type_inference: bool,
+    /// Auto Loader's `includeExistingFiles`: `false` skips the files present when the
+    /// stream first starts (they are recorded in the ledger as `existing`).
+    pub include_existing_files: bool,
+    /// Auto Loader's `modifiedAfter`: only files modified after this instant (ms since the epoch).
+    pub modified_after_ms: Option<i64>,
 }
 
 /// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).

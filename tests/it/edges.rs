@@ -586,3 +586,184 @@ async fn max_record_size_rescues_longer_records_with_file_and_line() {
             .contains("lost too")
     );
 }
+
+fn run_err(p: &Path) -> String {
+    let out = weir().args(["run", "--headless"]).arg(p).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "expected a refusal: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A new checkpoint over a table that already has data (the checkpoint was deleted
+/// "to fix it") is refused with the table's facts and the ways on, instead of
+/// re-ingesting every file; the flow says where to start with include_existing_files,
+/// modified_after or allow_existing_table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_checkpoint_over_a_table_with_data_is_refused_with_the_facts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    land(&landing, "a.json", b"{\"id\":1}\n{\"id\":2}\n");
+    let p = pipeline(dir, "json", "");
+    run_ok(&p);
+    let old_query: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("_checkpoints/t/metadata")).unwrap(),
+    )
+    .unwrap();
+    let old_query = old_query["id"].as_str().unwrap().to_string();
+    let version = delta_version(&table).await;
+    std::fs::remove_dir_all(dir.join("_checkpoints")).unwrap();
+
+    let stderr = run_err(&p);
+    for fact in [
+        "already has data".to_string(),
+        format!("version {}", version.unwrap()),
+        "2 row(s)".to_string(),
+        old_query.clone(),
+        "include_existing_files = false".to_string(),
+        "allow_existing_table = true".to_string(),
+        "--truncate-target".to_string(),
+    ] {
+        assert!(stderr.contains(&fact), "missing {fact:?}: {stderr}");
+    }
+    assert_eq!(delta_version(&table).await, version, "nothing written");
+    assert_eq!(table_lines(&table, &["id"], "id").await, ["1", "2"]);
+
+    // Only the files landing from now on.
+    std::fs::remove_dir_all(dir.join("_checkpoints")).ok();
+    let p = pipeline(dir, "json", "include_existing_files = false");
+    run_ok(&p);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(&landing, "b.json", b"{\"id\":3}\n");
+    run_ok(&p);
+    assert_eq!(table_lines(&table, &["id"], "id").await, ["1", "2", "3"]);
+    let inspect = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("\"files_existing_skipped\": 1"), "{text}");
+
+    // Only the files modified after a timestamp.
+    std::fs::remove_dir_all(dir.join("_checkpoints")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let after = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(&landing, "c.json", b"{\"id\":4}\n");
+    let p = pipeline(dir, "json", &format!("modified_after = \"{after}\""));
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&table, &["id"], "id").await,
+        ["1", "2", "3", "4"]
+    );
+
+    // Or append anyway (two flows writing one table, a deliberate backfill).
+    std::fs::remove_dir_all(dir.join("_checkpoints")).unwrap();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+[flow.sink]
+type = "delta"
+path = "table"
+allow_existing_table = true
+"#,
+    );
+    run_ok(&p);
+    assert_eq!(
+        num_rows(&delta_rows(&table).await),
+        8,
+        "every file again, as asked"
+    );
+}
+
+const MERGE: &str = r#"
+[[flow]]
+name = "m"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, status STRING"
+[flow.sink]
+type = "delta_merge"
+path = "table"
+keys = ["id"]
+"#;
+
+/// MERGE with several rows of one key in a batch and no order_by fails before any
+/// commit, naming the key (Delta's MERGE refuses it too); null keys follow SQL's `=`
+/// (each is inserted) unless null_safe_keys = true.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(dir, MERGE);
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", b"id,status\n1,new\n,x\n");
+    run_ok(&p);
+    land(&landing, "b.csv", b"id,status\n2,new\n1,paid\n1,shipped\n");
+    let version = delta_version(&dir.join("table")).await;
+    let stderr = run_err(&p);
+    assert!(
+        stderr.contains("2 rows of the batch have the key id=1") && stderr.contains("order_by"),
+        "{stderr}"
+    );
+    assert_eq!(
+        delta_version(&dir.join("table")).await,
+        version,
+        "no commit"
+    );
+    // The batch fails the same way until the flow says which row is newest.
+    assert!(run_err(&p).contains("id=1"));
+    std::fs::write(
+        &p,
+        MERGE.replace("keys = [\"id\"]", "keys = [\"id\"]\norder_by = \"status\""),
+    )
+    .unwrap();
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        ["1,shipped", "2,new", "null,x"]
+    );
+
+    // Null keys: `=` never matches null, so each such row is inserted.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(dir, MERGE);
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", b"id,status\n1,new\n,x\n");
+    run_ok(&p);
+    land(&landing, "c.csv", b"id,status\n,y\n1,paid\n");
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        ["1,paid", "null,x", "null,y"]
+    );
+
+    // null_safe_keys = true: null is a key like any other.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(dir, &format!("{MERGE}null_safe_keys = true\n"));
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", b"id,status\n1,new\n,x\n");
+    run_ok(&p);
+    land(&landing, "c.csv", b"id,status\n,y\n");
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        ["1,new", "null,y"]
+    );
+}

@@ -487,8 +487,9 @@ async fn starting_version_chooses_where_a_new_flow_starts() {
         vec!["3", "4"]
     );
 
-    // "latest": only commits after the flow's first run; as in Spark, the start is
-    // pinned by the first batch, so a run that finds nothing new pins nothing.
+    // "latest": only commits after the flow's first run. The first run finds nothing
+    // new, and still records where it starts (a batch without files), so the commits
+    // made before the next run are read, not skipped by taking "latest" afresh.
     let latest = std::fs::read_to_string(dir.join("copy.toml"))
         .unwrap()
         .replace("starting_version = 1", "starting_version = \"latest\"")
@@ -496,9 +497,21 @@ async fn starting_version_chooses_where_a_new_flow_starts() {
         .replace("lake/copy", "lake/copy_latest");
     std::fs::write(dir.join("copy.toml"), latest).unwrap();
     ok(&run_file(&dir, "copy.toml"));
-    assert!(
-        !dir.join("lake/copy_latest/_delta_log").exists(),
-        "nothing read"
+    assert_eq!(
+        num_rows(&delta_rows(&dir.join("lake/copy_latest")).await),
+        0,
+        "nothing read yet"
+    );
+    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(6))
+        .unwrap();
+    ok(&run_pipeline(&dir, &[], None));
+    ok(&run_file(&dir, "copy.toml"));
+    let ctx = SessionContext::new();
+    register(&ctx, "l", delta_rows(&dir.join("lake/copy_latest")).await).await;
+    assert_eq!(
+        strings(&ctx, "SELECT DISTINCT day FROM l ORDER BY day").await,
+        vec!["5", "6"],
+        "the commits after the first run, none before"
     );
 }
 
@@ -629,7 +642,7 @@ async fn delta_merge_upserts_by_key_and_a_replayed_batch_changes_nothing() {
         b"id,status,seq\n1,created,1\n2,created,1\n1,paid,2\n",
     );
     ok(&run_pipeline(dir, &[], None));
-    // Batch 1 updates id 2, inserts id 3; a null key is a key too (null-safe match).
+    // Batch 1 updates id 2, inserts id 3; a null key matches nothing (SQL's `=`): inserted.
     land(
         &dir.join("landing"),
         "b.csv",
@@ -655,8 +668,14 @@ async fn delta_merge_upserts_by_key_and_a_replayed_batch_changes_nothing() {
     let got = strings_of(&rows, "SELECT id, status FROM t").await;
     assert_eq!(
         got,
-        vec!["1|refunded", "2|shipped", "3|created", "null|orphan-again"],
-        "one row per key, latest values"
+        vec![
+            "1|refunded",
+            "2|shipped",
+            "3|created",
+            "null|orphan",
+            "null|orphan-again"
+        ],
+        "one row per key, latest values; each null-key row is its own (null_safe_keys = true merges them)"
     );
     let progress = read_progress(&dir.join("_checkpoints/upsert/_weir/progress.jsonl")).unwrap();
     let replay = progress.iter().find(|p| p.weir.replayed).expect("replayed");

@@ -57,12 +57,20 @@ impl FilesInput {
         checkpoint: &Checkpoint,
     ) -> Result<Option<FilesInput>> {
         let location = schema_location(options, index, checkpoint);
+        let mut ledger = open_ledger(checkpoint, index)?;
+        // `include_existing_files = false`: the files present at the very first start are
+        // recorded as skipped before anything else (also before the schema is known).
+        crate::source::files::skip_existing_files(
+            options,
+            &mut ledger,
+            &source_dir(checkpoint, index),
+            super::super::now_ms(),
+        )?;
         let Some(schema) =
             schema_store::resolve_at(options, &location, options.schema_hints.as_deref())?
         else {
             return Ok(None);
         };
-        let ledger = open_ledger(checkpoint, index)?;
         Ok(Some(FilesInput {
             source: FileSource::new(options.clone(), ledger, schema),
             schema_location: location,

@@ -45,6 +45,9 @@ pub enum FileState {
     Committed,
     Failed,
     Modified,
+    /// Present when the stream first started with `include_existing_files = false`:
+    /// never ingested (Auto Loader's `includeExistingFiles`).
+    Existing,
 }
 
 impl FileState {
@@ -54,6 +57,7 @@ impl FileState {
             FileState::Committed => "committed",
             FileState::Failed => "failed",
             FileState::Modified => "modified",
+            FileState::Existing => "existing",
         }
     }
     fn parse(s: &str) -> FileState {
@@ -61,6 +65,7 @@ impl FileState {
             "pending" => FileState::Pending,
             "committed" => FileState::Committed,
             "failed" => FileState::Failed,
+            "existing" => FileState::Existing,
             _ => FileState::Modified,
         }
     }
@@ -90,6 +95,8 @@ pub struct LedgerStats {
     pub files_failed: u64,
     pub files_modified_after_ingestion: u64,
     pub bytes_committed: u64,
+    /// Files skipped because they were present at the first start (`include_existing_files = false`).
+    pub files_existing_skipped: u64,
 }
 
 pub struct Ledger {
@@ -196,6 +203,34 @@ impl Ledger {
             )
             .map_err(|e| self.err(e))?;
         Ok(())
+    }
+
+    /// Records the files present at the first start of a stream with
+    /// `include_existing_files = false`: never ingested (in one transaction).
+    pub fn record_existing(&mut self, files: &[ListedFile], now_ms: i64) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| ledger_error(&path, e))?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
+                     VALUES (?1, ?2, ?3, NULL, 'existing', ?4)",
+                )
+                .map_err(|e| ledger_error(&path, e))?;
+            for f in files {
+                stmt.execute(params![
+                    f.path,
+                    f.size as i64,
+                    f.modification_time_ms,
+                    now_ms
+                ])
+                .map_err(|e| ledger_error(&path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| ledger_error(&path, e))
     }
 
     /// Records the files of batch N as pending, in one transaction (before `offsets/N` is written).
@@ -346,6 +381,7 @@ impl Ledger {
                 FileState::Pending => stats.files_pending = count,
                 FileState::Failed => stats.files_failed = count,
                 FileState::Modified => stats.files_modified_after_ingestion = count,
+                FileState::Existing => stats.files_existing_skipped = count,
             }
         }
         Ok(stats)

@@ -10,6 +10,7 @@
 //!   directory `_c=1`), and ending in `._COPYING_` (Hadoop's in-flight copies), at every depth;
 //! - names not matching `path_glob_filter` (matched against the path relative to the source);
 //! - files modified within `min_file_age` (they may still be being written);
+//! - with `modified_after` (Auto Loader's `modifiedAfter`), files modified at or before it;
 //! - 0-byte files, which are not recorded either, so a placeholder created
 //!   before its content is picked up once it has content;
 //! - files the ledger knows with the same size and modification time;
@@ -289,6 +290,43 @@ impl BatchReader {
     }
 }
 
+/// Records the files present now as `existing` in the ledger, once, at the first start
+/// of a stream with `include_existing_files = false` (Auto Loader's
+/// `includeExistingFiles`): they are never ingested; files landing later are. The first
+/// start is marked by `<source dir>/initial_listing` (JSON: when, how many files), so a
+/// restart never takes a second snapshot. Returns the number of files recorded (0 when
+/// the marker exists already).
+pub fn skip_existing_files(
+    options: &FilesSource,
+    ledger: &mut Ledger,
+    source_dir: &Path,
+    now_ms: i64,
+) -> Result<u64> {
+    let marker = source_dir.join("initial_listing");
+    if options.include_existing_files || marker.exists() {
+        return Ok(0);
+    }
+    let mut files = Vec::new();
+    if options.path.is_dir() {
+        list_dir(&options.path, &options.path, options, now_ms, &mut files)?;
+    }
+    // Files the ledger knows already (a crash between the two writes) are not recorded twice.
+    let known = ledger.lookup_many(files.iter().map(|f| f.path.as_str()))?;
+    let fresh: Vec<ListedFile> = files
+        .into_iter()
+        .zip(known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(f, _)| f)
+        .collect();
+    ledger.record_existing(&fresh, now_ms)?;
+    let text = serde_json::json!({"atMs": now_ms, "existingFiles": fresh.len()}).to_string();
+    crate::durable::create_dir_private(source_dir)
+        .and_then(|()| crate::durable::write_atomic(&marker, text.as_bytes()))
+        .map_err(|e| Error::checkpoint(&marker, e.to_string()))?;
+    tracing::info!(files = fresh.len(), path = %options.path.display(), "include_existing_files = false: the files present at the first start are skipped");
+    Ok(fresh.len() as u64)
+}
+
 /// Lists the source without consulting the ledger (schema inference before the first batch).
 pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> Result<()> {
     let now = crate::clock::now_ms();
@@ -367,6 +405,12 @@ fn list_dir(
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         if min_age_ms > 0 && now_ms.saturating_sub(mtime_ms) < min_age_ms {
+            continue;
+        }
+        if options
+            .modified_after_ms
+            .is_some_and(|after| mtime_ms <= after)
+        {
             continue;
         }
         out.push(ListedFile {
