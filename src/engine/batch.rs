@@ -479,6 +479,19 @@ pub async fn transform(
     let left = rows.next().unwrap_or_default();
     let others: Vec<Vec<RecordBatch>> = rows.collect();
 
+    // Corrupt records are not data: a deduplication passes them to the sink as they
+    // are (no key, no event time: they would be routed away from the operator and lost,
+    // or deduplicated against a real row whose key is null).
+    let (left, corrupt) = if flow.operator.passes_corrupt_records() {
+        crate::sink::quarantine::split_corrupt_rows(left)?
+    } else {
+        (left, Vec::new())
+    };
+    let corrupt = if corrupt.is_empty() {
+        corrupt
+    } else {
+        flow.projection.apply(corrupt).await?
+    };
     let projected = flow.projection.apply(left).await?;
     let mut event_time = None;
     let mut num_late = 0u64;
@@ -512,10 +525,11 @@ pub async fn transform(
             }
         }
     };
-    let out = flow
+    let mut out = flow
         .operator
         .process(batch_id, on_time, others, watermark_ms, num_late)
         .await?;
+    out.extend(corrupt);
     Ok(Output {
         dimensions: flow.projection.dimensions(),
         read,

@@ -234,6 +234,12 @@ impl Operator {
         }
     }
 
+    /// Whether corrupt records go around the operator to the sink (deduplication: they
+    /// are not data, have no key or event time, and must not be lost or deduplicated).
+    pub fn passes_corrupt_records(&self) -> bool {
+        matches!(self, Operator::Stateful(op) if op.emits_input_rows())
+    }
+
     /// Whether the operator keeps state, so late and invalid rows are set apart from
     /// its input.
     pub fn is_stateful(&self) -> bool {

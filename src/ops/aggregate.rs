@@ -451,6 +451,7 @@ impl AggregateOperator {
                 .group_exprs
                 .iter()
                 .map(|e| self.eval(e, &batch))
+                .map(|k| k.map(|k| crate::state::table::normalize_float_key(&k)))
                 .collect::<Result<Vec<_>>>()?;
             let encoded = self.table.key_rows(&keys)?;
             let b = prepared.len();

@@ -156,7 +156,8 @@ impl DedupOperator {
                 flow: self.flow.clone(),
                 message: format!("the drop_duplicates key `{k}` is missing from a batch"),
             })?;
-            key_columns.push(column.clone());
+            // Spark normalises float keys: -0.0 is 0.0, every NaN is one NaN.
+            key_columns.push(crate::state::table::normalize_float_key(column));
         }
         let encoded = self.table.key_rows(&key_columns)?;
         let mut seen: HashSet<&[u8]> = HashSet::default();
@@ -296,6 +297,10 @@ impl StatefulOperator for DedupOperator {
 
     fn metrics(&self) -> StateOperatorMetrics {
         self.metrics.clone()
+    }
+
+    fn emits_input_rows(&self) -> bool {
+        true
     }
 
     fn needs_no_data_batch(&self, next_watermark_ms: i64) -> bool {

@@ -67,7 +67,8 @@ impl Dimensions {
         self.dims.is_empty()
     }
 
-    /// Re-reads every dimension whose content changed since the last call, and registers
+    /// Re-reads every dimension whose content changed since the last call (float join
+    /// keys normalised, see [`normalize_join_keys`]), and registers
     /// each with `ctx` under its alias. Returns whether any was reloaded.
     pub async fn refresh(&mut self, ctx: &SessionContext) -> Result<bool> {
         let mut any = false;
@@ -81,6 +82,14 @@ impl Dimensions {
                 rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
                 version = ?stamp.filter(|_| dim.spec.format == DimensionFormat::Delta).map(|s| s.0),
                 "dimension loaded");
+            let keys: Vec<String> = match &dim.spec.on {
+                JoinOn::Columns(c) => c.clone(),
+                JoinOn::Condition(_) => Vec::new(),
+            };
+            let batches = normalize_join_keys(batches, &keys).map_err(|e| Error::Arrow {
+                context: format!("flow {}: normalising float join keys", self.flow),
+                source: e,
+            })?;
             dim.stamp = stamp;
             dim.schema = Some(schema.clone());
             dim.batches = batches;
@@ -319,6 +328,46 @@ pub fn default_items(stream_columns: &[String], dims: &[(&JoinSpec, &SchemaRef)]
         }
     }
     items
+}
+
+/// The float columns among `keys` normalised as Spark's `NormalizeFloatingNumbers` does
+/// for join keys: `-0.0` joins `0.0` and `NaN` joins `NaN` (Spark's join semantics).
+pub fn normalize_join_keys(
+    batches: Vec<RecordBatch>,
+    keys: &[String],
+) -> std::result::Result<Vec<RecordBatch>, arrow::error::ArrowError> {
+    if keys.is_empty() {
+        return Ok(batches);
+    }
+    batches
+        .into_iter()
+        .map(|b| {
+            let touched = b.schema().fields().iter().any(|f| {
+                keys.contains(f.name())
+                    && matches!(
+                        f.data_type(),
+                        arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64
+                    )
+            });
+            if !touched {
+                return Ok(b);
+            }
+            let columns = b
+                .schema()
+                .fields()
+                .iter()
+                .zip(b.columns())
+                .map(|(f, c)| {
+                    if keys.contains(f.name()) {
+                        crate::state::table::normalize_float_key(c)
+                    } else {
+                        c.clone()
+                    }
+                })
+                .collect();
+            RecordBatch::try_new(b.schema(), columns)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -172,6 +172,18 @@ impl Projection {
         self.dims.take_progress()
     }
 
+    /// The columns of `USING`-style join conditions (`on = ["carrier"]`).
+    fn join_key_columns(&self) -> Vec<String> {
+        self.dims
+            .specs()
+            .filter_map(|j| match &j.on {
+                crate::spec::JoinOn::Columns(c) => Some(c.clone()),
+                crate::spec::JoinOn::Condition(_) => None,
+            })
+            .flatten()
+            .collect()
+    }
+
     /// Whether the projection changes batches at all.
     pub fn is_identity(&self) -> bool {
         self.sql.is_none()
@@ -190,6 +202,13 @@ impl Projection {
             return Ok(Vec::new());
         };
         let schema = first.schema();
+        let batches =
+            join::normalize_join_keys(batches, &self.join_key_columns()).map_err(|e| {
+                Error::Arrow {
+                    context: format!("flow {}: normalising float join keys", self.flow),
+                    source: e,
+                }
+            })?;
         let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])
             .map_err(|e| self.sql_error("registering the batch", e))?;
         self.ctx

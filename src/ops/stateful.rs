@@ -61,6 +61,12 @@ pub trait StatefulOperator: Send {
 
     /// Schema of the rows [`Self::process`] returns.
     fn output_schema(&self) -> SchemaRef;
+
+    /// Whether the operator emits input rows as they are (deduplication), so rows that
+    /// are not data (corrupt records) can go around it to the sink.
+    fn emits_input_rows(&self) -> bool {
+        false
+    }
 }
 
 /// Checks a stateful query against the input schema, the way Spark's

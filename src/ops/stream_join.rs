@@ -150,6 +150,8 @@ pub struct StreamJoinOperator {
     meta: StateTable,
     dirty: bool,
     metrics: StateOperatorMetrics,
+    /// Float columns of a `USING`-style `on` (normalised before joining).
+    float_keys: Vec<String>,
 }
 
 /// What the operator needs from the flow.
@@ -441,7 +443,22 @@ impl StreamJoinOperator {
             load_version,
             StoreOptions::default(),
         )?;
+        let float_keys: Vec<String> = match &join.on {
+            JoinOn::Columns(columns) => columns
+                .iter()
+                .filter(|c| {
+                    [&left_schema, &right_schema].iter().any(|s| {
+                        s.field_with_name(c).is_ok_and(|f| {
+                            matches!(f.data_type(), DataType::Float32 | DataType::Float64)
+                        })
+                    })
+                })
+                .cloned()
+                .collect(),
+            JoinOn::Condition(_) => Vec::new(),
+        };
         let mut op = StreamJoinOperator {
+            float_keys,
             flow: plan.flow.to_string(),
             alias: join.alias.clone(),
             how: join.how,
@@ -680,19 +697,21 @@ impl StreamJoinOperator {
             let unmatched = arrow::compute::filter_record_batch(&evicted, &unmatched)
                 .map_err(|e| self.arrow_error("emitting outer rows", e))?;
             if unmatched.num_rows() > 0 {
-                register(
+                register_keyed(
                     &self.ctx,
                     &self.flow,
                     "batch",
                     &self.left_state_schema,
                     vec![unmatched],
+                    &self.float_keys,
                 )?;
-                register(
+                register_keyed(
                     &self.ctx,
                     &self.flow,
                     &self.alias,
                     &self.right_state_schema,
                     Vec::new(),
+                    &self.float_keys,
                 )?;
                 let sql = query_text(
                     &self.sql_items,
@@ -728,19 +747,21 @@ impl StreamJoinOperator {
         if left.num_rows() == 0 || right.num_rows() == 0 {
             return Ok(());
         }
-        register(
+        register_keyed(
             &self.ctx,
             &self.flow,
             "batch",
             &self.left_state_schema,
             vec![left],
+            &self.float_keys,
         )?;
-        register(
+        register_keyed(
             &self.ctx,
             &self.flow,
             &self.alias,
             &self.right_state_schema,
             vec![right],
+            &self.float_keys,
         )?;
         let range = self.range_condition();
         let sql = query_text(
@@ -994,6 +1015,46 @@ fn register(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
 ) -> Result<()> {
+    register_keyed(ctx, flow, name, schema, batches, &[])
+}
+
+/// [`register`], with the float columns named in `float_keys` normalised as Spark's
+/// `NormalizeFloatingNumbers` does for join keys (`-0.0` = `0.0`, `NaN` = `NaN`).
+fn register_keyed(
+    ctx: &SessionContext,
+    flow: &str,
+    name: &str,
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    float_keys: &[String],
+) -> Result<()> {
+    let batches = if float_keys.is_empty() {
+        batches
+    } else {
+        batches
+            .into_iter()
+            .map(|b| {
+                let columns = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .zip(b.columns())
+                    .map(|(f, c)| {
+                        if float_keys.contains(f.name()) {
+                            crate::state::table::normalize_float_key(c)
+                        } else {
+                            c.clone()
+                        }
+                    })
+                    .collect();
+                RecordBatch::try_new(b.schema(), columns)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Arrow {
+                context: format!("flow {flow}: normalising float join keys"),
+                source: e,
+            })?
+    };
     let table = datafusion::datasource::MemTable::try_new(schema.clone(), vec![batches])
         .map_err(|e| sql_error(flow, "registering a join side", e))?;
     let _ = ctx.deregister_table(name);

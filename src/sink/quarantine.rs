@@ -130,6 +130,41 @@ pub fn split_batches(
     Ok((good, quarantined))
 }
 
+/// Splits batches into their data rows and their corrupt-record rows (kept as rows).
+pub fn split_corrupt_rows(
+    batches: Vec<RecordBatch>,
+) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+    let mut good = Vec::with_capacity(batches.len());
+    let mut corrupt = Vec::new();
+    for batch in batches {
+        let split = split_corrupt(&batch, 0)?;
+        if split.quarantined.is_empty() {
+            good.push(batch);
+            continue;
+        }
+        let Some(text) = batch
+            .column_by_name(crate::source::files::RESCUED_DATA_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+        else {
+            good.push(batch);
+            continue;
+        };
+        let mask: BooleanArray = (0..batch.num_rows())
+            .map(|r| Some(text.is_valid(r) && parse_corrupt(text.value(r), 0).is_some()))
+            .collect();
+        corrupt.push(
+            filter_record_batch(&batch, &mask).map_err(|source| Error::Arrow {
+                context: "splitting corrupt records from a batch".into(),
+                source,
+            })?,
+        );
+        if split.good.num_rows() > 0 {
+            good.push(split.good);
+        }
+    }
+    Ok((good, corrupt))
+}
+
 /// The record of a `_rescued_data` text written by the decoders for a corrupt record.
 fn parse_corrupt(text: &str, batch_id: u64) -> Option<QuarantinedRecord> {
     let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) else {

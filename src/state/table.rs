@@ -67,6 +67,51 @@ pub struct StateTable {
     removed: HashSet<Box<[u8]>>,
 }
 
+/// A key column with its floating-point values normalised as Spark's
+/// `NormalizeFloatingNumbers` does for grouping, deduplication and join keys: `-0.0`
+/// becomes `0.0` and every NaN the one canonical NaN, so that `0.0 = -0.0` and
+/// `NaN = NaN` as keys (Arrow's row format compares the bits, which tells them apart).
+/// Columns of other types are returned as they are.
+pub fn normalize_float_key(column: &ArrayRef) -> ArrayRef {
+    use arrow::array::{AsArray, Float32Array, Float64Array};
+    use arrow::datatypes::{DataType, Float32Type, Float64Type};
+    match column.data_type() {
+        DataType::Float64 => {
+            let a = column.as_primitive::<Float64Type>();
+            if !a.values().iter().any(|v| v.is_nan() || *v == 0.0) {
+                return column.clone();
+            }
+            let values: Float64Array = a.unary(|v| {
+                if v.is_nan() {
+                    f64::NAN
+                } else if v == 0.0 {
+                    0.0
+                } else {
+                    v
+                }
+            });
+            std::sync::Arc::new(values)
+        }
+        DataType::Float32 => {
+            let a = column.as_primitive::<Float32Type>();
+            if !a.values().iter().any(|v| v.is_nan() || *v == 0.0) {
+                return column.clone();
+            }
+            let values: Float32Array = a.unary(|v| {
+                if v.is_nan() {
+                    f32::NAN
+                } else if v == 0.0 {
+                    0.0
+                } else {
+                    v
+                }
+            });
+            std::sync::Arc::new(values)
+        }
+        _ => column.clone(),
+    }
+}
+
 fn arrow_err(context: &str) -> impl Fn(arrow::error::ArrowError) -> Error + '_ {
     move |source| Error::Arrow {
         context: context.to_string(),
@@ -136,13 +181,14 @@ impl StateTable {
     }
 
     /// Row-format keys of key columns (one array per key field), without copying them
-    /// per row (see [`KeyRows::get`]).
+    /// per row (see [`KeyRows::get`]); float keys are normalised first ([`normalize_float_key`]).
     pub fn key_rows(&self, keys: &[ArrayRef]) -> Result<KeyRows> {
         if self.num_keys == 0 {
             return Ok(KeyRows(None));
         }
+        let keys: Vec<ArrayRef> = keys.iter().map(normalize_float_key).collect();
         self.converter
-            .convert_columns(keys)
+            .convert_columns(&keys)
             .map(|rows| KeyRows(Some(rows)))
             .map_err(arrow_err("encoding state keys"))
     }

@@ -767,3 +767,151 @@ async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
         ["1,new", "null,y"]
     );
 }
+
+/// Float keys are normalised as Spark does (`NormalizeFloatingNumbers`): `-0.0` and
+/// `0.0` are one key, NaN and NaN are one key, in group-by, dedup and join keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn float_keys_group_dedup_and_join_as_spark() {
+    let rows = concat!(
+        "{\"k\":0.0,\"ts\":\"2024-05-01T10:00:00Z\",\"v\":1}\n",
+        "{\"k\":-0.0,\"ts\":\"2024-05-01T10:00:00Z\",\"v\":2}\n",
+        "{\"k\":NaN,\"ts\":\"2024-05-01T10:00:01Z\",\"v\":3}\n",
+        "{\"k\":NaN,\"ts\":\"2024-05-01T10:00:01Z\",\"v\":4}\n",
+        "{\"k\":1.5,\"ts\":\"2024-05-01T10:00:02Z\",\"v\":5}\n",
+    );
+    // Group by.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "g"
+trigger = "available_now"
+group_by = ["k"]
+aggregates = ["count(*) AS n", "sum(v) AS total"]
+output_mode = "complete"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "k DOUBLE, ts TIMESTAMP, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    land(&dir.join("landing"), "a.json", rows.as_bytes());
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["k", "n", "total"], "k").await,
+        ["0.0,2,3", "1.5,1,5", "NaN,2,7"]
+    );
+
+    // Dedup on (k, ts): the -0.0 row repeats the 0.0 row, the second NaN the first.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "d"
+trigger = "available_now"
+watermark = { column = "ts", delay = "1 minute" }
+drop_duplicates = ["k", "ts"]
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "k DOUBLE, ts TIMESTAMP, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    land(&dir.join("landing"), "a.json", rows.as_bytes());
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["v"], "v").await,
+        ["1", "3", "5"]
+    );
+
+    // Join: a dimension keyed by 0.0 and NaN matches -0.0 and NaN.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("dim.csv"), "k,label\n0.0,zero\nNaN,not a number\n").unwrap();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "j"
+trigger = "available_now"
+select = ["v", "label"]
+[[flow.join]]
+table = "dim.csv"
+alias = "dim"
+on = ["k"]
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "k DOUBLE, ts TIMESTAMP, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    land(&dir.join("landing"), "a.json", rows.as_bytes());
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &["v", "label"], "v").await,
+        ["1,zero", "2,zero", "3,not a number", "4,not a number"]
+    );
+}
+
+/// A deduplicating flow keeps corrupt records (they go around the operator to the
+/// table with their raw text), so a bad line neither vanishes for its missing event
+/// time nor takes the place of a real row whose key is null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedup_keeps_corrupt_records_and_real_rows_with_null_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "d"
+trigger = "available_now"
+watermark = { column = "ts", delay = "1 minute" }
+drop_duplicates = ["eid", "ts"]
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "eid STRING, ts TIMESTAMP, x BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    land(
+        &dir.join("landing"),
+        "a.json",
+        concat!(
+            "{\"eid\":\"e1\",\"ts\":\"2024-05-01T10:00:00Z\",\"x\":1}\n",
+            "not json at all\n",
+            "{\"eid\":null,\"ts\":\"2024-05-01T10:00:01Z\",\"x\":2}\n",
+            "{\"eid\":\"e1\",\"ts\":\"2024-05-01T10:00:00Z\",\"x\":3}\n",
+        )
+        .as_bytes(),
+    );
+    run_ok(&p);
+    let table = dir.join("table");
+    assert_eq!(
+        table_lines(&table, &["x"], "x NULLS LAST").await,
+        ["1", "2", "null"],
+        "e1 once, the null-key row, the corrupt record"
+    );
+    let r = rescued(&table, "x NULLS LAST").await;
+    assert_eq!(r[2].as_ref().unwrap()["_corrupt_record"], "not json at all");
+}
