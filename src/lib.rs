@@ -45,6 +45,7 @@ pub mod drill;
 pub mod durable;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod generate;
 pub mod health;
 pub mod ops;

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod demo_data;
 pub mod diff;
 pub mod drill;
+pub mod export;
 pub mod generate;
 pub mod inspect;
 pub mod playbook;
@@ -62,6 +63,8 @@ pub enum Command {
     Checkpoint(checkpoint::CheckpointArgs),
     /// Two checkpoints, or two batches of one, side by side. Reads only.
     Diff(diff::DiffArgs),
+    /// Export the pipeline for another engine: `weir export pyspark` (docs/spark.md).
+    Export(export::ExportArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Playbook(args) => playbook::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Diff(args) => diff::run(&args),
+        Command::Export(args) => export::run(&args),
     }
 }
 

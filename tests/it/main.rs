@@ -15,5 +15,6 @@ mod ingest;
 mod multihop;
 mod pipeline_files;
 mod schema_drift;
+mod spark_export;
 mod stateful;
 mod stream_join;
