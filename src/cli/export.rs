@@ -76,12 +76,12 @@ fn pyspark(args: &PysparkArgs) -> ExitCode {
         }
     };
     if args.handoff {
-        let flows: Vec<&crate::pipeline::FlowSpec> = pipeline
+        let flows: Vec<&crate::spec::FlowSpec> = pipeline
             .flows
             .iter()
             .filter(|f| args.flows.is_empty() || args.flows.contains(&f.name))
             .collect();
-        let stateful: Vec<(&crate::pipeline::FlowSpec, String)> = flows
+        let stateful: Vec<(&crate::spec::FlowSpec, String)> = flows
             .iter()
             .filter_map(|f| export::handoff::stateful_reason(f).map(|r| (*f, r)))
             .collect();

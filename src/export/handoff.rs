@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use crate::checkpoint::lock::CheckpointLock;
 use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, create_dir_private, write_atomic};
 use crate::error::{Error, Result};
-use crate::pipeline::{FlowSpec, SinkSpec, SourceSpec};
 use crate::source::files::ledger::Ledger;
+use crate::spec::{FlowSpec, SinkSpec, SourceSpec};
 
 /// Spark's file-source log compaction interval (`spark.sql.streaming.fileSource.log.compactInterval`).
 pub const COMPACT_INTERVAL: u64 = 10;

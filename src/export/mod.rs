@@ -19,13 +19,12 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::ops::join::{DimensionFormat, JoinOn, JoinSpec, JoinType};
-use crate::ops::stateful::OutputMode;
 use crate::ops::window::WindowSpec;
-use crate::pipeline::{FilesSource, FlowSpec, Pipeline, SinkSpec, SourceSpec, Trigger};
-use crate::schema::evolve::EvolutionMode;
-use crate::source::delta::{DeltaSourceOptions, StartingVersion};
-use crate::source::files::FileFormat;
+use crate::spec::{
+    DeltaSourceOptions, DimensionFormat, EvolutionMode, FileFormat, FilesSource, FlowSpec, JoinOn,
+    JoinSpec, JoinType, OutputMode, Pipeline, SinkSpec, SourceSpec, StartingVersion, TextEncoding,
+    Trigger,
+};
 use sql::Kind;
 
 /// Where the script runs.
@@ -80,7 +79,7 @@ const PRELUDE: &str = include_str!("prelude.py");
 
 /// The PySpark script of `pipeline`, or every reason it cannot be written.
 pub fn pyspark(pipeline: &Pipeline, options: &ExportOptions) -> Result<String, Vec<Refusal>> {
-    let order = crate::pipeline::dependency_order(&pipeline.flows).map_err(|reason| {
+    let order = crate::spec::dependency_order(&pipeline.flows).map_err(|reason| {
         vec![Refusal {
             flow: String::new(),
             key: "flow".into(),
@@ -657,8 +656,7 @@ impl Generator {
             // (1000) yields to an explicit byte limit, an explicit file limit wins.
             match f.max_bytes_per_trigger {
                 Some(b)
-                    if f.max_files_per_trigger
-                        == crate::pipeline::DEFAULT_MAX_FILES_PER_TRIGGER =>
+                    if f.max_files_per_trigger == crate::spec::DEFAULT_MAX_FILES_PER_TRIGGER =>
                 {
                     opts.push(("maxBytesPerTrigger".into(), b.to_string()));
                 }
@@ -737,6 +735,30 @@ impl Generator {
         if let Some(g) = &f.path_glob_filter {
             opts.push(("pathGlobFilter".into(), g.as_str().to_string()));
         }
+        if f.partition_columns.as_ref().is_some_and(|c| !c.is_empty()) {
+            self.refuse(flow, &format!("{key}.partition_columns"), "the script reads the directory recursively (recursiveFileLookup), which turns off Spark's partition discovery; partition columns from key=value directories are not exported yet");
+        }
+        let text = &f.text;
+        if f.format != FileFormat::Parquet {
+            if text.encoding == TextEncoding::Latin1 {
+                opts.push(("encoding".into(), "ISO-8859-1".into()));
+            }
+            if text.max_record_bytes.is_some() {
+                self.refuse(flow, &format!("{key}.max_record_size"), "Spark's readers have no limit on a record's size in bytes (CSV's maxCharsPerColumn counts characters of one column); remove it");
+            }
+            if let Some(tz) = &text.timestamps.time_zone {
+                opts.push(("timeZone".into(), tz.name().to_string()));
+            }
+            if let Some(fmt) = &text.timestamps.format {
+                opts.push(("timestampFormat".into(), fmt.pattern().to_string()));
+            }
+        }
+        if f.format == FileFormat::Json {
+            opts.push((
+                "allowNonNumericNumbers".into(),
+                text.allow_non_numeric_numbers.to_string(),
+            ));
+        }
         if f.format == FileFormat::Csv {
             let c = &f.csv;
             opts.push(("header".into(), c.header.to_string()));
@@ -756,6 +778,10 @@ impl Generator {
             if let Some(cm) = c.comment {
                 opts.push(("comment".into(), (cm as char).to_string()));
             }
+            opts.push(("emptyValue".into(), c.empty_value.clone()));
+            opts.push(("nanValue".into(), c.nan_value.clone()));
+            opts.push(("positiveInf".into(), c.positive_inf.clone()));
+            opts.push(("negativeInf".into(), c.negative_inf.clone()));
         }
         for (k, v) in opts {
             let _ = writeln!(code, "          .option({}, {})", py(&k), py(&v));

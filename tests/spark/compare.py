@@ -1,7 +1,7 @@
 """Compares Delta tables written by weir and by Spark, with a reader independent of both
 writers (the `deltalake` Python package and pyarrow).
 
-Usage: python compare.py SPEC.json
+Usage: python compare.py SPEC.json | --column TABLE NAME
 SPEC: {"pairs": [{"name": ..., "weir": DIR, "spark": DIR, "ignore": [col, ...],
                   "uri_columns": [col, ...]}], "rel_tol": 1e-9}
 Prints one JSON object: {"tables": [{"name", "rows_weir", "rows_spark", "equal", "diff": [...]}]}.
@@ -100,6 +100,11 @@ def compare(pair, tol):
 
 
 def main():
+    if sys.argv[1] == "--column":
+        # python compare.py --column TABLE NAME: the column's values, as a JSON list.
+        _, rows = read(sys.argv[2])
+        print(json.dumps([r.get(sys.argv[3]) for r in rows], default=str))
+        return
     spec = json.load(open(sys.argv[1]))
     tol = spec.get("rel_tol", 1e-9)
     print(json.dumps({"tables": [compare(p, tol) for p in spec["pairs"]]}, default=str))
