@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::lock::CheckpointLock;
-use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, create_dir_private, write_atomic};
+use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq};
 use crate::error::{Error, Result};
 use crate::source::files::ledger::Ledger;
 use crate::spec::{FlowSpec, SinkSpec, SourceSpec};
@@ -68,6 +68,14 @@ const SPARK_CONF: &[(&str, &str)] = &[
     ("spark.sql.streaming.join.stateFormatVersion", "2"),
     ("spark.sql.streaming.stateStore.compression.codec", "lz4"),
 ];
+
+fn create_dir_private(dir: &Path) -> Result<()> {
+    crate::durable::create_dir_private(dir).map_err(|e| Error::io(dir, e))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::durable::write_atomic(path, bytes).map_err(|e| Error::io(path, e))
+}
 
 /// What was handed over for one flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +163,7 @@ pub async fn refusal(pipeline: &Path, flow: &FlowSpec, reason: &str) -> String {
         "     python SCRIPT.py --flow {}          (or spark-submit, docs/spark.md)",
         flow.name
     );
-    match crate::checkpoint::actions::plan_reset(&flow.checkpoint, target, true).await {
+    match crate::checkpoint_tools::actions::plan_reset(&flow.checkpoint, target, true).await {
         Ok(plan) => {
             let _ = writeln!(s, "   dry-run of the reset:");
             for line in plan.render().lines() {

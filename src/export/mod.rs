@@ -735,6 +735,19 @@ impl Generator {
         if let Some(g) = &f.path_glob_filter {
             opts.push(("pathGlobFilter".into(), g.as_str().to_string()));
         }
+        if !f.include_existing_files {
+            if oss {
+                self.refuse(flow, &format!("{key}.include_existing_files"), "Spark's file source always reads the files present at its first start; use --target databricks (cloudFiles.includeExistingFiles)");
+            } else {
+                opts.push(("cloudFiles.includeExistingFiles".into(), "false".into()));
+            }
+        }
+        if let Some(ms) = f.modified_after_ms {
+            match chrono::DateTime::from_timestamp_millis(ms) {
+                Some(t) if !oss => opts.push(("modifiedAfter".into(), t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string())),
+                _ => self.refuse(flow, &format!("{key}.modified_after"), "Spark's file source applies modifiedAfter to batch reads only; use --target databricks (Auto Loader's modifiedAfter)"),
+            }
+        }
         if f.partition_columns.as_ref().is_some_and(|c| !c.is_empty()) {
             self.refuse(flow, &format!("{key}.partition_columns"), "the script reads the directory recursively (recursiveFileLookup), which turns off Spark's partition discovery; partition columns from key=value directories are not exported yet");
         }
@@ -946,6 +959,7 @@ impl Generator {
                 partition_by,
                 merge_schema,
                 idempotent,
+                ..
             } => {
                 if !idempotent {
                     self.refuse(flow, "sink.idempotent", "idempotent = false is an unsafe setting for drills only; Spark's Delta sink is always idempotent");
@@ -1006,6 +1020,8 @@ impl Generator {
                 keys,
                 order_by,
                 partition_by,
+                null_safe_keys,
+                ..
             } => {
                 let p = self.path(format!("{name}.sink"), path);
                 let _ = writeln!(code, "    table = {p}");
@@ -1019,9 +1035,10 @@ impl Generator {
                 );
                 let _ = writeln!(
                     code,
-                    "        _merge(spark, batch, table, app_id[0], batch_id, {}, {}, {})",
+                    "        _merge(spark, batch, table, app_id[0], batch_id, {}, {}, {}, {})",
                     py_list(keys),
                     order_by.as_deref().map_or("None".to_string(), py),
+                    if *null_safe_keys { "True" } else { "False" },
                     py_list(partition_by)
                 );
                 let _ = writeln!(code);

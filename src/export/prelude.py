@@ -61,15 +61,24 @@ def _latest_per_key(df, keys, order_by):
     return df.withColumn("__weir_rank", F.row_number().over(w)).where("__weir_rank = 1").drop("__weir_rank", seq)
 
 
-def _merge(spark, df, table, app_id, batch_id, keys, order_by, partition_by=()):
-    """weir's delta_merge: one MERGE commit per batch, idempotent by txnAppId/txnVersion."""
+def _merge(spark, df, table, app_id, batch_id, keys, order_by, null_safe, partition_by=()):
+    """weir's delta_merge: one MERGE commit per batch, idempotent by txnAppId/txnVersion.
+    Without order_by, several rows of one key in a batch stop the query, as in weir."""
     from delta.tables import DeltaTable
 
-    df = _latest_per_key(df, keys, order_by)
+    if order_by:
+        df = _latest_per_key(df, keys, order_by)
+    else:
+        keyed = df if null_safe else df.dropna(subset=list(keys))
+        dup = keyed.groupBy(*keys).count().where("count > 1").limit(1).collect()
+        if dup:
+            raise ValueError("delta_merge into %s: batch %d has several rows of the key %s and no order_by "
+                             "to choose one (weir refuses this too)" % (table, batch_id, dup[0].asDict()))
     if not _is_delta(spark, table):
         _append(df, table, app_id, batch_id, partition_by=partition_by)
         return
-    cond = " AND ".join("t.`{0}` <=> s.`{0}`".format(k.replace("`", "``")) for k in keys)
+    op = "<=>" if null_safe else "="
+    cond = " AND ".join("t.`{0}` {1} s.`{0}`".format(k.replace("`", "``"), op) for k in keys)
     spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
     spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
     try:
