@@ -190,6 +190,7 @@ async fn run(
     let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
     let mut last_trigger_start: Option<Instant> = None;
     let mut idle = false;
+    let mut waiting_for_landing = false;
     loop {
         for c in control.drain() {
             events.command(c);
@@ -219,6 +220,24 @@ async fn run(
             None => None,
         };
         let (Some(f), Some(planned)) = (flow.as_mut(), planned) else {
+            // A files source whose landing directory does not exist yet: nothing to
+            // read, the flow waits for it (processing time) or has nothing to do
+            // (available_now), and its health says source_unavailable with the path.
+            let missing = missing_landing(spec);
+            if missing.is_some() != waiting_for_landing {
+                waiting_for_landing = missing.is_some();
+                if let Some(path) = missing {
+                    tracing::warn!(path = %path.display(), "the source's landing directory does not exist yet; waiting for it");
+                    let e = Error::SourceIo {
+                        path,
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "the landing directory does not exist yet; the flow waits for it (nothing is lost: files are read once it appears)",
+                        ),
+                    };
+                    events.health(tracker.fail(&e, now_ms()));
+                }
+            }
             match trigger {
                 Trigger::AvailableNow | Trigger::Once => break,
                 Trigger::ProcessingTime(interval) => {
@@ -374,6 +393,16 @@ async fn refuse_existing_table(
             version = facts.version,
             pipeline = "<pipeline.toml>",
         ),
+    })
+}
+
+/// The landing directory of a files source of the flow that does not exist (yet).
+fn missing_landing(spec: &FlowSpec) -> Option<PathBuf> {
+    spec.sources().into_iter().find_map(|s| match s {
+        SourceSpec::Files(f) if crate::source::files::landing_missing(&f.path) => {
+            Some(f.path.clone())
+        }
+        _ => None,
     })
 }
 

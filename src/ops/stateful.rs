@@ -200,6 +200,13 @@ fn validate_dedup(
             ));
         }
     }
+    check_dedup_bounds(spec, keys)
+}
+
+/// The checks of a deduplication that need no schema (its state must be bounded by the
+/// watermark); `weir validate` runs them whatever the schema, so a pipeline with an
+/// inferred schema is refused before it runs, with the file and line.
+pub fn check_dedup_bounds(spec: &StatefulSpec, keys: &[String]) -> std::result::Result<(), String> {
     if spec.drop_duplicates_within_watermark {
         return Ok(());
     }

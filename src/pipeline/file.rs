@@ -32,7 +32,7 @@ pub struct FlowFile {
     /// Aggregate expressions with `AS name`.
     pub aggregates: Option<Vec<String>>,
     /// Key columns of `dropDuplicates` (empty = all columns).
-    pub drop_duplicates: Option<Vec<String>>,
+    pub drop_duplicates: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     pub drop_duplicates_within_watermark: bool,
     pub output_mode: Option<Spanned<String>>,

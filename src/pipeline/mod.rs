@@ -333,10 +333,18 @@ fn resolve_flow(
         }),
         group_by: flow.group_by.unwrap_or_default(),
         aggregates: flow.aggregates.unwrap_or_default(),
-        drop_duplicates: flow.drop_duplicates,
+        drop_duplicates: flow.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
         drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,
         output_mode,
     };
+    // A deduplication's state must be bounded by the watermark: checked here, without
+    // the schema, so an inferred schema is refused before anything runs too.
+    if let Some(keys) = &flow.drop_duplicates
+        && !stateful.has_aggregation()
+    {
+        crate::ops::stateful::check_dedup_bounds(&stateful, keys.get_ref())
+            .map_err(|m| cx.error(keys.span(), m))?;
+    }
     // Checks that need no schema; the rest runs against the schema (validate, flow start).
     if stateful.output_mode == OutputMode::Complete && !stateful.has_aggregation() {
         let at = flow.output_mode.as_ref().map_or(span.clone(), |m| m.span());

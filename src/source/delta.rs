@@ -590,10 +590,36 @@ impl DeltaSource {
             return None;
         }
         Some(format!(
-            "the table's schema changed at version {version} (the stream reads with the schema of version {}); \
+            "the table's schema changed at version {version}: {} (the stream reads with the schema of version {}); \
              restart the flow to read on with the new schema (the stream resumes at version {version}, nothing is lost)",
+            schema_diff(&info.table_schema, schema),
             info.schema_version
         ))
+    }
+
+    /// The earliest version from which every commit up to the latest still has all its
+    /// data files (VACUUM removes files no longer in the table); `None` when even the
+    /// latest commit misses one. At most 10,000 commits are looked at.
+    pub async fn earliest_readable_version(&mut self) -> Result<Option<u64>> {
+        let Some(latest) = self.refresh().await? else {
+            return Ok(None);
+        };
+        let reader = self.reader()?;
+        let mut earliest = None;
+        for v in (latest.saturating_sub(10_000)..=latest).rev() {
+            let Ok(content) = self.unit(Unit::Commit(v)).await else {
+                break;
+            };
+            let complete = content
+                .files
+                .iter()
+                .all(|f| reader.resolve(f).is_ok_and(|p| p.exists()));
+            if !complete {
+                break;
+            }
+            earliest = Some(v);
+        }
+        Ok(earliest)
     }
 
     fn rewrite_error(&self, version: u64, operation: &str) -> Error {
@@ -831,6 +857,43 @@ fn offset(id: &str, p: Position) -> DeltaOffset {
 }
 
 /// Classifies a commit by its actions (Spark's `validateCommitAndDecideSkipping`).
+/// What a schema change did, named: `new column(s) coupon STRING; removed ...; type of x ...`.
+fn schema_diff(old: &StructType, new: &StructType) -> String {
+    let mut parts = Vec::new();
+    let added: Vec<String> = new
+        .fields()
+        .filter(|f| old.field(f.name()).is_none())
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect();
+    if !added.is_empty() {
+        parts.push(format!("new column(s) {}", added.join(", ")));
+    }
+    let removed: Vec<&str> = old
+        .fields()
+        .filter(|f| new.field(f.name()).is_none())
+        .map(|f| f.name().as_str())
+        .collect();
+    if !removed.is_empty() {
+        parts.push(format!("column(s) removed: {}", removed.join(", ")));
+    }
+    let changed: Vec<String> = new
+        .fields()
+        .filter_map(|f| {
+            let before = old.field(f.name())?;
+            (before.data_type() != f.data_type())
+                .then(|| format!("{} {} -> {}", f.name(), before.data_type(), f.data_type()))
+        })
+        .collect();
+    if !changed.is_empty() {
+        parts.push(format!("type changed: {}", changed.join(", ")));
+    }
+    if parts.is_empty() {
+        "column properties changed (nullability or metadata)".to_string()
+    } else {
+        parts.join("; ")
+    }
+}
+
 fn classify(version: u64, actions: Vec<Action>) -> std::result::Result<UnitContent, String> {
     let mut adds = Vec::new();
     let mut removes_data = false;
@@ -923,7 +986,7 @@ impl DeltaBatchReader {
         Ok(out)
     }
 
-    fn resolve(&self, file: &DeltaFile) -> Result<PathBuf> {
+    pub fn resolve(&self, file: &DeltaFile) -> Result<PathBuf> {
         if file.path.contains("://") {
             return url::Url::parse(&file.path)
                 .ok()

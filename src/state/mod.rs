@@ -94,6 +94,14 @@ impl Fingerprint {
             .into_iter()
             .filter_map(|a| match (saved.0.get(a), self.0.get(a)) {
                 (Some(x), Some(y)) if x == y => None,
+                // The state holds the accumulators, not the output names: renaming an
+                // aggregate's output column (`sum(v) AS total` -> `AS amount`) keeps it.
+                (Some(x), Some(y))
+                    if a == "aggregates"
+                        && without_aliases(x).is_some_and(|c| Some(c) == without_aliases(y)) =>
+                {
+                    None
+                }
                 (Some(x), Some(y)) => Some(format!("{a} changed from `{x}` to `{y}`")),
                 (Some(x), None) => Some(format!("{a} `{x}` was removed")),
                 (None, Some(y)) => Some(format!("{a} `{y}` was added")),
@@ -101,6 +109,28 @@ impl Fingerprint {
             })
             .collect()
     }
+}
+
+/// A list of SQL select items (`count(*) AS n, sum(v) AS total`) without their
+/// aliases (`count(*), sum(v)`); `None` when it does not parse.
+fn without_aliases(items: &str) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::SelectItem;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    let mut parser = Parser::new(&GenericDialect {}).try_with_sql(items).ok()?;
+    let parsed = parser
+        .parse_comma_separated(|p| p.parse_select_item())
+        .ok()?;
+    let exprs: Vec<String> = parsed
+        .into_iter()
+        .map(|item| match item {
+            SelectItem::ExprWithAlias { expr, .. } | SelectItem::UnnamedExpr(expr) => {
+                expr.to_string()
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    Some(exprs.join(", "))
 }
 
 /// One state column as recorded in the `schema` file (informational; the exact
@@ -765,6 +795,19 @@ mod tests {
             contents(&loaded),
             vec![("a".into(), 1), ("b".into(), 2), ("c".into(), 3)]
         );
+    }
+
+    #[test]
+    fn renaming_an_aggregate_alias_is_not_a_change() {
+        let saved = Fingerprint::default().with("aggregates", "count(*) AS n, sum(v) AS total");
+        let renamed =
+            Fingerprint::default().with("aggregates", "count(*) AS num, sum(v)  AS amount");
+        assert!(renamed.diff(&saved).is_empty());
+        let changed = Fingerprint::default().with("aggregates", "count(*) AS n, avg(v) AS total");
+        assert_eq!(changed.diff(&saved).len(), 1);
+        let added = Fingerprint::default()
+            .with("aggregates", "count(*) AS n, sum(v) AS total, max(v) AS m");
+        assert_eq!(added.diff(&saved).len(), 1);
     }
 
     #[test]

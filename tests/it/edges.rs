@@ -915,3 +915,213 @@ path = "table"
     let r = rescued(&table, "x NULLS LAST").await;
     assert_eq!(r[2].as_ref().unwrap()["_corrupt_record"], "not json at all");
 }
+
+/// Renaming only an aggregate's output column keeps the state usable: the restart is
+/// allowed (`weir check` agrees); changing the aggregate itself is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renaming_an_aggregate_alias_is_a_compatible_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let flow = |aggregate: &str| {
+        format!(
+            r#"
+[[flow]]
+name = "w"
+trigger = "available_now"
+watermark = {{ column = "ts", delay = "0 seconds" }}
+group_by = ["window(ts, '10 seconds')", "k"]
+aggregates = ["{aggregate}"]
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "k STRING, ts TIMESTAMP"
+[flow.sink]
+type = "console"
+"#
+        )
+    };
+    let p = write_pipeline(dir, &flow("count(*) AS n"));
+    let landing = dir.join("landing");
+    land(
+        &landing,
+        "a.json",
+        b"{\"k\":\"x\",\"ts\":\"2024-05-01T10:00:01Z\"}\n",
+    );
+    run_ok(&p);
+    let p = write_pipeline(dir, &flow("count(*)  AS  num"));
+    let check = weir().args(["check"]).arg(&p).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    land(
+        &landing,
+        "b.json",
+        b"{\"k\":\"x\",\"ts\":\"2024-05-01T10:00:21Z\"}\n",
+    );
+    let out = run_ok(&p);
+    // The window [10:00:00, 10:00:10) closes in the second run, counted from the
+    // state, under its new name (the console sink prints it).
+    let printed = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        printed.contains("num") && printed.contains("2024-05-01T10:00:00"),
+        "{printed}"
+    );
+    let p = write_pipeline(dir, &flow("sum(1) AS num"));
+    let stderr = run_err(&p);
+    assert!(stderr.contains("aggregates changed"), "{stderr}");
+}
+
+/// A files source whose landing directory does not exist yet waits for it (health
+/// `source_unavailable`, naming the path) instead of failing; once the directory
+/// appears its files are read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_landing_directory_is_waited_for_as_source_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "json", "schema = \"id BIGINT\"");
+    run_ok(&p);
+    let health: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("_checkpoints/t/_weir/health.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(health["state"], "source_unavailable", "{health}");
+    assert!(health.to_string().contains("landing"), "{health}");
+
+    // A processing-time flow keeps waiting, and reads the files once they come.
+    let p = write_pipeline(
+        dir,
+        &std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("trigger = \"available_now\"", "trigger = \"200 ms\""),
+    );
+    let mut child = weir()
+        .args(["run", "--headless"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "still waiting");
+    land(&dir.join("landing"), "a.json", b"{\"id\":1}\n");
+    let table = dir.join("table");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while delta_version(&table).await.is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(table_lines(&table, &["id"], "id").await, ["1"]);
+}
+
+const TWO_HOPS: &str = r#"
+[[flow]]
+name = "bronze"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+[flow.sink]
+type = "delta"
+path = "bronze"
+
+[[flow]]
+name = "silver"
+trigger = "available_now"
+[flow.source]
+type = "delta"
+path = "bronze"
+STARTING
+[flow.sink]
+type = "delta"
+path = "silver"
+"#;
+
+fn run_flow_named(p: &Path, flow: &str) -> std::process::Output {
+    weir()
+        .args(["run", "--headless", "--flow", flow])
+        .arg(p)
+        .output()
+        .unwrap()
+}
+
+/// A Delta source meeting a schema change names what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_source_schema_change_names_the_new_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(dir, &TWO_HOPS.replace("STARTING", ""));
+    let landing = dir.join("landing");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    assert!(run_flow_named(&p, "bronze").status.success());
+    assert!(run_flow_named(&p, "silver").status.success());
+    // Silver streams on (processing time) while bronze's schema changes under it.
+    let silver = weir()
+        .args([
+            "run",
+            "--headless",
+            "--flow",
+            "silver",
+            "--trigger",
+            "200ms",
+        ])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    land(&landing, "b.json", b"{\"id\":2,\"coupon\":\"SAVE5\"}\n");
+    // Bronze stops once on the new column (exit 3), then writes it.
+    assert_eq!(run_flow_named(&p, "bronze").status.code(), Some(3));
+    assert!(run_flow_named(&p, "bronze").status.success());
+    let out = silver.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("schema changed at version")
+            && stderr.contains("new column(s) coupon string"),
+        "{stderr}"
+    );
+}
+
+/// A `starting_version` whose files VACUUM removed: the error says from which version
+/// on the table is still whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacuumed_starting_version_suggests_the_earliest_that_works() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(dir, &TWO_HOPS.replace("STARTING", "starting_version = 0"));
+    let landing = dir.join("landing");
+    for (i, name) in ["a.json", "b.json", "c.json"].iter().enumerate() {
+        land(&landing, name, format!("{{\"id\":{i}}}\n").as_bytes());
+        assert!(run_flow_named(&p, "bronze").status.success());
+    }
+    // Compact (the old files leave the snapshot), then VACUUM them away.
+    let url = url::Url::from_directory_path(dir.join("bronze")).unwrap();
+    let table = deltalake::open_table(url).await.unwrap();
+    let (table, _) = table.optimize().await.unwrap();
+    let compacted = table.version().unwrap();
+    let (_table, _) = table
+        .vacuum()
+        .with_retention_period(chrono::Duration::zero())
+        .with_enforce_retention_duration(false)
+        .await
+        .unwrap();
+    let out = run_flow_named(&p, "silver");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("VACUUM removed them")
+            && stderr.contains(&format!("starting_version = {compacted}")),
+        "{stderr}"
+    );
+}

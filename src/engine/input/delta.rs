@@ -80,6 +80,43 @@ impl DeltaInput {
         }))
     }
 
+    /// A read that failed because VACUUM removed data files the stream had not read yet
+    /// (typically a `starting_version` older than the retention): the error says from
+    /// which version on the table is still whole, to start a new checkpoint there.
+    async fn explain_vacuumed(&mut self, error: Error, files: &[DeltaFile]) -> Error {
+        let Ok(reader) = self.source.reader() else {
+            return error;
+        };
+        let missing: Vec<&DeltaFile> = files
+            .iter()
+            .filter(|f| reader.resolve(f).is_ok_and(|p| !p.exists()))
+            .collect();
+        let Some(first) = missing.first() else {
+            return error;
+        };
+        let path = self.source.options().path.clone();
+        let suggestion = match self.source.earliest_readable_version().await {
+            Ok(Some(v)) => format!(
+                "the earliest version whose files are all still there is {v}: start a new checkpoint with \
+                 starting_version = {v} (the rows of the versions before it are gone from this table), or read the \
+                 table's current snapshot (no starting_version)"
+            ),
+            _ => "no version of the table has all its files any more; read the table's current snapshot \
+                  (no starting_version) with a new checkpoint"
+                .to_string(),
+        };
+        Error::Source {
+            path,
+            message: format!(
+                "{} data file(s) of this batch are gone (first: {}, added at version {}): VACUUM removed them \
+                 before the stream read them; {suggestion}",
+                missing.len(),
+                first.path,
+                first.version
+            ),
+        }
+    }
+
     pub async fn replay(
         &mut self,
         batch_id: u64,
@@ -110,7 +147,10 @@ impl DeltaInput {
         let batches = if files.is_empty() {
             Vec::new()
         } else {
-            reader.read(files).await?
+            match reader.read(files).await {
+                Ok(b) => b,
+                Err(e) => return Err(self.explain_vacuumed(e, files).await),
+            }
         };
         Ok(BatchRead {
             num_rows: batches.iter().map(|b| b.num_rows() as u64).sum(),

@@ -150,7 +150,12 @@ impl FileSource {
     pub fn list(&mut self, now_ms: i64) -> Result<Listing> {
         let root = self.options.path.clone();
         let mut found = Vec::new();
-        list_dir(&root, &root, &self.options, now_ms, &mut found)?;
+        // A landing directory that does not exist yet holds no file: the flow waits
+        // for it (reported as source_unavailable by the engine), as a Delta source
+        // waits for its table.
+        if !landing_missing(&root) {
+            list_dir(&root, &root, &self.options, now_ms, &mut found)?;
+        }
         let mut listing = Listing::default();
         let known = self
             .ledger
@@ -307,7 +312,7 @@ pub fn skip_existing_files(
         return Ok(0);
     }
     let mut files = Vec::new();
-    if options.path.is_dir() {
+    if !landing_missing(&options.path) {
         list_dir(&options.path, &options.path, options, now_ms, &mut files)?;
     }
     // Files the ledger knows already (a crash between the two writes) are not recorded twice.
@@ -329,8 +334,17 @@ pub fn skip_existing_files(
 
 /// Lists the source without consulting the ledger (schema inference before the first batch).
 pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> Result<()> {
+    if landing_missing(&options.path) {
+        return Ok(());
+    }
     let now = crate::clock::now_ms();
     list_dir(&options.path, &options.path, options, now, out)
+}
+
+/// Whether a source's landing directory does not exist (yet): nothing to list, the
+/// flow waits for it. Other listing errors (permissions, a file in its place) stay errors.
+pub fn landing_missing(path: &Path) -> bool {
+    matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Chooses the files for one batch: oldest first, bounded by count and (softly) bytes.
