@@ -4,30 +4,121 @@
 //! the error naming the table. Every read and write of a Delta table goes through
 //! `deltalake`; weir never writes the Delta log itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use deltalake::DeltaTable;
 
+use crate::delta_store::DurableLocalStore;
 use crate::error::{Error, Result};
 
-/// Opens a Delta table at a local path; a missing or empty directory is a table-to-be.
+/// Opens a Delta table at a local path for writing; a missing or empty directory is a
+/// table-to-be (created owner-only, durably). Every object the table writes goes through
+/// [`DurableLocalStore`]: fsynced, with its directories, before the write returns
+/// (docs/reliability.md).
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    std::fs::create_dir_all(path).map_err(|source| Error::SinkIo {
+    crate::durable::create_dir_private(path).map_err(|source| Error::SinkIo {
         path: path.to_path_buf(),
         source,
     })?;
     let url = table_url(path)?;
+    let root = url.to_file_path().unwrap_or_else(|()| path.to_path_buf());
+    let builder = deltalake::DeltaTableBuilder::from_url(url.clone())
+        .map_err(|e| delta_error(path, e))?
+        .with_storage_backend(Arc::new(DurableLocalStore::new(&root)), url);
     let log = path.join("_delta_log");
     let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
     if !has_log {
         // A table-to-be: not loaded (loading logs an error for a missing log).
-        return deltalake::DeltaTableBuilder::from_url(url)
-            .and_then(|b| b.build())
-            .map_err(|e| delta_error(path, e));
+        return builder.build().map_err(|e| delta_error(path, e));
     }
-    DeltaTable::try_from_url(url)
-        .await
-        .map_err(|e| delta_error(path, e))
+    builder.load().await.map_err(|e| delta_error(path, e))
+}
+
+/// Makes the commits of the table from its latest version back to the one whose `txn`
+/// records batch `batch_id` of `app_id` durable, with their data files: a re-run batch
+/// found in the table may have been committed by a process that died before its fsyncs,
+/// and `commits/N` is about to rely on it.
+pub async fn sync_txn_commit(
+    table: &DeltaTable,
+    path: &Path,
+    app_id: &str,
+    batch_id: u64,
+) -> Result<()> {
+    let Some(latest) = table.version() else {
+        return Ok(());
+    };
+    let log_store = table.log_store();
+    let url = table_url(path)?;
+    let root = url.to_file_path().unwrap_or_else(|()| path.to_path_buf());
+    let mut version = latest;
+    loop {
+        let Some(bytes) = log_store
+            .read_commit_entry(version as _)
+            .await
+            .map_err(|e| delta_error(path, e))?
+        else {
+            // Older than the oldest log entry kept (a checkpoint covers it).
+            return Ok(());
+        };
+        let actions = deltalake::logstore::get_actions(version as _, &bytes)
+            .map_err(|e| delta_error(path, e))?;
+        let mut files = vec![root.join("_delta_log").join(format!("{version:020}.json"))];
+        let mut holds_batch = false;
+        for action in &actions {
+            match action {
+                deltalake::kernel::Action::Add(add) => {
+                    if let Some(p) = url.join(&add.path).ok().and_then(|u| u.to_file_path().ok()) {
+                        files.push(p);
+                    }
+                }
+                deltalake::kernel::Action::Txn(t) => {
+                    holds_batch |= t.app_id == app_id && t.version >= batch_id as i64;
+                }
+                _ => {}
+            }
+        }
+        let table_dir = root.clone();
+        tokio::task::spawn_blocking(move || sync_files(&table_dir, &files))
+            .await
+            .map_err(|e| Error::SinkIo {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(e),
+            })?
+            .map_err(|source| Error::SinkIo {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if holds_batch || version == 0 {
+            return Ok(());
+        }
+        version -= 1;
+    }
+}
+
+/// fsyncs files of a table and the directories from each up to the table's root.
+fn sync_files(table: &Path, files: &[PathBuf]) -> std::io::Result<()> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for f in files {
+        match crate::durable::sync_file(f) {
+            Ok(()) => {}
+            // Removed since (VACUUM of an older version): nothing to make durable.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+        let mut dir = f.parent();
+        while let Some(d) = dir {
+            dirs.insert(d.to_path_buf());
+            if d == table || !d.starts_with(table) {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+    for d in dirs.iter().rev() {
+        crate::durable::sync_dir(d)?;
+    }
+    Ok(())
 }
 
 /// Opens an existing Delta table, or `None` when the path holds none.

@@ -21,8 +21,8 @@
 //! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
 //! generate/    synthetic event files for drills and tests (seeded, reproducible)
 //! records/     progress record, health verdict, error kinds: plain serde types
-//! durable.rs   durable file writes; clock.rs: the wall clock in ms
-//! delta.rs     Delta tables: open, create, txn version, errors
+//! durable.rs   durable file writes (survive a power cut); clock.rs: the wall clock in ms
+//! delta.rs     Delta tables: open, create, txn version, errors; delta_store.rs: the fsyncing object store they are written through
 //! checkpoint/  layout, offsets/commits/metadata logs, lock, progress.jsonl, static restart checks
 //! checkpoint_tools/ inspect, diff, check, backup/reset/rollback (built on the engine)
 //! health/      classify a flow: six states with evidence; the engine's tracker
@@ -40,6 +40,7 @@ pub mod cli;
 pub mod clock;
 pub mod console;
 pub mod delta;
+pub mod delta_store;
 pub mod demo;
 pub mod drill;
 pub mod durable;

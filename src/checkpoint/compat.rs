@@ -65,7 +65,11 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Problems, Vec<S
     let mut reasons = Problems::default();
     let mut notes = Vec::new();
     if !cp.exists() {
-        if cp.root().join("offsets").is_dir() || cp.root().join("commits").is_dir() {
+        // Empty `offsets/` and `commits/` are a checkpoint whose creation was cut short
+        // (a crash or power cut before `metadata` was durable): it starts afresh.
+        if !Checkpoint::batch_ids(&cp.offsets_dir())?.is_empty()
+            || !Checkpoint::batch_ids(&cp.commits_dir())?.is_empty()
+        {
             reasons.push(
                 format!(
                     "{}: missing; the checkpoint has logs but no query id",
@@ -81,13 +85,23 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Problems, Vec<S
     }
     let offsets = Checkpoint::batch_ids(&cp.offsets_dir())?;
     let commits = Checkpoint::batch_ids(&cp.commits_dir())?;
-    for &id in &offsets {
+    // The last file of each log is read as recovery reads it: its error says how to
+    // repair a file torn by a power cut.
+    for &id in offsets.iter().rev().skip(1) {
         if let Err(e) = cp.read_offsets(id) {
             reasons.error(&e);
         }
     }
+    if let Err(e) = cp.latest_offsets() {
+        reasons.error(&e);
+    }
+    if let Err(e) = cp.latest_commit() {
+        reasons.error(&e);
+    }
     for &id in &commits {
-        if let Err(e) = cp.read_commit(id) {
+        if commits.last() != Some(&id)
+            && let Err(e) = cp.read_commit(id)
+        {
             reasons.error(&e);
         }
         if !offsets.contains(&id) {
@@ -256,12 +270,22 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
     // A corrupt file is reported as itself (kind `checkpoint_corrupt`, naming the file).
     if cp.exists() {
         cp.read_metadata()?;
-        for id in Checkpoint::batch_ids(&cp.offsets_dir())? {
-            cp.read_offsets(id)?;
+        for id in Checkpoint::batch_ids(&cp.offsets_dir())?
+            .iter()
+            .rev()
+            .skip(1)
+        {
+            cp.read_offsets(*id)?;
         }
-        for id in Checkpoint::batch_ids(&cp.commits_dir())? {
-            cp.read_commit(id)?;
+        for id in Checkpoint::batch_ids(&cp.commits_dir())?
+            .iter()
+            .rev()
+            .skip(1)
+        {
+            cp.read_commit(*id)?;
         }
+        cp.latest_offsets()?;
+        cp.latest_commit()?;
     }
     let (mut reasons, _) = check_static(spec, cp)?;
     if reasons.is_empty() && cp.exists() {

@@ -167,7 +167,13 @@ impl Checkpoint {
     pub fn latest_offsets(&self) -> Result<Option<(u64, OffsetSeq)>> {
         match Self::batch_ids(&self.offsets_dir())?.last() {
             None => Ok(None),
-            Some(&id) => Ok(Some((id, self.read_offsets(id)?))),
+            Some(&id) => {
+                let path = self.offsets_path(id);
+                let text = fs::read_to_string(&path)
+                    .map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+                let seq = OffsetSeq::parse(&text).map_err(|m| self.torn(&path, m))?;
+                Ok(Some((id, seq)))
+            }
         }
     }
 
@@ -175,8 +181,26 @@ impl Checkpoint {
     pub fn latest_commit(&self) -> Result<Option<(u64, CommitMetadata)>> {
         match Self::batch_ids(&self.commits_dir())?.last() {
             None => Ok(None),
-            Some(&id) => Ok(Some((id, self.read_commit(id)?))),
+            Some(&id) => {
+                let path = self.commit_path(id);
+                let text = fs::read_to_string(&path)
+                    .map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+                let commit = CommitMetadata::parse(&text).map_err(|m| self.torn(&path, m))?;
+                Ok(Some((id, commit)))
+            }
         }
+    }
+
+    /// The last file of a log cannot be parsed: a power cut on a file system without
+    /// atomic rename can leave it empty or cut short; say how to repair it.
+    fn torn(&self, path: &Path, message: String) -> Error {
+        Error::checkpoint(
+            path,
+            format!(
+                "{message}; if a power cut tore this last file, `weir checkpoint repair {}` moves it aside so the batch is re-run (docs/reliability.md)",
+                self.root.display()
+            ),
+        )
     }
 
     pub fn read_offsets(&self, batch_id: u64) -> Result<OffsetSeq> {
@@ -193,16 +217,20 @@ impl Checkpoint {
         CommitMetadata::parse(&text).map_err(|m| Error::checkpoint(&path, m))
     }
 
-    /// Writes `offsets/<batch_id>` (the write-ahead log entry). Refuses to overwrite.
+    /// Writes `offsets/<batch_id>` (the write-ahead log entry). Refuses to overwrite,
+    /// atomically (`renameat2(RENAME_NOREPLACE)`): two writers cannot both succeed.
     pub fn write_offsets(&self, batch_id: u64, offsets: &OffsetSeq) -> Result<()> {
         let path = self.offsets_path(batch_id);
-        if path.exists() {
-            return Err(Error::checkpoint(
-                &path,
-                "offsets for this batch already exist; another process may be writing this checkpoint",
-            ));
-        }
-        write_atomic(&path, offsets.render().as_bytes()).map_err(|e| Error::unwritable(&path, e))
+        crate::durable::write_new(&path, offsets.render().as_bytes()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::checkpoint(
+                    &path,
+                    "offsets for this batch already exist; another process may be writing this checkpoint",
+                )
+            } else {
+                Error::unwritable(&path, e)
+            }
+        })
     }
 
     /// Writes `commits/<batch_id>`: batch finished.

@@ -1,4 +1,4 @@
-//! Checkpoint actions the playbooks use: backup, reset, rollback.
+//! Checkpoint actions the playbooks use: backup, reset, rollback, repair.
 //!
 //! Each action is two steps: `plan_*` reads and decides, returning an
 //! [`ActionPlan`] whose lines are the dry-run; [`execute`] performs exactly
@@ -12,7 +12,11 @@
 //! reset    Rename(checkpoint -> checkpoint.bak-<time>) [+ TruncateTable(target) with --truncate-target]
 //! rollback Rename(offsets/N -> _weir/rollback-<time>/offsets/N) for each uncommitted N > BATCH,
 //!          refused if the Delta table's txn for the query id already covers any N
+//! repair   Rename(the torn last commits/N or offsets/N -> _weir/repair-<time>/...), so the next
+//!          run re-runs batch N (the table's txn decides whether the re-run writes it)
 //! ```
+//!
+//! Every rename is durable (both directories fsynced) before the next operation runs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -287,6 +291,124 @@ pub async fn plan_rollback(checkpoint: &Path, to: u64) -> Result<ActionPlan> {
     })
 }
 
+/// `weir checkpoint repair CHECKPOINT`: a power cut on a file system without atomic
+/// rename can leave the last `commits/N` (or, before it, the last `offsets/N`) empty or
+/// cut short. The batch protocol says what that means:
+///
+/// - a torn `commits/N`: batch N ran; whether its Delta commit is in the table is told by
+///   the table's txn for the query id. Either way, moving the torn file aside makes the
+///   next run re-run batch N with exactly its recorded files: the sink skips the write
+///   when the txn already covers N, and writes it otherwise. State version N is recomputed.
+/// - a torn `offsets/N` (no `commits/N`): the sink never saw batch N (it writes only after
+///   `offsets/N` is durable); moving it aside makes the next run plan batch N again.
+///
+/// Only the last file of a log can be torn by a power cut; any other unreadable file is
+/// refused here (restore the checkpoint from a backup).
+pub async fn plan_repair(checkpoint: &Path) -> Result<ActionPlan> {
+    let cp = Checkpoint::at(checkpoint);
+    require_checkpoint(&cp)?;
+    let offsets = Checkpoint::batch_ids(&cp.offsets_dir())?;
+    let commits = Checkpoint::batch_ids(&cp.commits_dir())?;
+    let earlier_offsets = offsets
+        .iter()
+        .rev()
+        .skip(1)
+        .map(|&id| (id, cp.read_offsets(id).err(), "offsets"));
+    let earlier_commits = commits
+        .iter()
+        .rev()
+        .skip(1)
+        .map(|&id| (id, cp.read_commit(id).err(), "commits"));
+    for (id, err, what) in earlier_offsets.chain(earlier_commits) {
+        if let Some(e) = err {
+            return Err(Error::checkpoint(
+                cp.root().join(what).join(id.to_string()),
+                format!(
+                    "{what}/{id} is unreadable ({e}) but is not the last {what} file: a power cut tears only the last one. \
+                         Restore the checkpoint from a backup (`weir checkpoint backup` makes them)"
+                ),
+            ));
+        }
+    }
+    let aside = cp.weir_dir().join(format!("repair-{}", stamp()));
+    let tables = flow_tables(&cp)?;
+    let mut ops = Vec::new();
+    let mut notes = Vec::new();
+    if let Some(&n) = commits.last()
+        && let Err(e) = cp.read_commit(n)
+    {
+        ops.push(Op::Rename {
+            from: cp.commit_path(n),
+            to: aside.join("commits").join(n.to_string()),
+        });
+        notes.push(format!("torn: {e}"));
+        for (table, app_id) in &tables {
+            let v = crate::delta::txn_version(table, app_id).await?;
+            notes.push(match v {
+                Some(v) if v >= n as i64 => format!(
+                    "{} holds batch {n} (txn {app_id} version {v}): the re-run of batch {n} skips the write",
+                    table.display()
+                ),
+                _ => format!(
+                    "{} does not hold batch {n} (txn {app_id} version {}): the re-run of batch {n} writes it",
+                    table.display(),
+                    v.map_or("none".to_string(), |v| v.to_string())
+                ),
+            });
+        }
+        notes.push(format!(
+            "the next run re-runs batch {n} with exactly its recorded files, then goes on"
+        ));
+    } else if let Some(&n) = offsets.last()
+        && commits.last().is_none_or(|&c| c < n)
+        && let Err(e) = cp.read_offsets(n)
+    {
+        for (table, app_id) in &tables {
+            if let Some(v) = crate::delta::txn_version(table, app_id).await?
+                && v >= n as i64
+            {
+                return Err(Error::checkpoint(
+                    cp.offsets_path(n),
+                    format!(
+                        "offsets/{n} is torn ({e}) but {} already holds batch {n} (txn {app_id} version {v}): \
+                         its files cannot be known again. Restore the checkpoint from a backup",
+                        table.display()
+                    ),
+                ));
+            }
+        }
+        ops.push(Op::Rename {
+            from: cp.offsets_path(n),
+            to: aside.join("offsets").join(n.to_string()),
+        });
+        notes.push(format!("torn: {e}"));
+        notes.push(format!(
+            "no table holds batch {n}: the next run plans batch {n} again from the files not yet committed"
+        ));
+    } else {
+        notes.push("no torn offsets or commits file: nothing to repair".to_string());
+    }
+    let needs_confirmation = !ops.is_empty();
+    Ok(ActionPlan {
+        action: "repair".into(),
+        checkpoint: checkpoint.to_path_buf(),
+        ops,
+        notes,
+        needs_confirmation,
+    })
+}
+
+/// Every Delta table the flow writes, with the application id its commits carry
+/// (`_weir/plan.json`).
+fn flow_tables(cp: &Checkpoint) -> Result<Vec<(PathBuf, String)>> {
+    let query_id = cp.read_metadata()?.id.to_string();
+    Ok(cp
+        .read_plan()?
+        .and_then(|p| p.sink_path)
+        .map(|t| vec![(t, query_id)])
+        .unwrap_or_default())
+}
+
 /// Performs the plan's operations in order, holding the checkpoint lock.
 /// Returns one line per operation done.
 pub async fn execute(plan: &ActionPlan) -> Result<Vec<String>> {
@@ -312,13 +434,8 @@ pub async fn execute(plan: &ActionPlan) -> Result<Vec<String>> {
                 if let Some(parent) = to.parent() {
                     create_dir_private(parent).map_err(|e| Error::io(parent, e))?;
                 }
-                if to.exists() {
-                    return Err(Error::io(
-                        to,
-                        std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists"),
-                    ));
-                }
-                fs::rename(from, to).map_err(|e| Error::io(from, e))?;
+                // Durable before the next operation (reset empties the table next).
+                crate::durable::rename_new(from, to).map_err(|e| Error::io(from, e))?;
                 done.push(format!("moved {} to {}", from.display(), to.display()));
             }
             Op::TruncateTable {
@@ -378,8 +495,16 @@ fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
             create_dir_private(parent).map_err(|e| Error::io(parent, e))?;
         }
         fs::copy(from.join(rel), &dst).map_err(|e| Error::io(&dst, e))?;
-        let f = fs::File::open(&dst).map_err(|e| Error::io(&dst, e))?;
-        f.sync_all().map_err(|e| Error::io(&dst, e))?;
+        crate::durable::sync_file(&dst).map_err(|e| Error::io(&dst, e))?;
+    }
+    let mut dirs: Vec<PathBuf> = files
+        .iter()
+        .filter_map(|rel| to.join(rel).parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs.iter().rev() {
+        crate::durable::sync_dir(d).map_err(|e| Error::io(d, e))?;
     }
     Ok(files.len())
 }

@@ -1,4 +1,4 @@
-//! `weir checkpoint backup|reset|rollback`: the playbooks' checkpoint actions.
+//! `weir checkpoint backup|reset|rollback|repair`: the playbooks' checkpoint actions.
 //!
 //! Every action prints its plan first (the dry-run: exactly the operations it
 //! then performs); `--dry-run` stops there. Actions that move a checkpoint or
@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 
 use super::{EXIT_INVALID, report, runtime};
 use crate::checkpoint_tools::actions::{
-    ActionPlan, execute, plan_backup, plan_reset, plan_rollback,
+    ActionPlan, execute, plan_backup, plan_repair, plan_reset, plan_rollback,
 };
 use crate::pipeline;
 
@@ -56,6 +56,15 @@ pub enum CheckpointAction {
         /// The committed batch to go back to.
         #[arg(long)]
         to: u64,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Move aside a last `commits/N` or `offsets/N` torn by a power cut (empty or cut
+    /// short), so the next run re-runs batch N; the dry-run says whether the table holds it.
+    Repair {
+        checkpoint: PathBuf,
         #[arg(long)]
         dry_run: bool,
         #[arg(long)]
@@ -116,6 +125,11 @@ pub fn run(args: &CheckpointArgs) -> ExitCode {
             dry_run,
             yes,
         } => (rt.block_on(plan_rollback(checkpoint, *to)), *dry_run, *yes),
+        CheckpointAction::Repair {
+            checkpoint,
+            dry_run,
+            yes,
+        } => (rt.block_on(plan_repair(checkpoint)), *dry_run, *yes),
     };
     let plan = match plan {
         Ok(p) => p,

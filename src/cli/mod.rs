@@ -59,7 +59,7 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Print a health state's playbook with the flow's live evidence filled in.
     Playbook(playbook::PlaybookArgs),
-    /// Checkpoint actions with a dry-run: backup, reset, rollback. Never deletes data.
+    /// Checkpoint actions with a dry-run: backup, reset, rollback, repair. Never deletes data.
     Checkpoint(checkpoint::CheckpointArgs),
     /// Two checkpoints, or two batches of one, side by side. Reads only.
     Diff(diff::DiffArgs),

@@ -98,6 +98,7 @@ impl DeltaSink {
         let done = committed.is_some_and(|v| v >= batch_id as i64);
         if done {
             tracing::info!(batch_id, app_id = %self.app_id, "batch already in the Delta log (replay after a crash); skipping the write");
+            crate::delta::sync_txn_commit(&self.table, &self.path, &self.app_id, batch_id).await?;
         }
         Ok(done)
     }

@@ -245,17 +245,15 @@ impl QuarantineWriter {
         self.dir.join(format!("{batch_id}.jsonl"))
     }
 
-    /// Writes batch `batch_id`'s records, replacing any earlier file of that batch
-    /// (a re-run after a crash). No records: no file (and an earlier one is removed).
+    /// Writes batch `batch_id`'s records, replacing any earlier file of that batch (a
+    /// re-run after a crash writes the same records). No records: no file, and nothing
+    /// is removed: the writer never deletes a file it did not write in this batch (an
+    /// earlier attempt's, or another flow's).
     /// Returns the file written.
     pub fn write(&self, batch_id: u64, records: &[QuarantinedRecord]) -> Result<Option<PathBuf>> {
         let path = self.path_for(batch_id);
         if records.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Ok(()) => Ok(None),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::io(&path, e)),
-            };
+            return Ok(None);
         }
         let mut text = Vec::with_capacity(records.len() * 128);
         for record in records {
@@ -422,9 +420,10 @@ mod tests {
         let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["file", "line", "raw", "error", "batch_id"]);
-        // No records: no file, and an earlier one for the batch is removed.
+        // No records: no file written, and a file already there (another writer's, or an
+        // earlier attempt's) is never deleted.
         assert_eq!(writer.write(4, &[]).unwrap(), None);
-        assert!(!writer.path_for(4).exists());
+        assert!(writer.path_for(4).exists());
         assert!(
             QuarantineWriter::new(tmp.path().join("none"))
                 .read_all()

@@ -14,6 +14,7 @@ mod health;
 mod ingest;
 mod multihop;
 mod pipeline_files;
+mod power;
 mod schema_drift;
 mod spark_export;
 mod stateful;
