@@ -191,7 +191,7 @@ fn ensure_input(dir: &Path) -> (Vec<PathBuf>, u64) {
 fn generate(dir: &Path) {
     std::fs::create_dir_all(dir).expect("create input dir");
     let mut text = String::new();
-    flate2::read::GzDecoder::new(weir::cli::demo::FLIGHTS_CSV_GZ)
+    flate2::read::GzDecoder::new(weir::demo::data::FLIGHTS_CSV_GZ)
         .read_to_string(&mut text)
         .expect("embedded flights");
     let mut lines = text.lines();
@@ -423,7 +423,7 @@ fn count_lines(files: &[PathBuf]) -> u64 {
 
 /// The demo pipeline's bronze flow alone (files -> Delta).
 fn bronze_flow() -> &'static str {
-    let p = weir::cli::demo::FLIGHTS_PIPELINE;
+    let p = weir::demo::data::FLIGHTS_PIPELINE;
     let end = p
         .find("[[flow]]\nname = \"bronze_weather\"")
         .unwrap_or(p.len());

@@ -233,7 +233,7 @@ async fn bench_pipeline(input: &Path) {
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().to_path_buf();
-    weir::cli::demo::prepare(&dir, Some(0)).expect("prepare");
+    weir::demo::data::prepare(&dir, Some(0)).expect("prepare");
     // The demo's layout, with flights x10 (weekly files) as the flights landing directory.
     let landing = dir.join("landing/flights/x10");
     std::fs::create_dir_all(&landing).expect("landing");
@@ -245,7 +245,7 @@ async fn bench_pipeline(input: &Path) {
             .or_else(|_| std::fs::copy(e.path(), &target).map(|_| ()))
             .expect("link input");
     }
-    weir::cli::demo_data::land_weather(&dir.join("landing/weather"), &dir.join("_staging"), None)
+    weir::demo::data::land_weather(&dir.join("landing/weather"), &dir.join("_staging"), None)
         .expect("weather");
     let pipeline = pipeline::load(&dir.join("pipeline.toml")).expect("demo pipeline");
     let started = Instant::now();

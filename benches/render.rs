@@ -10,11 +10,12 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use weir::console::action::Action;
-use weir::console::app::{App, Mode, update};
+use weir::console::app::{App, Mode};
 use weir::console::draw;
 use weir::console::model::{FlowModel, parse_progress_line};
 use weir::console::snapshot::Snapshot;
 use weir::console::theme::Theme;
+use weir::console::update::update;
 
 fn fixture_app(theme: Theme) -> App {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progress");

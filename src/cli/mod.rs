@@ -9,7 +9,6 @@ pub mod attach;
 pub mod check;
 pub mod checkpoint;
 pub mod demo;
-pub mod demo_data;
 pub mod diff;
 pub mod drill;
 pub mod export;

@@ -1,5 +1,5 @@
 //! The console's vocabulary: every key, `:` command and engine-independent
-//! change of the app state is one [`Action`]; [`super::app::update`] is the
+//! change of the app state is one [`Action`]; [`super::update::update`] is the
 //! only place that interprets them.
 
 use crate::engine::control::ControlCommand;

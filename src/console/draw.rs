@@ -20,6 +20,7 @@ use ratatui::widgets::{
 };
 
 use super::app::Pane;
+use super::format;
 use super::keys::Hint;
 use super::model::PHASES;
 use super::snapshot::{
@@ -27,7 +28,6 @@ use super::snapshot::{
     Snapshot,
 };
 use super::theme::{Role, Theme, fold_ascii};
-use super::units;
 
 /// Below this the console only says the terminal is too small.
 pub const MIN_WIDTH: u16 = 40;
@@ -635,10 +635,10 @@ fn draw_durations(frame: &mut Frame, area: Rect, d: &DetailSnap, scroll: usize, 
             cells.extend(
                 r.phases
                     .iter()
-                    .map(|v| Cell::from(units::duration_ms(*v as i64))),
+                    .map(|v| Cell::from(format::duration_ms(*v as i64))),
             );
         }
-        cells.push(Cell::from(units::duration_ms(r.total as i64)));
+        cells.push(Cell::from(format::duration_ms(r.total as i64)));
         if bar_w >= 4 {
             let mut bar = Vec::new();
             let mut used = 0u16;

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::action::Action;
-use super::app::Input;
+use super::app::Report;
 use super::draw;
 use super::session::Session;
 use super::terminal::ConsoleTerminal;
@@ -38,7 +38,7 @@ pub type FlowResults = Vec<(String, crate::Result<FlowSummary>)>;
 /// What feeds the console.
 pub struct Feeds {
     pub engine: Option<mpsc::Receiver<FlowEvent>>,
-    pub inputs: mpsc::Receiver<Input>,
+    pub inputs: mpsc::Receiver<Report>,
     pub done: Option<JoinHandle<FlowResults>>,
 }
 
@@ -123,7 +123,7 @@ pub async fn run(
                     engine_closed = true;
                 }
                 for e in engine_buf.drain(..) {
-                    session.ingest(Input::Engine(e));
+                    session.ingest(Report::Engine(e));
                 }
                 dirty = true;
             },
@@ -182,7 +182,7 @@ pub async fn run(
         if let Some(r) = finished {
             results = r;
             feeds.done = None;
-            session.ingest(Input::EngineDone);
+            session.ingest(Report::EngineDone);
             dirty = true;
         }
     }

@@ -27,7 +27,7 @@ use crate::clock::now_ms;
 use crate::records::StreamingQueryProgress;
 use crate::source::files::schema_store;
 
-use super::app::Input;
+use super::app::Report;
 use super::model::{CheckpointBatches, parse_progress_line};
 
 /// What to follow.
@@ -154,7 +154,7 @@ pub async fn follow(
     flow: String,
     checkpoint: PathBuf,
     options: FollowOptions,
-    tx: mpsc::Sender<Input>,
+    tx: mpsc::Sender<Report>,
 ) {
     let cp = Checkpoint::at(&checkpoint);
     let mut tail = ProgressTail::new(cp.progress_path());
@@ -173,7 +173,7 @@ pub async fn follow(
                 .map(|h| format!("pid {} on {} (since {})", h.pid, h.host, h.started_at));
             if holder.as_ref() != Some(&h) {
                 holder = Some(h.clone());
-                inputs.push(Input::Holder {
+                inputs.push(Report::Holder {
                     flow: flow.clone(),
                     holder: h,
                     at_ms: now_ms(),
@@ -182,13 +182,13 @@ pub async fn follow(
         }
         if options.progress {
             match tail.poll() {
-                Ok(records) => inputs.extend(records.into_iter().map(|p| Input::Progress {
+                Ok(records) => inputs.extend(records.into_iter().map(|p| Report::Progress {
                     flow: flow.clone(),
                     progress: Box::new(p),
                 })),
                 Err(e) if !reported_problem => {
                     reported_problem = true;
-                    inputs.push(Input::Problem {
+                    inputs.push(Report::Problem {
                         flow: flow.clone(),
                         at_ms: now_ms(),
                         text: format!("cannot read {}: {e}", cp.progress_path().display()),
@@ -200,7 +200,7 @@ pub async fn follow(
         match read_batches(&cp) {
             Ok(b) if batches.as_ref() != Some(&b) => {
                 batches = Some(b.clone());
-                inputs.push(Input::Batches {
+                inputs.push(Report::Batches {
                     flow: flow.clone(),
                     batches: b,
                 });
@@ -208,7 +208,7 @@ pub async fn follow(
             Ok(_) => {}
             Err(e) if !reported_problem => {
                 reported_problem = true;
-                inputs.push(Input::Problem {
+                inputs.push(Report::Problem {
                     flow: flow.clone(),
                     at_ms: now_ms(),
                     text: e.to_string(),
@@ -223,7 +223,7 @@ pub async fn follow(
         {
             let at_ms = chrono::DateTime::parse_from_rfc3339(&record.at)
                 .map_or_else(|_| now_ms(), |t| t.timestamp_millis());
-            inputs.push(Input::Engine(crate::engine::control::FlowEvent::Health {
+            inputs.push(Report::Engine(crate::engine::control::FlowEvent::Health {
                 flow: flow.clone(),
                 health: Box::new(record.health.clone()),
                 at_ms,
@@ -239,7 +239,7 @@ pub async fn follow(
         {
             for (version, entry) in history {
                 if schemas_seen.is_none_or(|seen| version > seen) {
-                    inputs.push(Input::Schema {
+                    inputs.push(Report::Schema {
                         flow: flow.clone(),
                         version,
                         at_ms: entry.created_at_ms,

@@ -11,8 +11,8 @@
 
 use crate::engine::control::FlowStatus;
 
+use super::format;
 use super::model::Sample;
-use super::units;
 
 /// How far back the forecast looks.
 pub const FORECAST_SPAN_MS: i64 = 120_000;
@@ -48,20 +48,20 @@ impl Forecast {
             Forecast::Unknown => "no backlog metric for this source".into(),
             Forecast::CaughtUp => "caught up: no backlog".into(),
             Forecast::Drains { eta_secs } => {
-                format!("drains in {} at current rates", units::eta(*eta_secs))
+                format!("drains in {} at current rates", format::eta(*eta_secs))
             }
             Forecast::NotDraining {
                 input_rps,
                 processing_rps,
             } => format!(
                 "not draining: input {} {} processing {}",
-                units::rate(*input_rps),
+                format::rate(*input_rps),
                 if input_rps > processing_rps {
                     ">"
                 } else {
                     ">="
                 },
-                units::rate(*processing_rps)
+                format::rate(*processing_rps)
             ),
             Forecast::Growing { files_per_min } => {
                 format!(

@@ -6,9 +6,9 @@
 //! by another process. One code path draws both:
 //!
 //! ```text
-//!  keys ──► keys::action_for ──► Action ──► app::update ──► Effect ──► launch::EngineLink ──► engine
+//!  keys ──► keys::action_for ──► Action ──► update::update ──► Effect ──► launch::EngineLink ──► engine
 //!                                              ▲                        (bounded command channels)
-//!  engine events (bounded, try_send) ──► Input ┤
+//!  engine events (bounded, try_send) ──► Report┤
 //!  follow:: progress.jsonl, offsets/, commits/,┘
 //!           _schemas/, _weir/lock (read-only)
 //!
@@ -18,10 +18,11 @@
 //! | module | does |
 //! |---|---|
 //! | `action`, `keys` | the vocabulary and the one binding table (keys, hint bar, help, `:` commands) |
-//! | `app` | the state, `update`, engine/follower inputs |
+//! | `app` | the state, and engine/follower reports (`Report`, `App::ingest`) |
+//! | `update` | `update`: the one function that changes the state for an action |
 //! | `model` | per-flow bounded time series, status history, timeline |
 //! | `forecast` | the backlog's catch-up forecast |
-//! | `snapshot`, `draw`, `theme`, `units` | what a frame shows and how |
+//! | `snapshot`, `draw`, `theme`, `format` | what a frame shows and how (`format`: numbers, sizes, durations, times) |
 //! | `launch`, `follow` | where inputs come from (`run`, `attach`) |
 //! | `session`, `event_loop`, `terminal` | driving it: headless or on a terminal |
 //!
@@ -33,6 +34,7 @@ pub mod draw;
 pub mod event_loop;
 pub mod follow;
 pub mod forecast;
+pub mod format;
 pub mod keys;
 pub mod launch;
 pub mod model;
@@ -40,7 +42,7 @@ pub mod session;
 pub mod snapshot;
 pub mod terminal;
 pub mod theme;
-pub mod units;
+pub mod update;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -182,7 +184,7 @@ pub async fn run_flows_with_notices(
         let tx = tx.clone();
         tokio::spawn(async move {
             while let Some((at_ms, text)) = rx.recv().await {
-                if tx.send(app::Input::Notice { text, at_ms }).await.is_err() {
+                if tx.send(app::Report::Notice { text, at_ms }).await.is_err() {
                     break;
                 }
             }

@@ -13,7 +13,7 @@ use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
 use crate::error::Domain;
 use crate::records::StreamingQueryProgress;
 
-use super::units;
+use super::format;
 
 /// Hard cap on samples kept per flow, whatever the retention.
 pub const MAX_SAMPLES: usize = 20_000;
@@ -64,7 +64,7 @@ pub struct Sample {
 impl Sample {
     /// Reads a progress record; `None` when its timestamp is not ISO-8601.
     pub fn from_progress(p: &StreamingQueryProgress) -> Option<Sample> {
-        let start = units::parse_iso_ms(&p.timestamp)?;
+        let start = format::parse_iso_ms(&p.timestamp)?;
         let metric = |name: &str| -> Option<u64> {
             let vals: Vec<u64> = p
                 .sources
@@ -97,11 +97,14 @@ impl Sample {
             bytes: p.weir.num_bytes,
             backlog_files: metric("numFilesOutstanding"),
             backlog_bytes: metric("numBytesOutstanding"),
-            max_event_ms: p.event_time.get("max").and_then(|v| units::parse_iso_ms(v)),
+            max_event_ms: p
+                .event_time
+                .get("max")
+                .and_then(|v| format::parse_iso_ms(v)),
             watermark_ms: p
                 .event_time
                 .get("watermark")
-                .and_then(|v| units::parse_iso_ms(v)),
+                .and_then(|v| format::parse_iso_ms(v)),
             state_rows: state(|o| o.num_rows_total),
             state_memory: state(|o| o.memory_used_bytes),
             dropped_by_watermark: state(|o| o.num_rows_dropped_by_watermark),

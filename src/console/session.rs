@@ -8,12 +8,13 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 
 use super::action::Action;
-use super::app::{ActionDialog, App, Effect, Input, Overlay, PlaybookView, update};
+use super::app::{ActionDialog, App, Effect, Overlay, PlaybookView, Report};
 use super::draw;
 use super::keys;
 use super::launch::EngineLink;
 use super::model::EventKind;
 use super::snapshot::Snapshot;
+use super::update::update;
 use crate::checkpoint_tools::actions::ActionPlan;
 use crate::playbook::StepAction;
 
@@ -21,7 +22,7 @@ pub struct Session {
     pub app: App,
     link: Option<EngineLink>,
     /// Where background work (the drill) reports back, as inputs.
-    inputs: Option<tokio::sync::mpsc::Sender<Input>>,
+    inputs: Option<tokio::sync::mpsc::Sender<Report>>,
 }
 
 /// Runs a future to completion from the (synchronous) console loop.
@@ -49,7 +50,7 @@ impl Session {
     }
 
     /// Lets background work started by the console report into its inputs.
-    pub fn with_inputs(mut self, tx: tokio::sync::mpsc::Sender<Input>) -> Self {
+    pub fn with_inputs(mut self, tx: tokio::sync::mpsc::Sender<Report>) -> Self {
         self.inputs = Some(tx);
         self
     }
@@ -78,7 +79,7 @@ impl Session {
             max_files_per_trigger: Some(1),
         };
         let now = self.app.now_ms;
-        self.app.ingest(Input::Notice {
+        self.app.ingest(Report::Notice {
             text: format!("drill started in {}", work_dir.display()),
             at_ms: now,
         });
@@ -102,7 +103,7 @@ impl Session {
                 Err(e) => format!("drill could not run: {e}"),
             };
             let _ = tx
-                .send(Input::Notice {
+                .send(Report::Notice {
                     text,
                     at_ms: crate::clock::now_ms(),
                 })
@@ -218,7 +219,7 @@ impl Session {
         }
     }
 
-    pub fn ingest(&mut self, input: Input) {
+    pub fn ingest(&mut self, input: Report) {
         self.app.ingest(input);
     }
 

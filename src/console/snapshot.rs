@@ -8,10 +8,10 @@ use super::app::{
     App, Mode, OVERVIEW_EVENTS, Overlay, Pane, PlaybookView, PromptKind, View, merged_events,
 };
 use super::forecast::forecast;
+use super::format;
 use super::keys;
 use super::model::{EventKind, FlowModel, Sample, TimelineEvent};
 use super::theme::{Role, Theme};
-use super::units;
 use crate::records::{Health, HealthState};
 
 #[derive(Debug, Clone)]
@@ -222,10 +222,10 @@ impl Snapshot {
             (
                 format!(
                     "FROZEN {} ({}){}window {}",
-                    units::clock(as_of),
-                    units::offset_label(-(app.now_ms - as_of) as f64 / 1000.0),
+                    format::clock(as_of),
+                    format::offset_label(-(app.now_ms - as_of) as f64 / 1000.0),
                     app.theme.sep(),
-                    units::span_ms(app.window_ms)
+                    format::span_ms(app.window_ms)
                 ),
                 Role::Warn,
             )
@@ -233,9 +233,9 @@ impl Snapshot {
             (
                 format!(
                     "LIVE {}{}window {}",
-                    units::clock(as_of),
+                    format::clock(as_of),
                     app.theme.sep(),
-                    units::span_ms(app.window_ms)
+                    format::span_ms(app.window_ms)
                 ),
                 Role::Good,
             )
@@ -379,7 +379,7 @@ fn event_role(kind: EventKind) -> Role {
 
 fn event_row(e: &TimelineEvent) -> EventRow {
     EventRow {
-        time: units::clock(e.t_ms),
+        time: format::clock(e.t_ms),
         flow: e.flow.clone(),
         kind: e.kind.label(),
         role: event_role(e.kind),
@@ -426,8 +426,8 @@ fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
     let dash = || "-".to_string();
     let backlog = match s.and_then(|s| s.backlog_files) {
         Some(files) => match s.and_then(|s| s.backlog_bytes) {
-            Some(b) => format!("{} / {}", units::count(files), units::bytes(b)),
-            None => units::count(files),
+            Some(b) => format!("{} / {}", format::count(files), format::bytes(b)),
+            None => format::count(files),
         },
         None => dash(),
     };
@@ -436,14 +436,16 @@ fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
         status: status.map_or("unknown", FlowStatus::label).to_string(),
         status_role: status_role(status),
         batch: s.map_or_else(dash, |s| s.batch_id.to_string()),
-        input_rate: s.map_or_else(dash, |s| units::rate(s.input_rps)),
-        processed_rate: s.map_or_else(dash, |s| units::rate(s.processed_rps)),
+        input_rate: s.map_or_else(dash, |s| format::rate(s.input_rps)),
+        processed_rate: s.map_or_else(dash, |s| format::rate(s.processed_rps)),
         backlog,
         watermark_delay: s
             .and_then(|s| s.watermark_ms)
-            .map_or_else(dash, |w| units::duration_ms(as_of - w)),
-        state_rows: s.and_then(|s| s.state_rows).map_or_else(dash, units::count),
-        last_duration: s.map_or_else(dash, |s| units::duration_ms(s.duration_ms as i64)),
+            .map_or_else(dash, |w| format::duration_ms(as_of - w)),
+        state_rows: s
+            .and_then(|s| s.state_rows)
+            .map_or_else(dash, format::count),
+        last_duration: s.map_or_else(dash, |s| format::duration_ms(s.duration_ms as i64)),
         last_error: f
             .last_error
             .as_ref()
@@ -502,12 +504,12 @@ pub fn evidence_lines(h: &Health) -> Vec<(String, String)> {
     put(
         "backlog",
         e.backlog_files.map(|f| match e.backlog_bytes {
-            Some(b) => format!("{} files / {}", units::count(f), units::bytes(b)),
-            None => format!("{} files", units::count(f)),
+            Some(b) => format!("{} files / {}", format::count(f), format::bytes(b)),
+            None => format!("{} files", format::count(f)),
         }),
     );
-    put("input", e.input_rows_per_second.map(units::rate));
-    put("processing", e.processed_rows_per_second.map(units::rate));
+    put("input", e.input_rows_per_second.map(format::rate));
+    put("processing", e.processed_rows_per_second.map(format::rate));
     put(
         "files/batch",
         e.files_per_batch.map(|f| match e.max_files_per_trigger {
@@ -518,17 +520,17 @@ pub fn evidence_lines(h: &Health) -> Vec<(String, String)> {
     put(
         "catch-up",
         e.catch_up_secs
-            .map(|s| format!("drains in {}", units::eta(s))),
+            .map(|s| format!("drains in {}", format::eta(s))),
     );
     put(
         "event delay",
         e.event_time_delay_ms.map(|d| match e.freshness_ms {
             Some(f) => format!(
                 "{} (target {})",
-                units::duration_ms(d),
-                units::duration_ms(f)
+                format::duration_ms(d),
+                format::duration_ms(f)
             ),
-            None => units::duration_ms(d),
+            None => format::duration_ms(d),
         }),
     );
     put(
@@ -617,12 +619,12 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     let window: Vec<&Sample> = f.samples.range(from..upto.max(from)).collect();
     let all_until: Vec<&Sample> = f.samples.range(..upto).collect();
     let x_labels = vec![
-        units::offset_label(-app.window_ms as f64 / 1000.0),
-        units::offset_label(-app.window_ms as f64 / 2000.0),
+        format::offset_label(-app.window_ms as f64 / 1000.0),
+        format::offset_label(-app.window_ms as f64 / 2000.0),
         if end == app.now_ms {
             "now".to_string()
         } else {
-            units::clock(end)
+            format::clock(end)
         },
     ];
     let chart = |series: SeriesSpec, empty: &str, label: fn(f64) -> String| -> ChartSnap {
@@ -634,7 +636,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             ("processing", Box::new(|s: &Sample| Some(s.processed_rps))),
         ],
         "no batches in this window",
-        units::compact,
+        format::compact,
     );
     let status = f.status_at(as_of);
     let recent: Vec<&Sample> = all_until.iter().rev().take(64).rev().copied().collect();
@@ -651,7 +653,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             "outstanding after batch {}: {} file(s), {}",
             s.batch_id,
             s.backlog_files.map_or("?".into(), |v| v.to_string()),
-            s.backlog_bytes.map_or("? bytes".into(), units::bytes)
+            s.backlog_bytes.map_or("? bytes".into(), format::bytes)
         ),
         None => "no batch yet".into(),
     };
@@ -665,7 +667,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
                 Box::new(|s: &Sample| s.backlog_files.map(|v| v as f64)),
             )],
             "no backlog metric in this window",
-            units::compact,
+            format::compact,
         ),
         bytes: chart(
             vec![(
@@ -673,7 +675,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
                 Box::new(|s: &Sample| s.backlog_bytes.map(|v| v as f64)),
             )],
             "no backlog metric in this window",
-            |v| units::bytes(v as u64),
+            |v| format::bytes(v as u64),
         ),
     };
     let watermark = watermark_snap(
@@ -691,7 +693,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
                 ),
             ],
             "no event time in this window",
-            |v| units::duration_ms((v * 1000.0) as i64),
+            |v| format::duration_ms((v * 1000.0) as i64),
         ),
     );
     let state = state_snap(f, last, app.freeze.is_some());
@@ -722,7 +724,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             input_rows: "-".into(),
             output_rows: "-".into(),
             duration: f.batches.pending_since_ms.map_or("-".into(), |t| {
-                format!("{} so far", units::duration_ms(app.now_ms - t))
+                format!("{} so far", format::duration_ms(app.now_ms - t))
             }),
             delta_version: "-".into(),
             state: "pending".into(),
@@ -738,13 +740,13 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             s.end_offset.as_deref().unwrap_or("-")
         ),
         files: s.files.to_string(),
-        input_rows: units::count(s.input_rows),
+        input_rows: format::count(s.input_rows),
         output_rows: if s.output_rows < 0 {
             "?".into()
         } else {
-            units::count(s.output_rows as u64)
+            format::count(s.output_rows as u64)
         },
-        duration: units::duration_ms(s.duration_ms as i64),
+        duration: format::duration_ms(s.duration_ms as i64),
         delta_version: s.delta_version.map_or("-".into(), |v| v.to_string()),
         state: if s.replayed {
             "committed (re-run)".into()
@@ -789,15 +791,15 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
             empty: Some("no event time: this flow has no watermark".into()),
         };
     };
-    let opt_dt = |v: Option<i64>| v.map_or("-".to_string(), units::datetime);
+    let opt_dt = |v: Option<i64>| v.map_or("-".to_string(), format::datetime);
     let gap = |a: Option<i64>, b: Option<i64>| match (a, b) {
-        (Some(a), Some(b)) => units::duration_ms(a - b),
+        (Some(a), Some(b)) => format::duration_ms(a - b),
         _ => "-".into(),
     };
     let lines = vec![
         ("max event time".into(), opt_dt(s.max_event_ms)),
         ("watermark".into(), opt_dt(s.watermark_ms)),
-        ("wall clock".into(), units::datetime(end)),
+        ("wall clock".into(), format::datetime(end)),
         ("wall - watermark".into(), gap(Some(end), s.watermark_ms)),
         (
             "max event - watermark".into(),
@@ -833,16 +835,16 @@ fn state_snap(f: &FlowModel, last: Option<&Sample>, frozen: bool) -> StateSnap {
                 .iter()
                 .map(|o| OperatorRow {
                     name: o.operator_name.clone(),
-                    rows: units::count(o.num_rows_total),
-                    updated: units::count(o.num_rows_updated),
-                    removed: units::count(o.num_rows_removed),
-                    dropped: units::count(o.num_rows_dropped_by_watermark),
-                    memory: units::bytes(o.memory_used_bytes),
+                    rows: format::count(o.num_rows_total),
+                    updated: format::count(o.num_rows_updated),
+                    removed: format::count(o.num_rows_removed),
+                    dropped: format::count(o.num_rows_dropped_by_watermark),
+                    memory: format::bytes(o.memory_used_bytes),
                     disk: o
                         .custom_metrics
                         .get("rocksdbSstFileSize")
                         .or_else(|| o.custom_metrics.get("stateOnCurrentVersionSizeBytes"))
-                        .map_or("-".into(), |v| units::bytes((*v).max(0) as u64)),
+                        .map_or("-".into(), |v| format::bytes((*v).max(0) as u64)),
                 })
                 .collect(),
             note: Some(format!("as of batch {}", p.batch_id)),
@@ -851,11 +853,11 @@ fn state_snap(f: &FlowModel, last: Option<&Sample>, frozen: bool) -> StateSnap {
         (_, Some(s)) if s.state_rows.is_some() => StateSnap {
             operators: vec![OperatorRow {
                 name: "all operators".into(),
-                rows: s.state_rows.map_or("-".into(), units::count),
+                rows: s.state_rows.map_or("-".into(), format::count),
                 updated: "-".into(),
                 removed: "-".into(),
-                dropped: s.dropped_by_watermark.map_or("-".into(), units::count),
-                memory: s.state_memory.map_or("-".into(), units::bytes),
+                dropped: s.dropped_by_watermark.map_or("-".into(), format::count),
+                memory: s.state_memory.map_or("-".into(), format::bytes),
                 disk: "-".into(),
             }],
             note: Some(if frozen {

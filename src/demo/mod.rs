@@ -12,6 +12,7 @@
 //! `weir run`) or fails (a fault) is restarted after [`RESTART_AFTER`], as a
 //! supervisor would, and the failure stays in its progress and timeline.
 
+pub mod data;
 pub mod fault;
 pub mod replay;
 
@@ -129,15 +130,16 @@ fn progress_printer(print: bool) -> Option<crate::engine::ProgressCallback> {
 }
 
 /// Runs the live demo without a console: replay, flows, faults; then (with
-/// `until_drained`) a final `available_now` pass. Returns each flow's last result.
+/// `until_drained`) a final `available_now` pass. `signal` becomes `true` to stop (the
+/// CLI's SIGINT/SIGTERM handling). Returns each flow's last result.
 pub async fn run_headless(
     dir: &Path,
     flows: &[FlowSpec],
     options: &LiveOptions,
+    signal: watch::Receiver<bool>,
 ) -> crate::Result<(ReplayStatus, Vec<(String, crate::Result<FlowSummary>)>)> {
     let started_ms = crate::clock::now_ms();
     let replay = Replay::flights(options.days, Duration::from_secs(3600))?;
-    let signal = crate::cli::run::stop_on_signals();
     let (stop_tx, stop_rx) = watch::channel(false);
     let Live {
         status,

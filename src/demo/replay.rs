@@ -66,7 +66,7 @@ impl Replay {
     /// scheduled date), grouped into files of `tick` simulated time by arrival.
     pub fn flights(days: Option<usize>, tick: Duration) -> Result<Self> {
         let mut text = String::new();
-        flate2::read::GzDecoder::new(crate::cli::demo::FLIGHTS_CSV_GZ)
+        flate2::read::GzDecoder::new(super::data::FLIGHTS_CSV_GZ)
             .read_to_string(&mut text)
             .map_err(|e| Error::io("assets/data/nycflights13/flights.csv.gz", e))?;
         Self::from_csv(&text, days, tick)

@@ -590,7 +590,7 @@ pub async fn write(
         && sink.delta_version.is_some()
         && let Some(table) = spec.writes()
     {
-        super::commits::published(&table);
+        super::notify::published(&table);
     }
     failpoint::hit("after_sink_commit", &spec.name, batch_id);
     Ok(Written { output, sink })

@@ -151,7 +151,7 @@ pub struct Control {
     pub(crate) paused: bool,
     pub(crate) stop_flow: bool,
     /// Commits to the table the flow streams from, by flows of this process
-    /// ([`super::commits`]): they end an idle wait early.
+    /// ([`super::notify`]): they end an idle wait early.
     pub(crate) upstream: Option<watch::Receiver<u64>>,
 }
 

@@ -24,10 +24,10 @@
 //! `paused` on an operator's command.
 
 pub mod batch;
-pub mod commits;
 pub mod control;
 pub mod failpoint;
 pub mod input;
+pub mod notify;
 pub mod plan;
 pub mod recover;
 pub mod report;
@@ -143,7 +143,7 @@ async fn run(
 ) -> Result<FlowSummary> {
     let mut control = Control::new(options.stop.take(), options.commands.take());
     if let SourceSpec::Delta(d) = &spec.source {
-        control.upstream = Some(commits::subscribe(&d.path));
+        control.upstream = Some(notify::subscribe(&d.path));
     }
     let run_start = Instant::now();
     let trigger = options.trigger.unwrap_or(spec.trigger);

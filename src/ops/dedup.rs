@@ -83,7 +83,7 @@ impl DedupOperator {
             input_schema
                 .fields()
                 .iter()
-                .filter(|f| f.name() != super::METADATA_COLUMN)
+                .filter(|f| f.name() != crate::schema::METADATA_COLUMN)
                 .map(|f| f.name().clone())
                 .collect()
         } else {

@@ -189,10 +189,7 @@ async fn current_stamp(dim: &mut Dimension) -> Result<Option<(i64, i64)>> {
                 .map(|v| (v as i64, 0)))
         }
         DimensionFormat::Csv | DimensionFormat::Parquet => match std::fs::metadata(&spec.table) {
-            Ok(m) => Ok(Some((
-                m.len() as i64,
-                crate::source::files::modification_time_ms(&m),
-            ))),
+            Ok(m) => Ok(Some((m.len() as i64, crate::clock::modified_ms(&m)))),
             Err(_) => Ok(None),
         },
     }

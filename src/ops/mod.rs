@@ -32,8 +32,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 use crate::error::{Error, Result};
 use crate::spec::JoinSpec;
 
-/// Name of the hidden file-metadata struct column a file source adds to each batch.
-pub const METADATA_COLUMN: &str = "_metadata";
+use crate::schema::METADATA_COLUMN;
 
 /// Checks that `sql` is one SQL expression (or a select item with an alias when
 /// `select_item`), without resolving column names.

@@ -237,7 +237,7 @@ fn column_list(schema: &SchemaRef) -> String {
     schema
         .fields()
         .iter()
-        .filter(|f| f.name() != super::METADATA_COLUMN)
+        .filter(|f| f.name() != crate::schema::METADATA_COLUMN)
         .map(|f| f.name().as_str())
         .collect::<Vec<_>>()
         .join(", ")

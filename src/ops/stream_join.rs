@@ -171,7 +171,9 @@ fn data_fields(schema: &SchemaRef) -> Vec<Arc<Field>> {
     schema
         .fields()
         .iter()
-        .filter(|f| f.name() != super::METADATA_COLUMN && !f.name().starts_with(HIDDEN_PREFIX))
+        .filter(|f| {
+            f.name() != crate::schema::METADATA_COLUMN && !f.name().starts_with(HIDDEN_PREFIX)
+        })
         .cloned()
         .collect()
 }

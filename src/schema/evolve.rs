@@ -201,8 +201,8 @@ pub fn strings_only(new_fields: &[NewField]) -> Vec<NewField> {
 /// Top-level names the reader adds itself: a file's own field of that name stays
 /// rescued and is never added as a data column.
 const RESERVED: [&str; 2] = [
-    crate::source::files::RESCUED_DATA_COLUMN,
-    crate::ops::METADATA_COLUMN,
+    crate::schema::RESCUED_DATA_COLUMN,
+    crate::schema::METADATA_COLUMN,
 ];
 
 /// A field path as text: names joined by `.`, each back-quoted when it is not a

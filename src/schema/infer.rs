@@ -1,7 +1,9 @@
-//! Schema inference over sample files (Auto Loader's schema inference).
+//! The rules of schema inference (Auto Loader's), applied to the values of sample files
+//! by the file source (`crate::source::files::infer`, which also says what a sample
+//! that cannot be read does).
 //!
-//! The engine passes the files to sample; every record of each is looked at (the
-//! files are the sample). The result is a schema whose fields are all nullable.
+//! Every record of each sample file is looked at (the files are the sample). The
+//! result is a schema whose fields are all nullable.
 //!
 //! # Typed inference (`inferColumnTypes = true`, the default)
 //!
@@ -49,97 +51,32 @@
 //! values, and types Delta lacks (time, duration, interval) to string. Two files
 //! disagreeing on a type widen it (integers to the wider integer, integer and float
 //! to double, decimals to a decimal holding both) or, failing that, make it a string.
-//!
-//! # Errors
-//!
-//! A sample file that cannot be read ([`FileReadError::Io`]) fails the inference
-//! (retryable). A corrupt sample file (truncated gzip, bad footer) is skipped when
-//! the other samples still give columns; otherwise its error is returned. When the
-//! samples hold no column at all (0-byte or blank files) the result is
-//! [`SchemaError::NothingToInfer`]. A CSV header alone is enough: its columns are
-//! strings.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
-use arrow::datatypes::{DataType, Field, Fields, Float64Type, Int64Type, Schema, TimeUnit};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow::datatypes::{DataType, Field, Fields, Float64Type, Int64Type, TimeUnit};
 use serde_json::{Map, Value};
 
-use super::SchemaError;
 use super::ddl::{list_of, map_of, timestamp_utc};
-use crate::source::files::read::{FileMeta, FileReadError, read_contents};
-use crate::spec::TimestampFormat;
-use crate::spec::{CsvOptions, FileFormat, TextOptions};
+use crate::spec::{CsvOptions, TimestampFormat};
+
+/// The first character of a marker string standing for a bare non-finite JSON token
+/// (a private-use character: `"\u{10FF00}NaN"`): the JSON-lines parser writes them,
+/// inference types them as doubles.
+pub(crate) const NON_FINITE_MARK: char = '\u{10FF00}';
+
+/// The token a marker string stands for (`NaN`, `+INF`, ...).
+pub(crate) fn marked_token(s: &str) -> Option<&str> {
+    s.strip_prefix(NON_FINITE_MARK)
+}
 
 /// What classifies a value beyond its JSON type: a timestamp pattern, CSV's
 /// non-finite spellings.
 #[derive(Clone, Copy, Default)]
-struct Rules<'a> {
-    timestamp_format: Option<&'a TimestampFormat>,
-    csv: Option<&'a CsvOptions>,
-}
-
-/// Infers the schema of `files` (see the module documentation for the rules).
-pub fn infer_schema(
-    files: &[FileMeta],
-    format: FileFormat,
-    csv: &CsvOptions,
-    text_options: &TextOptions,
-    typed: bool,
-) -> Result<Schema, SchemaError> {
-    let rules = Rules {
-        timestamp_format: text_options.timestamps.format.as_ref(),
-        csv: Some(csv),
-    };
-    let mut corrupt = None;
-    let schema = match format {
-        FileFormat::Json | FileFormat::Csv => {
-            let mut root = StructTy::default();
-            for file in files {
-                let text = match read_contents(&file.path, text_options.encoding) {
-                    Ok(text) => text,
-                    Err(e @ FileReadError::Corrupt { .. }) => {
-                        corrupt.get_or_insert(e);
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                if format == FileFormat::Json {
-                    absorb_json(&mut root, &text, typed, text_options, rules);
-                } else {
-                    absorb_csv(&mut root, &text, csv, typed, rules);
-                }
-            }
-            Schema::new(root.into_fields())
-        }
-        FileFormat::Parquet => {
-            let mut root = ArrowFields::default();
-            for file in files {
-                match parquet_schema(file) {
-                    Ok(Some(schema)) => {
-                        for field in schema.fields() {
-                            root.add(field.name(), normalize(field.data_type()));
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e @ FileReadError::Corrupt { .. }) => {
-                        corrupt.get_or_insert(e);
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Schema::new(root.into_fields())
-        }
-    };
-    if schema.fields().is_empty() {
-        return Err(match corrupt {
-            Some(e) => e.into(),
-            None => SchemaError::NothingToInfer { files: files.len() },
-        });
-    }
-    Ok(schema)
+pub(crate) struct Rules<'a> {
+    pub(crate) timestamp_format: Option<&'a TimestampFormat>,
+    pub(crate) csv: Option<&'a CsvOptions>,
 }
 
 /// Whether a string is an ISO-8601 date-time (a date alone is not) that the
@@ -210,7 +147,7 @@ pub(crate) fn finish_type(data_type: DataType) -> DataType {
 
 /// The inference lattice.
 #[derive(Debug, Clone, Default, PartialEq)]
-enum Ty {
+pub(crate) enum Ty {
     #[default]
     Null,
     Bool,
@@ -224,15 +161,15 @@ enum Ty {
 
 /// Fields in first-appearance order; a key differing from a field only by case has no slot.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct StructTy {
-    fields: Vec<(String, Ty)>,
+pub(crate) struct StructTy {
+    pub(crate) fields: Vec<(String, Ty)>,
     exact: HashMap<String, usize>,
     folded: HashMap<String, usize>,
 }
 
 impl StructTy {
     /// The field for `key`, added if new; `None` for a case variant of an existing field.
-    fn slot(&mut self, key: &str) -> Option<usize> {
+    pub(crate) fn slot(&mut self, key: &str) -> Option<usize> {
         if let Some(&i) = self.exact.get(key) {
             return Some(i);
         }
@@ -247,7 +184,7 @@ impl StructTy {
         Some(i)
     }
 
-    fn absorb_object(&mut self, object: &Map<String, Value>, rules: Rules<'_>) {
+    pub(crate) fn absorb_object(&mut self, object: &Map<String, Value>, rules: Rules<'_>) {
         for (key, value) in object {
             if let Some(i) = self.slot(key) {
                 absorb(&mut self.fields[i].1, value, rules);
@@ -265,7 +202,7 @@ impl StructTy {
         self
     }
 
-    fn into_fields(self) -> Fields {
+    pub(crate) fn into_fields(self) -> Fields {
         self.fields
             .into_iter()
             .map(|(name, ty)| Field::new(name, ty.into_arrow(), true))
@@ -281,11 +218,7 @@ impl Ty {
             Value::Number(n) if n.is_i64() => Ty::Long,
             Value::Number(_) => Ty::Double,
             // A bare NaN/Infinity token (read as a marker string) is a number.
-            Value::String(s)
-                if crate::source::files::read::json_lines::marked_token(s).is_some() =>
-            {
-                Ty::Double
-            }
+            Value::String(s) if marked_token(s).is_some() => Ty::Double,
             Value::String(s) if is_timestamp(s, rules) => Ty::Timestamp,
             Value::String(_) => Ty::Str,
             Value::Array(_) | Value::Object(_) => {
@@ -347,7 +280,7 @@ fn is_timestamp(s: &str, rules: Rules<'_>) -> bool {
     }
 }
 
-fn merge(a: Ty, b: Ty) -> Ty {
+pub(crate) fn merge(a: Ty, b: Ty) -> Ty {
     match (a, b) {
         (Ty::Null, x) | (x, Ty::Null) => x,
         (Ty::Struct(a), Ty::Struct(b)) => Ty::Struct(a.merge(b)),
@@ -358,104 +291,9 @@ fn merge(a: Ty, b: Ty) -> Ty {
     }
 }
 
-fn absorb_json(
-    root: &mut StructTy,
-    text: &[u8],
-    typed: bool,
-    options: &TextOptions,
-    rules: Rules<'_>,
-) {
-    use crate::source::files::read::json_lines::parse_line;
-    for line in text.split(|b| *b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        if options
-            .max_record_bytes
-            .is_some_and(|max| line.len() as u64 > max)
-        {
-            continue;
-        }
-        let Ok(parsed) = parse_line(line, options.allow_non_numeric_numbers) else {
-            continue;
-        };
-        let mut object = parsed.object;
-        if parsed.invalid_utf8 {
-            // Fields holding bytes that are not UTF-8 are rescued when read; their type is unknown.
-            use crate::source::files::read::json_lines::{has_raw_bytes, value_has_raw_bytes};
-            object.retain(|k, v| !has_raw_bytes(k) && !value_has_raw_bytes(v));
-        }
-        if typed {
-            root.absorb_object(&object, rules);
-        } else {
-            for key in object.keys() {
-                root.slot(key);
-            }
-        }
-    }
-}
-
-fn absorb_csv(
-    root: &mut StructTy,
-    text: &[u8],
-    options: &CsvOptions,
-    typed: bool,
-    rules: Rules<'_>,
-) {
-    let mut reader = crate::source::files::read::csv_reader_builder(options).from_reader(text);
-    let mut record = csv::ByteRecord::new();
-    // File field index -> root field index (None: a case variant or a repeated name).
-    let mut slots: Vec<Option<usize>> = Vec::new();
-    if options.header {
-        match reader.read_byte_record(&mut record) {
-            Ok(true) => {
-                let names: Vec<String> = record
-                    .iter()
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .collect();
-                let names =
-                    crate::source::files::read::safe_header(&names, options.null_value.as_deref());
-                for name in names {
-                    let repeated = slots.iter().flatten().any(|&i| root.fields[i].0 == name);
-                    slots.push(if repeated { None } else { root.slot(&name) });
-                }
-            }
-            Ok(false) | Err(_) => return,
-        }
-    }
-    let null_value = options.null_value.as_deref().map(str::as_bytes);
-    while let Ok(true) = reader.read_byte_record(&mut record) {
-        if !options.header {
-            while slots.len() < record.len() {
-                let name = format!("_c{}", slots.len());
-                slots.push(root.slot(&name));
-            }
-        }
-        if !typed {
-            continue;
-        }
-        for (field, slot) in record.iter().zip(&slots) {
-            let Some(i) = *slot else { continue };
-            if field.is_empty() || Some(field) == null_value {
-                continue;
-            }
-            let ty = &mut root.fields[i].1;
-            if *ty == Ty::Str {
-                continue;
-            }
-            let Ok(s) = std::str::from_utf8(field) else {
-                continue;
-            };
-            let current = std::mem::take(ty);
-            *ty = merge(current, classify(s, rules));
-        }
-    }
-}
-
 /// The type of one CSV value, by the parsers Arrow's string cast uses (and the
 /// dialect's `nan_value` / `positive_inf` / `negative_inf` as doubles).
-fn classify(s: &str, rules: Rules<'_>) -> Ty {
+pub(crate) fn classify(s: &str, rules: Rules<'_>) -> Ty {
     if Int64Type::parse(s).is_some() {
         Ty::Long
     } else if Float64Type::parse(s).is_some()
@@ -471,34 +309,16 @@ fn classify(s: &str, rules: Rules<'_>) -> Ty {
     }
 }
 
-/// The Arrow schema of a Parquet file from its footer; `None` for a 0-byte file.
-fn parquet_schema(file: &FileMeta) -> Result<Option<Arc<Schema>>, FileReadError> {
-    let io = |source| FileReadError::Io {
-        path: file.path.clone(),
-        source,
-    };
-    let handle = std::fs::File::open(&file.path).map_err(io)?;
-    if handle.metadata().map_err(io)?.len() == 0 {
-        return Ok(None);
-    }
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| FileReadError::Corrupt {
-            path: file.path.clone(),
-            message: format!("Parquet: {e}"),
-        })?;
-    Ok(Some(Arc::clone(builder.schema())))
-}
-
 /// Struct fields by name with the case rule, for Parquet schemas.
 #[derive(Default)]
-struct ArrowFields {
+pub(crate) struct ArrowFields {
     fields: Vec<(String, DataType)>,
     exact: HashMap<String, usize>,
     folded: HashMap<String, usize>,
 }
 
 impl ArrowFields {
-    fn add(&mut self, name: &str, data_type: DataType) {
+    pub(crate) fn add(&mut self, name: &str, data_type: DataType) {
         if let Some(&i) = self.exact.get(name) {
             let current = std::mem::replace(&mut self.fields[i].1, DataType::Null);
             self.fields[i].1 = merge_arrow(current, data_type);
@@ -513,7 +333,7 @@ impl ArrowFields {
         self.fields.push((name.to_string(), data_type));
     }
 
-    fn into_fields(self) -> Fields {
+    pub(crate) fn into_fields(self) -> Fields {
         self.fields
             .into_iter()
             .map(|(name, data_type)| Field::new(name, finish_arrow(data_type), true))
@@ -522,7 +342,7 @@ impl ArrowFields {
 }
 
 /// A Parquet column type as a Delta table stores it (see the module documentation).
-fn normalize(data_type: &DataType) -> DataType {
+pub(crate) fn normalize(data_type: &DataType) -> DataType {
     match data_type {
         DataType::Null
         | DataType::Boolean
@@ -672,9 +492,12 @@ mod tests {
 
     use super::*;
     use crate::schema::{parse_ddl, to_ddl};
+    use crate::source::files::infer::{InferError, infer_schema};
     use crate::source::files::read::test_support::{case_file, meta};
+    use crate::source::files::read::{FileMeta, FileReadError};
+    use crate::spec::FileFormat;
 
-    fn infer(files: &[&str], format: FileFormat, typed: bool) -> Result<Schema, SchemaError> {
+    fn infer(files: &[&str], format: FileFormat, typed: bool) -> Result<Schema, InferError> {
         let metas: Vec<FileMeta> = files.iter().map(|f| meta(&case_file(f))).collect();
         infer_schema(
             &metas,
@@ -842,7 +665,7 @@ mod tests {
         );
         let err = infer(&["B15/step4/d.json.gz"], FileFormat::Json, true).unwrap_err();
         assert!(
-            matches!(&err, SchemaError::File(FileReadError::Corrupt { path, .. }) if path.ends_with("d.json.gz")),
+            matches!(&err, InferError::File(FileReadError::Corrupt { path, .. }) if path.ends_with("d.json.gz")),
             "{err}"
         );
     }
@@ -867,7 +690,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            matches!(err, SchemaError::NothingToInfer { files: 2 }),
+            matches!(err, InferError::NothingToInfer { files: 2 }),
             "{err}"
         );
         assert!(err.retryable());

@@ -2,8 +2,9 @@
 //!
 //! - [`parse_ddl`] / [`to_ddl`]: Spark-style DDL strings (`"id BIGINT, ts TIMESTAMP"`)
 //!   to and from Arrow schemas ([`ddl`] documents the grammar and type mapping).
-//! - [`infer_schema`]: Auto Loader's schema inference over sample files, typed
-//!   (`inferColumnTypes = true`) or all strings ([`infer`] documents the rules).
+//! - [`infer`]: the typing rules of Auto Loader's schema inference, typed
+//!   (`inferColumnTypes = true`) or all strings; the file source applies them to its
+//!   sample files (`crate::source::files::infer`).
 //! - [`apply_hints`]: Auto Loader's schema hints, pinning some columns' types
 //!   (also nested `a.b` paths) while the rest is inferred ([`hints`]).
 //! - [`evolve`](evolve::evolve): what the fields a file has and the schema lacks do to
@@ -11,8 +12,12 @@
 //!   `docs/schema.md` the whole story with Auto Loader references).
 //! - [`SchemaEvent`]: typed drift events (`schema_changed`, `type_mismatch`,
 //!   `sink_schema_mismatch`) ([`events`]).
-//! - What happens to values that do not fit a schema (`_rescued_data`) is
-//!   decided by the file decoders: see [`crate::source::files::read`].
+//! - The columns a source adds to its data: [`RESCUED_DATA_COLUMN`] (values that do
+//!   not fit the schema; which ones is decided by the file decoders,
+//!   `crate::source::files::read`) and [`METADATA_COLUMN`] (the file a row came from).
+//!
+//! Imports nothing of weir above the spec and the error types: the sources, the
+//! operators and the sinks all build on it.
 
 pub mod ddl;
 pub mod events;
@@ -21,15 +26,19 @@ pub mod hints;
 pub mod infer;
 
 #[cfg(test)]
-mod drift_tests;
-
-use crate::source::files::read::FileReadError;
+mod tests;
 
 pub use ddl::{parse_ddl, to_ddl, type_to_ddl};
 pub use events::SchemaEvent;
 pub use evolve::{Decision, FieldMismatch, NewField, path_to_string};
 pub use hints::apply_hints;
-pub use infer::infer_schema;
+
+/// Name of the column that holds fields that did not fit the schema (Auto Loader's name).
+pub const RESCUED_DATA_COLUMN: &str = "_rescued_data";
+
+/// Name of the hidden file-metadata column (Spark's `_metadata`): `file_path`,
+/// `file_name`, `file_size`, `file_modification_time` of the row's source file.
+pub const METADATA_COLUMN: &str = "_metadata";
 
 /// Why a schema could not be parsed or inferred.
 #[derive(Debug, thiserror::Error)]
@@ -46,15 +55,6 @@ pub enum SchemaError {
     /// A schema hint cannot be applied to the inferred schema.
     #[error("invalid schema hint `{hint}`: {message}")]
     Hint { hint: String, message: String },
-    /// A sample file could not be read or decoded.
-    #[error("schema inference: {0}")]
-    File(#[from] FileReadError),
-    /// The sample files hold no record to infer a schema from (all empty or blank).
-    #[error(
-        "cannot infer a schema: the {files} sampled file(s) hold no records; \
-         wait for data or declare the schema"
-    )]
-    NothingToInfer { files: usize },
 }
 
 impl SchemaError {
@@ -62,8 +62,6 @@ impl SchemaError {
     pub fn retryable(&self) -> bool {
         match self {
             SchemaError::Ddl { .. } | SchemaError::Hint { .. } => false,
-            SchemaError::File(e) => e.retryable(),
-            SchemaError::NothingToInfer { .. } => true,
         }
     }
 }

@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::durable::create_dir_private;
 use crate::error::{Error, Result};
-use crate::source::files::RESCUED_DATA_COLUMN;
+use crate::schema::RESCUED_DATA_COLUMN;
 
 /// How a corrupt record's `_rescued_data` starts (the decoders write this key first).
 pub const CORRUPT_MARKER: &str = "{\"_corrupt_record\":";
@@ -143,7 +143,7 @@ pub fn split_corrupt_rows(
             continue;
         }
         let Some(text) = batch
-            .column_by_name(crate::source::files::RESCUED_DATA_COLUMN)
+            .column_by_name(crate::schema::RESCUED_DATA_COLUMN)
             .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
         else {
             good.push(batch);

@@ -26,7 +26,7 @@ async fn demo_then_run_again_then_inspect() {
         .map(|r| r["numInputRows"].as_u64().unwrap())
         .sum();
     let expected =
-        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(12))
+        weir::demo::data::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(12))
             .unwrap()
             .rows_total;
     assert_eq!(rows, expected);

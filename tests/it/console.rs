@@ -19,7 +19,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::{mpsc, watch};
 use weir::console::action::Action;
-use weir::console::app::{App, Input, Mode, Pane};
+use weir::console::app::{App, Mode, Pane, Report};
 use weir::console::launch::EngineLink;
 use weir::console::model::{FlowModel, parse_progress_line};
 use weir::console::session::Session;
@@ -45,11 +45,11 @@ fn fixture_app(mode: Mode, theme: Theme) -> App {
     let events = std::fs::read_to_string(fixture("progress/events.jsonl")).unwrap();
     for line in events.lines() {
         let e: FlowEvent = serde_json::from_str(line).unwrap();
-        app.ingest(Input::Engine(e));
+        app.ingest(Report::Engine(e));
     }
     for name in FLOWS {
         for p in progress_fixture(name) {
-            app.ingest(Input::Progress {
+            app.ingest(Report::Progress {
                 flow: name.into(),
                 progress: Box::new(p),
             });
@@ -219,7 +219,7 @@ fn session_with_fake_engine() -> (Session, FakeEngine) {
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut app = fixture_app(Mode::Run, unicode());
     // The engine's bronze flow is idle between batches.
-    app.ingest(Input::Engine(FlowEvent::Status {
+    app.ingest(Report::Engine(FlowEvent::Status {
         flow: "bronze_events".into(),
         status: FlowStatus::Idle,
         at_ms: NOW_MS - 2_000,
@@ -262,8 +262,8 @@ fn console_controls_reach_the_engine_and_change_the_screen() {
     assert!(screen(&s, 120, 40).contains("bronze_events: pause requested"));
     // The engine applies it and says so.
     let paused = status(&s);
-    s.ingest(Input::Engine(paused));
-    s.ingest(Input::Engine(FlowEvent::Command {
+    s.ingest(Report::Engine(paused));
+    s.ingest(Report::Engine(FlowEvent::Command {
         flow: "bronze_events".into(),
         command: ControlCommand::Pause,
         at_ms: NOW_MS,
@@ -315,7 +315,7 @@ fn console_controls_reach_the_engine_and_change_the_screen() {
     assert!(*engine.stop.borrow_and_update());
     assert!(screen(&s, 120, 40).contains("STOPPING"));
     assert!(!s.app.should_exit());
-    s.ingest(Input::EngineDone);
+    s.ingest(Report::EngineDone);
     assert!(s.app.should_exit() && !s.app.abort);
 }
 
@@ -333,7 +333,7 @@ fn console_freeze_holds_the_picture_while_flows_keep_running() {
     next.num_input_rows = 77_777;
     next.input_rows_per_second = 7777.0;
     s.tick(NOW_MS + 2_000);
-    s.ingest(Input::Progress {
+    s.ingest(Report::Progress {
         flow: "bronze_events".into(),
         progress: Box::new(next),
     });

@@ -23,7 +23,7 @@ struct Setup {
 fn setup(days: usize, max_files: u32) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    let landed = weir::cli::demo::land_flights(
+    let landed = weir::demo::data::land_flights(
         &dir.join("landing/flights"),
         &dir.join("_staging"),
         Some(days),
@@ -77,7 +77,7 @@ async fn every_failpoint_recovers_exactly_once() {
             "{stderr}"
         );
         // While the process is down, more files land: they must not join the replayed batch.
-        let total = weir::cli::demo::land_flights(
+        let total = weir::demo::data::land_flights(
             &s.dir.join("landing/flights"),
             &s.dir.join("_staging"),
             Some(11),

@@ -94,7 +94,7 @@ async fn live_replay_drains_and_equals_the_batch_computation() {
     );
     assert!(stderr.contains("fault injected: schema-drift"), "{stderr}");
     let expected =
-        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(3))
+        weir::demo::data::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(3))
             .unwrap()
             .rows_total;
     // Every replayed flight and the 4 injected rows, exactly once.
@@ -211,7 +211,7 @@ async fn a_crash_mid_stream_is_followed_by_a_restart_and_exactly_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let expected =
-        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(2))
+        weir::demo::data::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(2))
             .unwrap()
             .rows_total;
     let table = delta_rows(&dir.join("lake/bronze/flights")).await;

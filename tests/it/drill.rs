@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::support::*;
 
 fn setup(dir: &Path, idempotent: bool) -> std::path::PathBuf {
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(5))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(5))
         .unwrap();
     let mut body = flights_pipeline(1);
     if !idempotent {
@@ -69,7 +69,7 @@ fn the_demo_pipeline_passes_the_drill_and_is_not_touched() {
     assert_eq!(flow["duplicates"], 0);
     assert_eq!(flow["lost"], 0);
     let expected =
-        weir::cli::demo::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(5))
+        weir::demo::data::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(5))
             .unwrap()
             .rows_total;
     assert_eq!(flow["rows_out"], expected);

@@ -597,7 +597,7 @@ async fn attach_follows_the_recorded_health_of_a_failed_flow() {
     let health = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match rx.recv().await {
-                Some(weir::console::app::Input::Engine(
+                Some(weir::console::app::Report::Engine(
                     weir::engine::control::FlowEvent::Health { health, .. },
                 )) => break health,
                 Some(_) => continue,
@@ -897,7 +897,7 @@ mod console_view {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    use weir::console::app::{App, Input, Mode};
+    use weir::console::app::{App, Mode, Report};
     use weir::console::model::FlowModel;
     use weir::console::session::Session;
     use weir::console::theme::Theme;
@@ -945,7 +945,7 @@ mod console_view {
             NOW_MS,
         );
         let mut s = Session::new(app, None);
-        s.ingest(Input::Engine(FlowEvent::Health {
+        s.ingest(Report::Engine(FlowEvent::Health {
             flow: "bronze_events".into(),
             health: Box::new(lagging()),
             at_ms: NOW_MS - 5_000,
@@ -1010,7 +1010,7 @@ mod console_view {
             NOW_MS,
         );
         let mut s = Session::new(app, None);
-        s.ingest(Input::Engine(FlowEvent::Health {
+        s.ingest(Report::Engine(FlowEvent::Health {
             flow: "f".into(),
             health: Box::new(health),
             at_ms: NOW_MS,

@@ -16,7 +16,7 @@ const KEY: &str = "year, month, day, flight, carrier, sched_dep_time";
 /// Per-column NA counts and per-carrier totals computed by DataFusion from the raw CSV.
 async fn oracle(dir: &Path) -> (Vec<i64>, Vec<arrow::record_batch::RecordBatch>) {
     let mut text = Vec::new();
-    flate2::read::GzDecoder::new(weir::cli::demo::FLIGHTS_CSV_GZ)
+    flate2::read::GzDecoder::new(weir::demo::data::FLIGHTS_CSV_GZ)
         .read_to_end(&mut text)
         .unwrap();
     let raw = dir.join("raw_flights.csv");
@@ -70,7 +70,7 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     let table = dir.join("lake/bronze/flights");
 
     // January first.
-    let january = weir::cli::demo::land_flights(&landing, &staging, Some(31)).unwrap();
+    let january = weir::demo::data::land_flights(&landing, &staging, Some(31)).unwrap();
     assert_eq!(january.files_total, 31);
     let first = run_flow(flow, RunOptions::default()).await.unwrap();
     assert_eq!(first.num_input_rows, january.rows_total);
@@ -81,7 +81,7 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     );
 
     // The rest of the year lands: exactly its rows are added.
-    let year = weir::cli::demo::land_flights(&landing, &staging, None).unwrap();
+    let year = weir::demo::data::land_flights(&landing, &staging, None).unwrap();
     assert_eq!(year.rows_total, 336_776);
     assert_eq!(year.files_total, 365);
     let second = run_flow(flow, RunOptions::default()).await.unwrap();

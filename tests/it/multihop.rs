@@ -17,8 +17,8 @@ use crate::support::*;
 fn demo_dir(days: usize, edit: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    weir::cli::demo::prepare(&dir, Some(days)).unwrap();
-    let pipeline = edit(weir::cli::demo::FLIGHTS_PIPELINE.to_string());
+    weir::demo::data::prepare(&dir, Some(days)).unwrap();
+    let pipeline = edit(weir::demo::data::FLIGHTS_PIPELINE.to_string());
     std::fs::write(dir.join("pipeline.toml"), pipeline).unwrap();
     (tmp, dir)
 }
@@ -400,7 +400,7 @@ async fn a_delta_source_resumes_between_versions_and_refuses_rewrites() {
     assert_eq!(copied, bronze);
 
     // More days land; bronze commits new versions; the copy resumes where it stopped.
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(9))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(9))
         .unwrap();
     ok(&run_pipeline(&dir, &[], None));
     ok(&run_file(&dir, "copy.toml"));
@@ -450,7 +450,7 @@ async fn a_delta_source_resumes_between_versions_and_refuses_rewrites() {
         ),
     )
     .unwrap();
-    weir::cli::demo::land_flights(
+    weir::demo::data::land_flights(
         &dir.join("landing/flights"),
         &dir.join("_staging"),
         Some(11),
@@ -502,7 +502,7 @@ async fn starting_version_chooses_where_a_new_flow_starts() {
         0,
         "nothing read yet"
     );
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(6))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(6))
         .unwrap();
     ok(&run_pipeline(&dir, &[], None));
     ok(&run_file(&dir, "copy.toml"));
@@ -544,9 +544,9 @@ async fn a_delta_dimension_update_is_picked_up_and_not_reread_otherwise() {
         .write(vec![dim(&["UA", "AA"], &["United (v0)", "American (v0)"])])
         .await
         .unwrap();
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(3))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(3))
         .unwrap();
-    let pipeline = weir::cli::demo::FLIGHTS_PIPELINE;
+    let pipeline = weir::demo::data::FLIGHTS_PIPELINE;
     let bronze_end = pipeline
         .find("[[flow]]\nname = \"bronze_weather\"")
         .unwrap();
@@ -579,7 +579,7 @@ async fn a_delta_dimension_update_is_picked_up_and_not_reread_otherwise() {
         .with_save_mode(deltalake::protocol::SaveMode::Overwrite)
         .await
         .unwrap();
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(4))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(4))
         .unwrap();
     ok(&run_pipeline(dir, &[], None));
     let ctx = SessionContext::new();
@@ -747,7 +747,7 @@ async fn processing_time_hops_run_concurrently_and_pick_up_upstream_commits() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     // A new day lands while the process runs: it flows through bronze into silver.
-    weir::cli::demo::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(3))
+    weir::demo::data::land_flights(&dir.join("landing/flights"), &dir.join("_staging"), Some(3))
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while days_in_silver(silver.clone()).await.len() < 3 {

@@ -101,7 +101,7 @@ fn weir_demo_pipeline(dir: &std::path::Path) -> std::path::PathBuf {
 fn relative_paths_resolve_against_the_pipeline_file() {
     let p = weir::pipeline::parse(
         std::path::Path::new("/srv/pipes/p.toml"),
-        weir::cli::demo::FLIGHTS_PIPELINE,
+        weir::demo::data::FLIGHTS_PIPELINE,
     )
     .unwrap();
     let flow = &p.flows[0];

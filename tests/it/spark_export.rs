@@ -229,7 +229,7 @@ fn refusals_are_all_listed_at_once() {
 #[test]
 fn the_demo_pipeline_exports_to_valid_python() {
     let tmp = tempfile::tempdir().unwrap();
-    weir::cli::demo::prepare(tmp.path(), Some(1)).unwrap();
+    weir::demo::data::prepare(tmp.path(), Some(1)).unwrap();
     for target in ["oss", "databricks"] {
         let script = tmp.path().join(format!("flights_{target}.py"));
         let out = export(
@@ -378,7 +378,7 @@ fn the_demo_pipeline_on_spark_equals_weir() {
     let Some(spark) = spark() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    weir::cli::demo::prepare(dir, Some(3)).unwrap();
+    weir::demo::data::prepare(dir, Some(3)).unwrap();
     let pipeline = dir.join("pipeline.toml");
     run_weir(&pipeline);
     let script = dir.join("flights.py");

@@ -204,7 +204,7 @@ async fn hourly_departures_per_origin_equal_the_batch_group_by_minus_late_rows()
     let landing = dir.join("landing/flights");
     // Days 1-3, 5, 6 first, then day 4 arrives last: all its rows are behind the watermark.
     let staging = dir.join("_staging");
-    let all = weir::cli::demo::land_flights(&dir.join("all"), &staging, Some(6)).unwrap();
+    let all = weir::demo::data::land_flights(&dir.join("all"), &staging, Some(6)).unwrap();
     assert_eq!(all.files_total, 6);
     let month = dir.join("all/2013-01");
     for d in [1, 2, 3, 5, 6, 4] {

@@ -63,7 +63,7 @@ path = "lake/fw"
 fn join_dir(days: usize) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    weir::cli::demo::prepare(&dir, Some(days)).unwrap();
+    weir::demo::data::prepare(&dir, Some(days)).unwrap();
     std::fs::write(dir.join("pipeline.toml"), JOIN_FLOW).unwrap();
     // No observation at LGA on Jan 2: its flights that day get nulls (left outer). The file
     // keeps its modification time, so files are still read in day order.

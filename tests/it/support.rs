@@ -162,7 +162,7 @@ pub fn raw_flights_schema() -> arrow::datatypes::Schema {
 
 /// The demo pipeline's first flow (files -> bronze Delta) alone.
 pub fn bronze_flights_only() -> String {
-    let p = weir::cli::demo::FLIGHTS_PIPELINE;
+    let p = weir::demo::data::FLIGHTS_PIPELINE;
     let end = p
         .find("[[flow]]\nname = \"bronze_weather\"")
         .expect("the demo pipeline has a bronze_weather flow");

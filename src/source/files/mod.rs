@@ -20,8 +20,8 @@
 //!   place): logged and counted once as `numFilesModifiedAfterIngestion`, and
 //!   ingested again only with `allow_overwrites = true` (key = path + size + mtime).
 
+pub mod infer;
 pub mod ledger;
-pub mod options;
 pub mod partition;
 pub mod read;
 pub mod schema_store;
@@ -29,7 +29,7 @@ pub mod schema_store;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use arrow::array::{ArrayRef, Int64Array, StringArray, StructArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
@@ -37,10 +37,10 @@ use arrow::record_batch::RecordBatch;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
-use crate::ops::METADATA_COLUMN;
+use crate::schema::METADATA_COLUMN;
 use crate::spec::FilesSource;
 use ledger::{FileOutcome, Ledger, ListedFile};
-pub use options::RESCUED_DATA_COLUMN;
+
 use read::{FileMeta, ReadSpec};
 
 /// The fields of the hidden `_metadata` column (Spark's file-source metadata column).
@@ -413,11 +413,7 @@ fn list_dir(
                 continue;
             }
         }
-        let mtime_ms = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mtime_ms = crate::clock::modified_ms(&meta);
         if min_age_ms > 0 && now_ms.saturating_sub(mtime_ms) < min_age_ms {
             continue;
         }
@@ -499,11 +495,3 @@ fn with_metadata(
 
 /// How long to wait between listings when a processing-time trigger is idle.
 pub const IDLE_POLL_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Modification time of a path in ms (for tests and the demo).
-pub fn modification_time_ms(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as i64)
-}

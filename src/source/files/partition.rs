@@ -399,7 +399,7 @@ fn rescue_misfits(
     misfits: &[(String, String)],
     file_path: &str,
 ) -> usize {
-    let Ok(index) = schema.index_of(crate::source::files::RESCUED_DATA_COLUMN) else {
+    let Ok(index) = schema.index_of(crate::schema::RESCUED_DATA_COLUMN) else {
         return 0;
     };
     let current = columns[index].as_string::<i32>().clone();

@@ -148,8 +148,8 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 
-use super::options::RESCUED_DATA_COLUMN;
 use super::partition::Partitioning;
+use crate::schema::RESCUED_DATA_COLUMN;
 use crate::spec::{CsvOptions, FileFormat, TextEncoding, TextOptions};
 
 mod csv_file;

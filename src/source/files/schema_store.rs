@@ -310,7 +310,7 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
             modification_time_ms: f.modification_time_ms,
         })
         .collect();
-    match crate::schema::infer_schema(
+    match super::infer::infer_schema(
         &metas,
         spec.format,
         &spec.csv,
@@ -329,7 +329,7 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
             Ok(Some((schema, files.into_iter().map(|f| f.path).collect())))
         }
         // Only empty or blank files so far: wait for data.
-        Err(crate::schema::SchemaError::NothingToInfer { .. }) => Ok(None),
+        Err(super::infer::InferError::NothingToInfer { .. }) => Ok(None),
         Err(e) => Err(Error::Source {
             path: spec.path.clone(),
             message: format!("schema inference failed: {e}"),

@@ -216,9 +216,7 @@ pub(crate) fn parse_line(
     }
 }
 
-/// The first character of a marker string standing for a bare non-finite token
-/// (a private-use character: `"\u{10FF00}NaN"`).
-pub(crate) const NON_FINITE_MARK: char = '\u{10FF00}';
+pub(crate) use crate::schema::infer::{NON_FINITE_MARK, marked_token};
 /// Invalid byte `b` (0x80..=0xFF) of a non-UTF-8 line is the character `RAW_BYTE_BASE + b`.
 const RAW_BYTE_BASE: u32 = 0x10_FF00;
 
@@ -231,11 +229,6 @@ const NON_FINITE: [(&str, &str); 6] = [
     ("-Infinity", "-inf"),
     ("-INF", "-inf"),
 ];
-
-/// The token a marker string stands for (`NaN`, `+INF`, ...).
-pub(crate) fn marked_token(s: &str) -> Option<&str> {
-    s.strip_prefix(NON_FINITE_MARK)
-}
 
 /// Arrow's spelling of a non-finite spelling Spark accepts.
 fn non_finite(token: &str) -> Option<&'static str> {

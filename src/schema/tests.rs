@@ -15,8 +15,9 @@ use arrow::datatypes::Schema;
 use serde_json::{Map, Value, json};
 
 use super::evolve::{Decision, NewField, evolve, strings_only};
-use super::{SchemaEvent, infer_schema, to_ddl};
+use super::{SchemaEvent, to_ddl};
 use crate::sink::quarantine::{QuarantineWriter, QuarantinedRecord, split_batches};
+use crate::source::files::infer::infer_schema;
 use crate::source::files::read::test_support::case_file;
 use crate::source::files::read::{FileMeta, ReadSpec, decode_file};
 use crate::source::files::schema_store::{history_at, record_version, resolve_with};
