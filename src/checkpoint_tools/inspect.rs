@@ -41,6 +41,9 @@ pub struct Inspection {
 #[derive(Debug, Clone, Serialize)]
 pub struct StateOperatorReport {
     pub operator_id: u64,
+    /// A stream-stream join keeps one store per side (`left`, `right`) and one for the
+    /// sides' event times (`watermarks`); `None` for a single-store operator.
+    pub side: Option<String>,
     pub operator_name: Option<String>,
     pub key_columns: Vec<String>,
     pub versions: Vec<StateVersionReport>,
@@ -69,6 +72,8 @@ pub struct SourceReport {
     pub description: String,
     pub path: Option<PathBuf>,
     pub latest_offset: Option<serde_json::Value>,
+    /// A files source's ledger (`sources/<i>/ledger.sqlite`), when it has one.
+    pub ledger: Option<LedgerStats>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +128,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         .collect();
     let mut batches = Vec::new();
     let mut latest_offset = None;
+    let mut latest_offsets: Vec<Option<serde_json::Value>> = Vec::new();
     let mut watermark_ms = 0;
     for &id in &offsets_ids {
         let seq = match cp.read_offsets(id) {
@@ -139,6 +145,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         let p = progress.get(&id);
         if let Some(s) = &seq {
             latest_offset = s.offsets.first().cloned().flatten();
+            latest_offsets = s.offsets.clone();
             watermark_ms = s.metadata.batch_watermark_ms;
         }
         batches.push(BatchReport {
@@ -213,13 +220,38 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         last_committed_batch_id,
         pending_batch_id,
         watermark_ms,
-        sources: vec![SourceReport {
-            description: plan
-                .as_ref()
-                .map_or("source 0".into(), |p| p.source.clone()),
-            path: plan.as_ref().map(|p| p.source_path.clone()),
-            latest_offset,
-        }],
+        sources: {
+            let mut sources = vec![SourceReport {
+                description: plan
+                    .as_ref()
+                    .map_or("source 0".into(), |p| p.source.clone()),
+                path: plan.as_ref().map(|p| p.source_path.clone()),
+                latest_offset,
+                ledger: ledger.clone(),
+            }];
+            // A stream-stream join's right side is source 1 (`sources/1/`).
+            for (i, offset) in latest_offsets.iter().enumerate().skip(1) {
+                let ledger_path = cp
+                    .root()
+                    .join("sources")
+                    .join(i.to_string())
+                    .join("ledger.sqlite");
+                let ledger = match Ledger::open_read_only(&ledger_path) {
+                    Ok(l) => l.and_then(|l| l.stats().ok()),
+                    Err(e) => {
+                        problems.push(e.to_string());
+                        None
+                    }
+                };
+                sources.push(SourceReport {
+                    description: format!("source {i} (the stream_join's right side)"),
+                    path: None,
+                    latest_offset: offset.clone(),
+                    ledger,
+                });
+            }
+            sources
+        },
         ledger,
         sink,
         lock: CheckpointLock::holder(&cp),
@@ -246,44 +278,70 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
     })
 }
 
-/// Every `state/<id>/` with its metadata and version files.
+/// Every `state/<id>/` with its metadata and version files; a stream-stream join's
+/// operator (`state/<id>/left`, `right`, `watermarks`) gives one report per store.
 fn state_operators(cp: &Checkpoint, problems: &mut Vec<String>) -> Vec<StateOperatorReport> {
     let state_dir = cp.root().join("state");
     let mut out = Vec::new();
     for id in Checkpoint::batch_ids(&state_dir).unwrap_or_default() {
         let dir = state_dir.join(id.to_string());
-        let meta = match crate::state::read_metadata(&dir) {
-            Ok(m) => m,
-            Err(e) => {
-                problems.push(e.to_string());
-                None
-            }
-        };
-        let versions = match crate::state::StateStore::list_versions(&dir) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(e.to_string());
-                Default::default()
-            }
-        };
-        let versions: Vec<StateVersionReport> = versions
+        let sides: Vec<&str> = ["left", "right", "watermarks"]
             .into_iter()
-            .map(|(version, f)| StateVersionReport {
-                version,
-                delta_bytes: f.delta_bytes,
-                snapshot_bytes: f.snapshot_bytes,
-            })
+            .filter(|s| dir.join(s).is_dir())
             .collect();
-        out.push(StateOperatorReport {
-            operator_id: id,
-            operator_name: meta.as_ref().map(|m| m.operator_name.clone()),
-            key_columns: meta.map(|m| m.key_columns).unwrap_or_default(),
-            total_bytes: versions
-                .iter()
-                .map(|v| v.delta_bytes.unwrap_or(0) + v.snapshot_bytes.unwrap_or(0))
-                .sum(),
-            versions,
-        });
+        if sides.is_empty() {
+            out.push(state_store_report(id, None, &dir, problems));
+        } else {
+            for side in sides {
+                out.push(state_store_report(
+                    id,
+                    Some(side),
+                    &dir.join(side),
+                    problems,
+                ));
+            }
+        }
     }
     out
+}
+
+fn state_store_report(
+    id: u64,
+    side: Option<&str>,
+    dir: &std::path::Path,
+    problems: &mut Vec<String>,
+) -> StateOperatorReport {
+    let meta = match crate::state::read_metadata(dir) {
+        Ok(m) => m,
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let versions = match crate::state::StateStore::list_versions(dir) {
+        Ok(v) => v,
+        Err(e) => {
+            problems.push(e.to_string());
+            Default::default()
+        }
+    };
+    let versions: Vec<StateVersionReport> = versions
+        .into_iter()
+        .map(|(version, f)| StateVersionReport {
+            version,
+            delta_bytes: f.delta_bytes,
+            snapshot_bytes: f.snapshot_bytes,
+        })
+        .collect();
+    StateOperatorReport {
+        operator_id: id,
+        side: side.map(str::to_string),
+        operator_name: meta.as_ref().map(|m| m.operator_name.clone()),
+        key_columns: meta.map(|m| m.key_columns).unwrap_or_default(),
+        total_bytes: versions
+            .iter()
+            .map(|v| v.delta_bytes.unwrap_or(0) + v.snapshot_bytes.unwrap_or(0))
+            .sum(),
+        versions,
+    }
 }

@@ -67,7 +67,7 @@ pub fn render_text(i: &Inspection) -> String {
         opt(i.pending_batch_id)
     ));
     out.push_str(&format!("watermark   {} ms\n", i.watermark_ms));
-    for s in &i.sources {
+    for (n, s) in i.sources.iter().enumerate() {
         out.push_str(&format!(
             "source      {} {} latest offset {}\n",
             s.description,
@@ -76,6 +76,15 @@ pub fn render_text(i: &Inspection) -> String {
                 .map_or(String::new(), |p| p.display().to_string()),
             opt(s.latest_offset.as_ref())
         ));
+        // Source 0's ledger is printed below; another source's (a join's right side) here.
+        if n > 0
+            && let Some(l) = &s.ledger
+        {
+            out.push_str(&format!(
+                "            ledger {} committed ({} bytes), {} pending, {} failed\n",
+                l.files_committed, l.bytes_committed, l.files_pending, l.files_failed
+            ));
+        }
     }
     if let Some(l) = &i.ledger {
         out.push_str(&format!(
@@ -120,8 +129,9 @@ pub fn render_text(i: &Inspection) -> String {
     }
     for op in &i.state_operators {
         out.push_str(&format!(
-            "\nstate {}: {} keyed by [{}], {} version(s), {} bytes\n version  delta bytes  snapshot bytes\n",
+            "\nstate {}{}: {} keyed by [{}], {} version(s), {} bytes\n version  delta bytes  snapshot bytes\n",
             op.operator_id,
+            op.side.as_deref().map_or(String::new(), |s| format!(" ({s})")),
             op.operator_name.as_deref().unwrap_or("?"),
             op.key_columns.join(", "),
             op.versions.len(),

@@ -27,7 +27,7 @@ use super::retry::Retry;
 use super::sinks::Sinks;
 use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata};
 use crate::error::{Error, Result};
-use crate::ops::watermark::{EventTimeStats, Split, split_late};
+use crate::ops::watermark::{EventTimeStats, Split, split_late_at};
 use crate::records::DimensionProgress;
 use crate::records::StateOperatorMetrics;
 use crate::schema::events::SchemaEvent;
@@ -136,6 +136,8 @@ pub struct Output {
     /// Input 0's rows behind the watermark, set apart before a stateful operator.
     pub num_late: u64,
     pub num_invalid_event_time: u64,
+    /// Rows beyond the future-skew guard (`watermark.max_future`).
+    pub num_future_event_time: u64,
     pub num_quarantined: u64,
     pub dimensions: Vec<DimensionProgress>,
     /// When `addBatch` started.
@@ -496,21 +498,36 @@ pub async fn transform(
     let mut event_time = None;
     let mut num_late = 0u64;
     let mut num_invalid_event_time = 0u64;
+    let mut num_future_event_time = 0u64;
     let mut late = Vec::new();
     let on_time = match &spec.stateful.watermark {
         None => projected,
         Some(wm) => {
             let drops = flow.operator.drops_late_rows();
-            let split = split_late(
+            let split = split_late_at(
                 &projected,
                 wm,
                 if drops { watermark_ms } else { i64::MIN / 1000 },
+                Some(super::now_ms()),
             )?;
             event_time = split.event_time;
             num_invalid_event_time = split.num_invalid;
+            num_future_event_time = split.num_future;
+            if split.num_future > 0 {
+                tracing::warn!(batch_id, rows = split.num_future, column = %wm.column,
+                    "rows with an event time beyond max_future ahead of the wall clock: set apart, the watermark does not move for them{}",
+                    if spec.late_rows.is_some() { "; written to the late-rows table" } else if flow.operator.is_stateful() { "; counted (numRowsFutureEventTime) and not aggregated; set late_rows to keep them" } else { "" });
+            }
             if !flow.operator.is_stateful() {
+                let mut split = split;
+                // A stateless flow keeps them (nothing drops rows there), but they never
+                // move the watermark; with late_rows they go there instead.
+                if spec.late_rows.is_some() {
+                    late.append(&mut split.future);
+                }
                 passthrough(split)
             } else {
+                late.extend(split.future);
                 if drops {
                     num_late = split.num_late;
                     late.extend(split.late);
@@ -539,6 +556,7 @@ pub async fn transform(
         event_time,
         num_late,
         num_invalid_event_time,
+        num_future_event_time,
         num_quarantined,
         started,
     })
@@ -550,6 +568,7 @@ fn passthrough(split: Split) -> Vec<RecordBatch> {
     let mut all = split.on_time;
     all.extend(split.late);
     all.extend(split.invalid);
+    all.extend(split.future);
     all
 }
 

@@ -128,12 +128,13 @@ pub fn progress(
             num_files_retried: c.count_outcomes(|o| matches!(o, FileOutcome::Retry { .. })),
             num_files_modified_after_ingestion: planned.num_modified,
             num_rows_invalid_event_time: output.num_invalid_event_time,
+            num_rows_future_event_time: output.num_future_event_time,
             num_records_quarantined: output.num_quarantined,
             dimensions: output.dimensions.clone(),
             num_new_columns_ignored: output.read.new_columns_ignored.len() as u64,
             new_columns_ignored: output.read.new_columns_ignored.clone(),
             num_late_rows_written: if spec.late_rows.is_some() {
-                output.num_late + output.num_invalid_event_time
+                output.num_late + output.num_invalid_event_time + output.num_future_event_time
             } else {
                 0
             },

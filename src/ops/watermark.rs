@@ -43,9 +43,12 @@ pub struct Split {
     pub late: Vec<RecordBatch>,
     /// Rows whose event time is null or not a parseable timestamp.
     pub invalid: Vec<RecordBatch>,
+    /// Rows whose event time is beyond the future-skew guard (`max_future`).
+    pub future: Vec<RecordBatch>,
     pub num_on_time: u64,
     pub num_late: u64,
     pub num_invalid: u64,
+    pub num_future: u64,
     /// Over the on-time rows; `None` when there are none.
     pub event_time: Option<EventTimeStats>,
 }
@@ -123,6 +126,19 @@ pub fn split_late(
     spec: &WatermarkSpec,
     watermark_ms: i64,
 ) -> Result<Split> {
+    split_late_at(batches, spec, watermark_ms, None)
+}
+
+/// [`split_late`] with the future-skew guard: with `now_ms` and the spec's
+/// `max_future_ms`, rows whose event time is after `now + max_future` go to
+/// [`Split::future`] and are left out of the event-time statistics, so a clock error
+/// upstream (a year 2099 timestamp) cannot move the watermark past every real row.
+pub fn split_late_at(
+    batches: &[RecordBatch],
+    spec: &WatermarkSpec,
+    watermark_ms: i64,
+    now_ms: Option<i64>,
+) -> Result<Split> {
     let arrow = |source| Error::Arrow {
         context: format!("splitting late rows by the watermark on `{}`", spec.column),
         source,
@@ -135,13 +151,31 @@ pub fn split_late(
             continue;
         }
         let ts = event_time_column(batch, &spec.column)?;
-        let on_time = without_nulls(gt_eq(&ts, &watermark_us).map_err(arrow)?);
+        let mut on_time = without_nulls(gt_eq(&ts, &watermark_us).map_err(arrow)?);
+        let future = match (now_ms, spec.max_future_ms) {
+            (Some(now), Some(skew)) => {
+                let limit_us = now.saturating_add(skew).saturating_mul(1000);
+                let future = without_nulls(
+                    arrow::compute::kernels::cmp::gt(
+                        &ts,
+                        &Scalar::new(Int64Array::from(vec![limit_us])),
+                    )
+                    .map_err(arrow)?,
+                );
+                on_time =
+                    arrow::compute::and(&on_time, &arrow::compute::not(&future).map_err(arrow)?)
+                        .map_err(arrow)?;
+                future
+            }
+            _ => BooleanArray::from(vec![false; batch.num_rows()]),
+        };
         let late = without_nulls(lt(&ts, &watermark_us).map_err(arrow)?);
         let invalid = is_null(&ts).map_err(arrow)?;
         for (mask, out, n) in [
             (&on_time, &mut split.on_time, &mut split.num_on_time),
             (&late, &mut split.late, &mut split.num_late),
             (&invalid, &mut split.invalid, &mut split.num_invalid),
+            (&future, &mut split.future, &mut split.num_future),
         ] {
             let rows = mask.true_count();
             if rows == 0 {

@@ -120,6 +120,8 @@ pub enum JoinOnFile {
 pub struct WatermarkFile {
     pub column: String,
     pub delay: HumanDuration,
+    /// Rows whose event time is more than this ahead of the wall clock are set apart.
+    pub max_future: Option<HumanDuration>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -330,6 +330,7 @@ fn resolve_flow(
         watermark: flow.watermark.map(|w| WatermarkSpec {
             column: w.column,
             delay_ms: w.delay.as_millis(),
+            max_future_ms: w.max_future.map(|d| d.as_millis()),
         }),
         group_by: flow.group_by.unwrap_or_default(),
         aggregates: flow.aggregates.unwrap_or_default(),
@@ -577,6 +578,7 @@ fn resolve_stream_join(
     let watermark = sj.watermark.map(|w| WatermarkSpec {
         column: w.column,
         delay_ms: w.delay.as_millis(),
+        max_future_ms: w.max_future.map(|d| d.as_millis()),
     });
     let on = resolve_join_on(cx, &sj.on, &format!("batch.origin = {alias}.origin"))?;
     let how = match sj.how.as_ref().map(|h| h.get_ref().as_str()) {

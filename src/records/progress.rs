@@ -112,6 +112,10 @@ pub struct WeirProgress {
     /// Rows whose event time is null or unparseable (never aggregated; see docs/event-time.md).
     #[serde(default)]
     pub num_rows_invalid_event_time: u64,
+    /// Rows whose event time is beyond `watermark.max_future` ahead of the wall clock
+    /// (set apart; never move the watermark).
+    #[serde(default)]
+    pub num_rows_future_event_time: u64,
     /// Records that could not be parsed at all, written to `bad_records_path`.
     #[serde(default)]
     pub num_records_quarantined: u64,

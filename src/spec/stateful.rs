@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct WatermarkSpec {
     pub column: String,
     pub delay_ms: i64,
+    /// The future-skew guard: rows whose event time is more than this ahead of the wall
+    /// clock are set apart (late-rows table) and never move the watermark.
+    pub max_future_ms: Option<i64>,
 }
 
 impl WatermarkSpec {
@@ -20,6 +23,7 @@ impl WatermarkSpec {
         Ok(WatermarkSpec {
             column: column.to_string(),
             delay_ms: delay.as_millis(),
+            max_future_ms: None,
         })
     }
 }

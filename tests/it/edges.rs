@@ -1125,3 +1125,58 @@ async fn a_vacuumed_starting_version_suggests_the_earliest_that_works() {
         "{stderr}"
     );
 }
+
+/// The future-skew guard: a row whose event time is far ahead of the wall clock (a
+/// producer's clock error) goes to the late-rows table and never moves the watermark,
+/// which would otherwise make every real row late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_future_event_time_goes_to_late_rows_not_to_the_watermark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "w"
+trigger = "available_now"
+watermark = { column = "ts", delay = "0 seconds", max_future = "1 day" }
+group_by = ["window(ts, '10 seconds')"]
+aggregates = ["count(*) AS n"]
+late_rows = { path = "late" }
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "ts TIMESTAMP, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    let landing = dir.join("landing");
+    land(
+        &landing,
+        "a.json",
+        concat!(
+            "{\"ts\":\"2024-05-01T10:00:01Z\",\"v\":1}\n",
+            "{\"ts\":\"2099-01-01T00:00:00Z\",\"v\":2}\n",
+        )
+        .as_bytes(),
+    );
+    let out = run_ok(&p);
+    let records = progress(&out);
+    assert_eq!(records[0]["weir"]["numRowsFutureEventTime"], 1);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(
+        &landing,
+        "b.json",
+        b"{\"ts\":\"2024-05-01T10:00:05Z\",\"v\":3}\n{\"ts\":\"2024-05-01T10:00:21Z\",\"v\":4}\n",
+    );
+    run_ok(&p);
+    // 10:00:05 was not late: the watermark never jumped to 2099.
+    assert_eq!(
+        table_lines(&dir.join("table"), &["n"], "window_start").await,
+        ["2"]
+    );
+    assert_eq!(table_lines(&dir.join("late"), &["v"], "v").await, ["2"]);
+}

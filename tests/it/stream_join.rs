@@ -266,3 +266,50 @@ fn validate_refuses_an_unbounded_stream_stream_join() {
         "{stdout}"
     );
 }
+
+/// `weir inspect` shows a stream-stream join's state (both sides and the sides' event
+/// times, with keys and versions) and the right side's offsets and ledger; the run
+/// summary counts the files of both sides.
+#[test]
+fn inspect_shows_both_sides_of_a_join_and_the_summary_counts_both_sides_files() {
+    let (_tmp, dir) = join_dir(2);
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(dir.join("pipeline.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flights = std::fs::read_dir(dir.join("landing/flights/2013-01"))
+        .unwrap()
+        .count();
+    let weather = std::fs::read_dir(dir.join("landing/weather/2013-01"))
+        .unwrap()
+        .count();
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!("{} file(s)", flights + weather)),
+        "both sides' files: {summary}"
+    );
+    let inspect = weir()
+        .args(["inspect"])
+        .arg(dir.join("_checkpoints/fw"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    for part in [
+        "state 0 (left): symmetricHashJoin",
+        "state 0 (right): symmetricHashJoin",
+        "state 0 (watermarks)",
+        "source 1 (the stream_join's right side)",
+    ] {
+        assert!(text.contains(part), "missing {part:?}:\n{text}");
+    }
+    assert!(
+        text.contains(&format!("ledger {weather} committed")),
+        "the right side's ledger:\n{text}"
+    );
+}
