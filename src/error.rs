@@ -117,6 +117,15 @@ pub enum Error {
     StateIncompatible { path: PathBuf, message: String },
 
     /// A ledger (SQLite) operation failed.
+    /// The Kafka cluster could not be reached or refused a request (after the client's retries).
+    #[error("kafka {bootstrap}: {message}")]
+    KafkaUnavailable { bootstrap: String, message: String },
+
+    /// Offsets the checkpoint expects are gone from Kafka (retention, deleted records, a
+    /// deleted topic or partition) and the source has `fail_on_data_loss = true`.
+    #[error("kafka {bootstrap}: data loss: {message}. {hint}", hint = crate::source::kafka::offset::FAIL_ON_DATA_LOSS_TRUE_HINT)]
+    KafkaDataLoss { bootstrap: String, message: String },
+
     #[error("file ledger {path}: {source}")]
     Ledger {
         path: PathBuf,
@@ -143,6 +152,7 @@ impl Error {
             | Error::Io { .. }
             | Error::Ledger { .. } => Domain::External,
             Error::Checkpoint { .. } => Domain::External,
+            Error::KafkaUnavailable { .. } | Error::KafkaDataLoss { .. } => Domain::External,
             Error::Arrow { .. } => Domain::Internal,
         }
     }
@@ -157,6 +167,7 @@ impl Error {
                 | Error::Io { .. }
                 | Error::Ledger { .. }
                 | Error::SchemaChanged { .. }
+                | Error::KafkaUnavailable { .. }
         )
     }
 
@@ -169,8 +180,8 @@ impl Error {
             Error::SchemaMismatch { .. } => ErrorKind::SchemaMismatch,
             Error::Checkpoint { .. } => ErrorKind::CheckpointCorrupt,
             Error::CheckpointLocked { .. } => ErrorKind::CheckpointLocked,
-            Error::SourceIo { .. } => ErrorKind::SourceUnavailable,
-            Error::Source { .. } => ErrorKind::SourceError,
+            Error::SourceIo { .. } | Error::KafkaUnavailable { .. } => ErrorKind::SourceUnavailable,
+            Error::Source { .. } | Error::KafkaDataLoss { .. } => ErrorKind::SourceError,
             Error::Delta { .. } | Error::SinkIo { .. } => ErrorKind::SinkUnavailable,
             Error::SinkSchemaMismatch { .. } => ErrorKind::SinkSchemaMismatch,
             Error::Sql { .. } => ErrorKind::SqlError,
@@ -201,7 +212,9 @@ impl Error {
             Error::SchemaMismatch { .. }
             | Error::Sql { .. }
             | Error::Arrow { .. }
-            | Error::Plan { .. } => None,
+            | Error::Plan { .. }
+            | Error::KafkaUnavailable { .. }
+            | Error::KafkaDataLoss { .. } => None,
         }
     }
 

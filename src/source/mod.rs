@@ -2,3 +2,4 @@
 
 pub mod delta;
 pub mod files;
+pub mod kafka;
