@@ -7,6 +7,11 @@ use std::path::{Path, PathBuf};
 use crate::records::ErrorFacts;
 pub use crate::records::{Domain, ErrorKind};
 
+/// Spark's advice appended to a Kafka data-loss error (`failOnDataLoss = true`).
+pub const FAIL_ON_DATA_LOSS_TRUE_HINT: &str = "Some data may have been lost because they are not available in Kafka any more; \
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the topic was processed. \
+If you don't want the flow to fail on such cases, set the source option fail_on_data_loss = false";
+
 /// The crate's error type.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -116,16 +121,16 @@ pub enum Error {
     #[error("checkpoint {path}: {message}")]
     StateIncompatible { path: PathBuf, message: String },
 
-    /// A ledger (SQLite) operation failed.
     /// The Kafka cluster could not be reached or refused a request (after the client's retries).
     #[error("kafka {bootstrap}: {message}")]
     KafkaUnavailable { bootstrap: String, message: String },
 
     /// Offsets the checkpoint expects are gone from Kafka (retention, deleted records, a
     /// deleted topic or partition) and the source has `fail_on_data_loss = true`.
-    #[error("kafka {bootstrap}: data loss: {message}. {hint}", hint = crate::source::kafka::offset::FAIL_ON_DATA_LOSS_TRUE_HINT)]
+    #[error("kafka {bootstrap}: data loss: {message}. {hint}", hint = FAIL_ON_DATA_LOSS_TRUE_HINT)]
     KafkaDataLoss { bootstrap: String, message: String },
 
+    /// A ledger (SQLite) operation failed.
     #[error("file ledger {path}: {source}")]
     Ledger {
         path: PathBuf,

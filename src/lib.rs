@@ -20,7 +20,7 @@
 //! schema                     DDL, inference rules, evolution modes, hints, schema events, the _rescued_data/_metadata columns
 //! state                      the versioned state store of stateful operators
 //! checkpoint                 the checkpoint's files: layout, offsets/commits logs, lock, progress.jsonl, health.json, static restart checks
-//! source                     files (listing, ledger, decoders, inference, schema history) and Delta tables read as streams
+//! source                     files (listing, ledger, decoders, inference, schema history), Delta tables and Kafka topics read as streams
 //! sink                       Delta append and MERGE (idempotent commits), memory, console, quarantine
 //! ops                        where/select and stream-static joins (DataFusion), watermark, windows, aggregation, dedup, stream-stream join
 //! pipeline                   pipeline.toml read and checked into spec types (errors point at file:line:key)
@@ -43,6 +43,7 @@
 //! | what a kind of source does in the protocol | `engine::input` (files, delta) |
 //! | listing, ledger, decoders, inference, schema history | `source::files` |
 //! | streaming a Delta table | `source::delta` |
+//! | reading Kafka topics (Spark's offsets, planning rules, rows; the test broker) | `source::kafka` |
 //! | opening Delta tables, txn versions | `delta` (written through `delta_store`, which fsyncs) |
 //! | writing batches (idempotent) | `sink` (and `engine::sinks` for a flow's sink + side tables) |
 //! | operators and their state | `ops`, `state` |

@@ -331,10 +331,7 @@ pub fn offset_ranges(
     (ranges, losses)
 }
 
-/// Spark's advice appended to a data-loss error (`failOnDataLoss = true`).
-pub const FAIL_ON_DATA_LOSS_TRUE_HINT: &str = "Some data may have been lost because they are not available in Kafka any more; \
-either the data was aged out by Kafka or the topic may have been deleted before all the data in the topic was processed. \
-If you don't want the flow to fail on such cases, set the source option fail_on_data_loss = false";
+pub use crate::error::FAIL_ON_DATA_LOSS_TRUE_HINT;
 
 #[cfg(test)]
 mod tests {
