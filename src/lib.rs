@@ -59,6 +59,8 @@
 //! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
 //! structs (offsets, progress). See `docs/architecture.md`.
 #![forbid(unsafe_code)]
+// The console's futures nest the engine's, whose sources nest their clients'.
+#![recursion_limit = "256"]
 
 pub mod checkpoint;
 pub mod checkpoint_tools;

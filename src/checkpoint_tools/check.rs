@@ -42,7 +42,7 @@ async fn check_state(spec: &FlowSpec, cp: &Checkpoint) -> Option<Error> {
             SourceSpec::Files(options) => Some(crate::engine::input::files::schema_location(
                 options, index, cp,
             )),
-            SourceSpec::Delta(_) => None,
+            SourceSpec::Delta(_) | SourceSpec::Kafka(_) => None,
         };
         match crate::engine::plan::known_batch_schema(source, location.as_deref()).await {
             Ok(Some(schema)) => schemas.push(schema),

@@ -57,6 +57,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
                     match &mut flow.source {
                         crate::spec::SourceSpec::Files(src) => src.max_files_per_trigger = n,
                         crate::spec::SourceSpec::Delta(src) => src.max_files_per_trigger = n,
+                        crate::spec::SourceSpec::Kafka(_) => {}
                     }
                     flow.health.max_files_per_trigger = Some(n);
                 }

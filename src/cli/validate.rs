@@ -119,6 +119,7 @@ pub fn run(path: &Path) -> ExitCode {
             match &flow.source {
                 SourceSpec::Files(src) => format!("files ({})", src.format.as_str()),
                 SourceSpec::Delta(_) => "delta".to_string(),
+                SourceSpec::Kafka(k) => format!("kafka {}", k.bootstrap_servers),
             },
             flow.source.path().display(),
             flow.trigger,

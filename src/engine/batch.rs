@@ -77,6 +77,8 @@ pub struct Part {
     pub files: BatchFiles,
     /// What the source left behind after planning (zero for a re-run batch).
     pub backlog: Backlog,
+    /// The source's latest offset when planning (Kafka), for progress `latestOffset`.
+    pub latest_offset: Option<serde_json::Value>,
 }
 
 /// Stage 1: the batch is in the write-ahead log (`offsets/N`), its files in the ledgers.
@@ -278,6 +280,7 @@ pub async fn plan(
             start_offset: start,
             files: p.files,
             backlog: p.backlog,
+            latest_offset: p.latest_offset,
         });
     }
     let format = flow.inputs.first().map_or("", Input::format);
@@ -341,6 +344,7 @@ async fn replay(
             start_offset: start,
             files,
             backlog: Backlog::default(),
+            latest_offset: None,
         });
     }
     tracing::info!(

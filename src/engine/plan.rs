@@ -220,6 +220,7 @@ pub async fn known_batch_schema(
             source.refresh().await?;
             Ok(source.schema())
         }
+        SourceSpec::Kafka(k) => Ok(Some(super::input::kafka::batch_schema(k))),
     }
 }
 

@@ -74,6 +74,18 @@ pub fn progress(
             if let Some(versions) = part.backlog.versions {
                 metrics.insert("numVersionsBehind".into(), versions.to_string());
             }
+            if let Some(b) = part.backlog.offsets_behind {
+                // Spark's Kafka source metrics.
+                metrics.insert("minOffsetsBehindLatest".into(), b.min.to_string());
+                metrics.insert("maxOffsetsBehindLatest".into(), b.max.to_string());
+                metrics.insert(
+                    "avgOffsetsBehindLatest".into(),
+                    (b.sum as f64 / b.partitions.max(1) as f64).to_string(),
+                );
+            }
+            if read.num_offsets_lost > 0 {
+                metrics.insert("numOffsetsLost".into(), read.num_offsets_lost.to_string());
+            }
             SourceProgress {
                 description: c.sources.get(i).cloned().unwrap_or_default(),
                 start_offset: part.start_offset.clone().unwrap_or(serde_json::Value::Null),
@@ -84,7 +96,10 @@ pub fn progress(
                     .cloned()
                     .flatten()
                     .unwrap_or_default(),
-                latest_offset: serde_json::Value::Null,
+                latest_offset: part
+                    .latest_offset
+                    .clone()
+                    .unwrap_or(serde_json::Value::Null),
                 num_input_rows: read.num_rows,
                 input_rows_per_second: rate(read.num_rows, t.since_last_ms),
                 processed_rows_per_second: rate(read.num_rows, t.trigger_ms),

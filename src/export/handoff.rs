@@ -221,6 +221,14 @@ pub async fn refusal(pipeline: &Path, flow: &FlowSpec, reason: &str) -> String {
                 target.map_or("its sink".to_string(), |t| t.display().to_string())
             );
         }
+        SourceSpec::Kafka(k) => {
+            let _ = writeln!(
+                s,
+                "   dry-run: Spark's Kafka source reads the same offsets (KafkaSourceOffset JSON in offsets/N); \
+                 start the Spark query on {} with startingOffsets set to weir's last offsets (weir inspect shows them)",
+                k.locator.display()
+            );
+        }
         SourceSpec::Files(f) => {
             let _ = writeln!(
                 s,

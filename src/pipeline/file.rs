@@ -139,7 +139,7 @@ pub enum TriggerFile {
     ProcessingTime { processing_time: HumanDuration },
 }
 
-/// A source: `type = "files"` or `type = "delta"`. One struct holds the keys of both; the
+/// A source: `type = "files"`, `"delta"` or `"kafka"`. One struct holds the keys of all; the
 /// type is checked after parsing (a serde-tagged enum would lose the value spans that
 /// error messages need), and keys of the other type are refused then.
 pub type SourceFile = FilesSourceFile;
@@ -157,7 +157,27 @@ pub enum StartingVersionFile {
 pub struct FilesSourceFile {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,
-    pub path: String,
+    /// Files and Delta: the directory read.
+    pub path: Option<String>,
+    /// Kafka only (docs/kafka.md): `host:port[,host:port...]`.
+    pub bootstrap_servers: Option<Spanned<String>>,
+    /// Kafka only: the topics read.
+    pub subscribe: Option<Spanned<Vec<String>>>,
+    /// Kafka only: a regular expression matched against whole topic names.
+    pub subscribe_pattern: Option<Spanned<String>>,
+    /// Kafka only: `"earliest"`, `"latest"` (default) or per-partition JSON.
+    pub starting_offsets: Option<Spanned<String>>,
+    /// Kafka only: at most this many offsets per batch over all partitions.
+    pub max_offsets_per_trigger: Option<Spanned<u64>>,
+    /// Kafka only: wait for this many offsets (or `max_trigger_delay`) before a batch.
+    pub min_offsets_per_trigger: Option<Spanned<u64>>,
+    pub max_trigger_delay: Option<HumanDuration>,
+    /// Kafka only: fail (default) or skip when offsets the checkpoint expects are gone.
+    pub fail_on_data_loss: Option<Spanned<bool>>,
+    /// Kafka only: add the `headers` column (Spark's `includeHeaders`).
+    pub include_headers: Option<Spanned<bool>>,
+    /// Kafka only: client settings under Kafka's names (`security.protocol`, `sasl.*`, ...).
+    pub kafka: Option<Spanned<std::collections::BTreeMap<String, String>>>,
     /// Files only: `csv`, `json` or `parquet`.
     pub format: Option<Spanned<FormatFile>>,
     /// Delta only: where a new flow starts (a version, or `"latest"`).

@@ -224,10 +224,11 @@ fn resolve_flow(
     let source = match flow.source.kind.get_ref().as_str() {
         "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),
         "delta" => SourceSpec::Delta(resolve_delta(cx, base, flow.source)?),
+        "kafka" => SourceSpec::Kafka(resolve_kafka(cx, base, flow.source)?),
         other => {
             return Err(cx.error(
                 flow.source.kind.span(),
-                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files) or \"delta\" (a Delta table read as a stream)"),
+                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files), \"delta\" (a Delta table read as a stream) or \"kafka\" (Kafka topics)"),
             ));
         }
     };
@@ -471,6 +472,7 @@ fn resolve_health(
     let cap = match source {
         SourceSpec::Files(f) => f.max_files_per_trigger,
         SourceSpec::Delta(d) => d.max_files_per_trigger,
+        SourceSpec::Kafka(_) => u64::MAX,
     };
     let mut cfg = crate::spec::HealthConfig {
         freshness: freshness.map(|f| f.0).filter(|f| !f.is_zero()),
@@ -568,10 +570,13 @@ fn resolve_stream_join(
     let source = match sj.source.kind.get_ref().as_str() {
         "files" => SourceSpec::Files(resolve_files(cx, base, sj.source)?),
         "delta" => SourceSpec::Delta(resolve_delta(cx, base, sj.source)?),
+        "kafka" => SourceSpec::Kafka(resolve_kafka(cx, base, sj.source)?),
         other => {
             return Err(cx.error(
                 sj.source.kind.span(),
-                format!("unknown source type {other:?}; allowed: \"files\" or \"delta\""),
+                format!(
+                    "unknown source type {other:?}; allowed: \"files\", \"delta\" or \"kafka\""
+                ),
             ));
         }
     };
@@ -714,11 +719,330 @@ fn single_byte(
     }
 }
 
+/// A files or Delta source's `path` (required).
+fn required_path(cx: &Context<'_>, src: &file::FilesSourceFile) -> Result<String, PipelineError> {
+    src.path.clone().ok_or_else(|| {
+        cx.error(
+            src.kind.span(),
+            format!(
+                "missing field `path`; a {} source reads a directory: path = \"...\"",
+                src.kind.get_ref()
+            ),
+        )
+    })
+}
+
+/// Kafka-only keys set on a files or Delta source, refused by name.
+fn refuse_kafka_keys(cx: &Context<'_>, src: &file::FilesSourceFile) -> Result<(), PipelineError> {
+    let kafka_keys = [
+        (
+            "bootstrap_servers",
+            src.bootstrap_servers.as_ref().map(|s| s.span()),
+        ),
+        ("subscribe", src.subscribe.as_ref().map(|s| s.span())),
+        (
+            "subscribe_pattern",
+            src.subscribe_pattern.as_ref().map(|s| s.span()),
+        ),
+        (
+            "starting_offsets",
+            src.starting_offsets.as_ref().map(|s| s.span()),
+        ),
+        (
+            "max_offsets_per_trigger",
+            src.max_offsets_per_trigger.as_ref().map(|s| s.span()),
+        ),
+        (
+            "min_offsets_per_trigger",
+            src.min_offsets_per_trigger.as_ref().map(|s| s.span()),
+        ),
+        (
+            "max_trigger_delay",
+            src.max_trigger_delay.as_ref().map(|_| src.kind.span()),
+        ),
+        (
+            "fail_on_data_loss",
+            src.fail_on_data_loss.as_ref().map(|s| s.span()),
+        ),
+        (
+            "include_headers",
+            src.include_headers.as_ref().map(|s| s.span()),
+        ),
+        ("kafka", src.kafka.as_ref().map(|s| s.span())),
+    ];
+    if let Some((key, Some(span))) = kafka_keys.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(cx.error(
+            span,
+            format!(
+                "`{key}` is a Kafka-source option; this source has type = {:?}",
+                src.kind.get_ref()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A `type = "kafka"` source (docs/kafka.md): Spark's Kafka options in snake case, and
+/// the `format` shortcut parsing `value` with the files source's decoders.
+fn resolve_kafka(
+    cx: &Context<'_>,
+    base: &Path,
+    src: file::FilesSourceFile,
+) -> Result<crate::spec::KafkaSourceSpec, PipelineError> {
+    use crate::spec::{KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat};
+    let at = src.kind.span();
+    let not_kafka = [
+        ("path", src.path.is_some()),
+        ("starting_version", src.starting_version.is_some()),
+        ("skip_change_commits", src.skip_change_commits.is_some()),
+        ("infer_column_types", !src.infer_column_types),
+        (
+            "schema_inference_max_files",
+            src.schema_inference_max_files.is_some(),
+        ),
+        (
+            "schema_inference_max_bytes",
+            src.schema_inference_max_bytes.is_some(),
+        ),
+        ("path_glob_filter", src.path_glob_filter.is_some()),
+        ("max_files_per_trigger", src.max_files_per_trigger.is_some()),
+        ("max_bytes_per_trigger", src.max_bytes_per_trigger.is_some()),
+        ("min_file_age", src.min_file_age.is_some()),
+        ("allow_overwrites", src.allow_overwrites),
+        ("schema_evolution", src.schema_evolution.is_some()),
+        ("schema_hints", src.schema_hints.is_some()),
+        ("schema_location", src.schema_location.is_some()),
+        ("encoding", src.encoding.is_some()),
+        ("partition_columns", src.partition_columns.is_some()),
+        (
+            "partition_column_type_inference",
+            src.partition_column_type_inference.is_some(),
+        ),
+        (
+            "include_existing_files",
+            src.include_existing_files.is_some(),
+        ),
+        ("modified_after", src.modified_after.is_some()),
+    ];
+    if let Some((key, _)) = not_kafka.iter().find(|(_, set)| *set) {
+        let hint = match *key {
+            "path" => {
+                "a kafka source reads topics: bootstrap_servers and subscribe (or subscribe_pattern)"
+            }
+            "max_files_per_trigger" | "max_bytes_per_trigger" => "use max_offsets_per_trigger",
+            "schema_evolution" | "schema_hints" | "infer_column_types" => {
+                "with format, the value's columns are the given `schema`; other fields stay in _rescued_data"
+            }
+            _ => "see docs/kafka.md for a kafka source's options",
+        };
+        return Err(cx.error(
+            at,
+            format!("`{key}` is not an option of a kafka source; {hint}"),
+        ));
+    }
+    let bootstrap = src.bootstrap_servers.as_ref().ok_or_else(|| {
+        cx.error(
+            at.clone(),
+            "missing field `bootstrap_servers`; a kafka source needs bootstrap_servers = \"host:port\"".into(),
+        )
+    })?;
+    let subscribe = match (&src.subscribe, &src.subscribe_pattern) {
+        (Some(t), None) => {
+            if t.get_ref().is_empty() || t.get_ref().iter().any(|n| n.trim().is_empty()) {
+                return Err(cx.error(
+                    t.span(),
+                    "subscribe lists topic names, e.g. subscribe = [\"events\"]".into(),
+                ));
+            }
+            KafkaSubscribe::Topics(t.get_ref().clone())
+        }
+        (None, Some(p)) => KafkaSubscribe::Pattern(p.get_ref().clone()),
+        (Some(t), Some(_)) => {
+            return Err(cx.error(
+                t.span(),
+                "give one of subscribe and subscribe_pattern, not both (Spark's subscribe / subscribePattern)".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(cx.error(
+                at,
+                "a kafka source needs subscribe = [\"topic\", ...] or subscribe_pattern = \"regex\"".into(),
+            ));
+        }
+    };
+    for (v, what) in [
+        (&src.max_offsets_per_trigger, "max_offsets_per_trigger"),
+        (&src.min_offsets_per_trigger, "min_offsets_per_trigger"),
+    ] {
+        if let Some(v) = v
+            && *v.get_ref() == 0
+        {
+            return Err(cx.error(v.span(), format!("{what} must be at least 1")));
+        }
+    }
+    if let (Some(min), Some(max)) = (&src.min_offsets_per_trigger, &src.max_offsets_per_trigger)
+        && min.get_ref() > max.get_ref()
+    {
+        return Err(cx.error(
+            min.span(),
+            format!(
+                "min_offsets_per_trigger ({}) is above max_offsets_per_trigger ({}): no batch could ever satisfy both",
+                min.get_ref(),
+                max.get_ref()
+            ),
+        ));
+    }
+    let value_format = match src.format.as_ref().map(|f| (*f.get_ref(), f.span())) {
+        None => {
+            for (key, set) in [
+                ("schema", src.schema.is_some()),
+                ("csv", src.csv.is_some()),
+                ("bad_records_path", src.bad_records_path.is_some()),
+                ("bad_records_table", src.bad_records_table.is_some()),
+                (
+                    "allow_non_numeric_numbers",
+                    src.allow_non_numeric_numbers.is_some(),
+                ),
+                ("max_record_size", src.max_record_size.is_some()),
+                ("session_time_zone", src.session_time_zone.is_some()),
+                ("timestamp_format", src.timestamp_format.is_some()),
+            ] {
+                if set {
+                    return Err(cx.error(
+                        at,
+                        format!("`{key}` applies to a kafka source with format = \"json\" or \"csv\" (parsing `value`); without format, rows have Spark's Kafka columns (key, value, topic, partition, offset, timestamp, timestampType)"),
+                    ));
+                }
+            }
+            None
+        }
+        Some((file::FormatFile::Parquet, span)) => {
+            return Err(cx.error(
+                span,
+                "a kafka source's format is \"json\" or \"csv\" (how `value` is parsed)".into(),
+            ));
+        }
+        Some((f, span)) => {
+            let format = match f {
+                file::FormatFile::Json => FileFormat::Json,
+                _ => FileFormat::Csv,
+            };
+            let ddl = src.schema.as_ref().ok_or_else(|| {
+                cx.error(
+                    span,
+                    "format needs schema = \"...\" (Spark DDL of the value's columns, as from_json(value, schema) takes)".into(),
+                )
+            })?;
+            let schema =
+                std::sync::Arc::new(crate::schema::parse_ddl(ddl.get_ref()).map_err(|e| {
+                    cx.error(
+                        ddl.span(),
+                        format!(
+                            "invalid schema: {e}; write Spark DDL, e.g. \"id BIGINT, ts TIMESTAMP\""
+                        ),
+                    )
+                })?);
+            let mut csv = CsvOptions {
+                header: false,
+                ..CsvOptions::default()
+            };
+            if let Some(c) = &src.csv {
+                if format != FileFormat::Csv {
+                    return Err(cx.error(
+                        c.header_span(),
+                        "a [csv] table is only allowed with format = \"csv\"".into(),
+                    ));
+                }
+                if c.header == Some(true) {
+                    return Err(cx.error(
+                        at,
+                        "csv.header = true does not apply to Kafka: each value is one record, read by position".into(),
+                    ));
+                }
+                if let Some(d) = single_byte(cx, &c.delimiter, "delimiter")? {
+                    csv.delimiter = d;
+                }
+                if let Some(q) = single_byte(cx, &c.quote, "quote")? {
+                    csv.quote = q;
+                }
+                csv.escape = single_byte(cx, &c.escape, "escape")?;
+                csv.null_value = c.null_value.clone();
+                if let Some(v) = &c.empty_value {
+                    csv.empty_value = v.clone();
+                }
+                if let Some(v) = &c.nan_value {
+                    csv.nan_value = v.clone();
+                }
+                if let Some(v) = &c.positive_inf {
+                    csv.positive_inf = v.clone();
+                }
+                if let Some(v) = &c.negative_inf {
+                    csv.negative_inf = v.clone();
+                }
+            }
+            let text = resolve_text(cx, &src, format)?;
+            Some(KafkaValueFormat {
+                format,
+                schema,
+                csv,
+                text,
+            })
+        }
+    };
+    let spec = KafkaSourceSpec {
+        bootstrap_servers: bootstrap.get_ref().clone(),
+        locator: KafkaSourceSpec::locator_of(&subscribe),
+        subscribe,
+        starting_offsets: src
+            .starting_offsets
+            .as_ref()
+            .map_or_else(|| "latest".to_string(), |s| s.get_ref().clone()),
+        max_offsets_per_trigger: src.max_offsets_per_trigger.as_ref().map(|v| *v.get_ref()),
+        min_offsets_per_trigger: src.min_offsets_per_trigger.as_ref().map(|v| *v.get_ref()),
+        max_trigger_delay: src
+            .max_trigger_delay
+            .as_ref()
+            .map_or(crate::spec::DEFAULT_KAFKA_MAX_TRIGGER_DELAY, |d| d.0),
+        fail_on_data_loss: src.fail_on_data_loss.as_ref().is_none_or(|b| *b.get_ref()),
+        include_headers: src.include_headers.as_ref().is_some_and(|b| *b.get_ref()),
+        client: src
+            .kafka
+            .as_ref()
+            .map(|k| k.get_ref().clone())
+            .unwrap_or_default(),
+        value_format,
+        bad_records_path: src
+            .bad_records_path
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
+        bad_records_table: src
+            .bad_records_table
+            .as_deref()
+            .map(|p| resolve_path(base, p)),
+    };
+    // The settings the client is built from, checked now (starting_offsets JSON,
+    // subscribe_pattern, security settings): a bad one is refused before anything runs.
+    crate::source::kafka::KafkaSourceOptions::from_spec(&spec).map_err(|m| {
+        let span = if m.starts_with("starting_offsets") {
+            src.starting_offsets.as_ref().map(|s| s.span())
+        } else if m.starts_with("subscribe_pattern") {
+            src.subscribe_pattern.as_ref().map(|s| s.span())
+        } else if m.starts_with("bootstrap_servers") {
+            Some(bootstrap.span())
+        } else {
+            src.kafka.as_ref().map(|k| k.span())
+        };
+        cx.error(span.unwrap_or(at.clone()), m)
+    })?;
+    Ok(spec)
+}
+
 fn resolve_files(
     cx: &Context<'_>,
     base: &Path,
     files: file::FilesSourceFile,
 ) -> Result<FilesSource, PipelineError> {
+    refuse_kafka_keys(cx, &files)?;
     if let Some(v) = &files.starting_version {
         return Err(cx.error(
             v.span(),
@@ -874,7 +1198,7 @@ fn resolve_files(
             .bad_records_path
             .as_deref()
             .map(|p| resolve_path(base, p)),
-        path: resolve_path(base, &files.path),
+        path: resolve_path(base, &required_path(cx, &files)?),
         format,
         csv,
         schema,
@@ -981,6 +1305,7 @@ fn resolve_delta(
     base: &Path,
     src: file::FilesSourceFile,
 ) -> Result<DeltaSourceOptions, PipelineError> {
+    refuse_kafka_keys(cx, &src)?;
     let only_files = [
         ("format", src.format.is_some()),
         ("schema", src.schema.is_some()),
@@ -1030,7 +1355,7 @@ fn resolve_delta(
             ),
         ));
     }
-    let mut options = DeltaSourceOptions::new(resolve_path(base, &src.path));
+    let mut options = DeltaSourceOptions::new(resolve_path(base, &required_path(cx, &src)?));
     if let Some(n) = &src.max_files_per_trigger {
         if *n.get_ref() == 0 {
             return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));

@@ -27,7 +27,8 @@ pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, Time
 pub use sink::SinkSpec;
 pub use source::{
     CsvOptions, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER, DEFAULT_INFERENCE_MAX_BYTES,
-    DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions, EvolutionMode, FileFormat, FilesSource,
+    DEFAULT_KAFKA_MAX_TRIGGER_DELAY, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
+    EvolutionMode, FileFormat, FilesSource, KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat,
     SourceSpec, StartingVersion, TextEncoding, TextOptions,
 };
 pub use stateful::{OutputMode, StatefulSpec, WatermarkSpec};

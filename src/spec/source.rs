@@ -1,5 +1,6 @@
-//! A flow's sources: files (Auto Loader's options, docs/sources.md) or a Delta table
-//! read as a stream (docs/delta-source.md).
+//! A flow's sources: files (Auto Loader's options, docs/sources.md), a Delta table
+//! read as a stream (docs/delta-source.md), or Kafka topics (Spark's Kafka source,
+//! docs/kafka.md).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ pub enum SourceSpec {
     Files(FilesSource),
     /// A Delta table read as a stream (docs/delta-source.md).
     Delta(DeltaSourceOptions),
+    /// Kafka topics (Spark's Kafka source, docs/kafka.md).
+    Kafka(KafkaSourceSpec),
 }
 
 impl SourceSpec {
@@ -23,14 +26,19 @@ impl SourceSpec {
         match self {
             SourceSpec::Files(f) => format!("files:{}", f.format.as_str()),
             SourceSpec::Delta(_) => "delta".to_string(),
+            SourceSpec::Kafka(k) => match &k.value_format {
+                None => "kafka".to_string(),
+                Some(v) => format!("kafka:{}", v.format.as_str()),
+            },
         }
     }
 
-    /// The directory the source reads.
+    /// The directory the source reads; for Kafka, [`KafkaSourceSpec::locator`].
     pub fn path(&self) -> &Path {
         match self {
             SourceSpec::Files(f) => &f.path,
             SourceSpec::Delta(d) => &d.path,
+            SourceSpec::Kafka(k) => &k.locator,
         }
     }
 }
@@ -330,4 +338,67 @@ impl DeltaSourceOptions {
             skip_change_commits: false,
         }
     }
+}
+
+/// Spark's default `maxTriggerDelay` of the Kafka source (15 minutes).
+pub const DEFAULT_KAFKA_MAX_TRIGGER_DELAY: Duration = Duration::from_secs(15 * 60);
+
+/// Which topics a Kafka source reads (Spark's `subscribe` / `subscribePattern`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KafkaSubscribe {
+    Topics(Vec<String>),
+    /// A regular expression matched against whole topic names.
+    Pattern(String),
+}
+
+/// A Kafka source as declared (Spark's option names in snake case, docs/kafka.md);
+/// `source::kafka` turns it into a client's options.
+#[derive(Debug, Clone)]
+pub struct KafkaSourceSpec {
+    /// `host:port[,host:port...]` (Spark's `kafka.bootstrap.servers`).
+    pub bootstrap_servers: String,
+    pub subscribe: KafkaSubscribe,
+    /// `"earliest"`, `"latest"` (default) or Spark's per-partition JSON.
+    pub starting_offsets: String,
+    pub max_offsets_per_trigger: Option<u64>,
+    pub min_offsets_per_trigger: Option<u64>,
+    pub max_trigger_delay: Duration,
+    /// Default true.
+    pub fail_on_data_loss: bool,
+    /// Spark's `includeHeaders` (default false).
+    pub include_headers: bool,
+    /// Client settings under Kafka's names (`security.protocol`, `sasl.*`, `ssl.ca.location`,
+    /// `request.timeout.ms`), `[flow.source.kafka]`.
+    pub client: std::collections::BTreeMap<String, String>,
+    /// `format = "json"|"csv"`: `value` parsed with the files source's rescuing decoders.
+    pub value_format: Option<KafkaValueFormat>,
+    /// Where records that cannot be parsed at all go (with `format`), as for files.
+    pub bad_records_path: Option<PathBuf>,
+    pub bad_records_table: Option<PathBuf>,
+    /// What the checkpoint's plan records as the source's "path": `kafka:Subscribe[a,b]` or
+    /// `kafka:SubscribePattern[p]` (a changed subscription is refused at restart, as
+    /// Spark's guide says changing subscribed topics is not allowed).
+    pub locator: PathBuf,
+}
+
+impl KafkaSourceSpec {
+    /// The locator of a subscription (see [`KafkaSourceSpec::locator`]).
+    pub fn locator_of(subscribe: &KafkaSubscribe) -> PathBuf {
+        PathBuf::from(match subscribe {
+            KafkaSubscribe::Topics(t) => format!("kafka:Subscribe[{}]", t.join(",")),
+            KafkaSubscribe::Pattern(p) => format!("kafka:SubscribePattern[{p}]"),
+        })
+    }
+}
+
+/// How a Kafka source parses `value` (the `format` shortcut).
+#[derive(Debug, Clone)]
+pub struct KafkaValueFormat {
+    /// `Json` or `Csv`.
+    pub format: FileFormat,
+    /// The value's columns (Spark DDL `schema`, required).
+    pub schema: SchemaRef,
+    /// CSV dialect (`header` is always false: a value is one record).
+    pub csv: CsvOptions,
+    pub text: TextOptions,
 }

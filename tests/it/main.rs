@@ -12,6 +12,7 @@ mod edges;
 mod generate;
 mod health;
 mod ingest;
+mod kafka;
 mod layers;
 mod multihop;
 mod pipeline_files;

@@ -74,7 +74,9 @@ impl DeltaInput {
                 files: planned.backlog.files,
                 bytes: planned.backlog.bytes,
                 versions: Some(planned.backlog.versions_behind),
+                offsets_behind: None,
             },
+            latest_offset: None,
             num_modified: 0,
             files: BatchFiles::Delta(planned.files),
         }))

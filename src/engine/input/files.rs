@@ -128,7 +128,9 @@ impl FilesInput {
                 files: selection.backlog_files,
                 bytes: selection.backlog_bytes,
                 versions: None,
+                offsets_behind: None,
             },
+            latest_offset: None,
             num_modified,
             files: BatchFiles::Files(selection.files),
         }))

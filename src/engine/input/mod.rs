@@ -4,17 +4,17 @@
 //! restart, read it, check what the read found against the schema, and settle it
 //! after the commit.
 //!
-//! | step | files (Auto Loader), [`files`] | Delta table (Spark `DeltaSource`), [`delta`] |
-//! |---|---|---|
-//! | open | the given, recorded or inferred schema | the table's schema, once the table exists |
-//! | recover | ledger: forget unplanned rows, settle committed ones | nothing |
-//! | plan | list the directory, drop files the ledger knows | walk the table's commits from the last offset |
-//! | end offset | `{"logOffset": N}` (Spark's `FileStreamSource`) | `DeltaSourceOffset` JSON |
-//! | record | ledger rows `planned` by batch N | nothing: the offsets are the record |
-//! | replay N | the ledger's files of batch N | `files_between(offsets[N-1], offsets[N])` |
-//! | read | decode in parallel, `_rescued_data`, `_metadata` | the data files of the commits |
-//! | evolve | new columns: widen / fail / ignore (`schema_evolution`) | nothing |
-//! | settle | ledger rows `committed` | nothing |
+//! | step | files (Auto Loader), [`files`] | Delta table (Spark `DeltaSource`), [`delta`] | Kafka (Spark `KafkaMicroBatchStream`), [`kafka`] |
+//! |---|---|---|---|
+//! | open | the given, recorded or inferred schema | the table's schema, once the table exists | Spark's Kafka columns, or `format`'s |
+//! | recover | ledger: forget unplanned rows, settle committed ones | nothing | nothing |
+//! | plan | list the directory, drop files the ledger knows | walk the table's commits from the last offset | latest offsets, max/min offsets per trigger |
+//! | end offset | `{"logOffset": N}` (Spark's `FileStreamSource`) | `DeltaSourceOffset` JSON | `KafkaSourceOffset` JSON |
+//! | record | ledger rows `planned` by batch N | nothing: the offsets are the record | `sources/<i>/0` before the first batch; then the offsets |
+//! | replay N | the ledger's files of batch N | `files_between(offsets[N-1], offsets[N])` | `[offsets[N-1], offsets[N])` per partition |
+//! | read | decode in parallel, `_rescued_data`, `_metadata` | the data files of the commits | fetch per partition; `format` parses `value` |
+//! | evolve | new columns: widen / fail / ignore (`schema_evolution`) | nothing | nothing (new fields stay rescued) |
+//! | settle | ledger rows `committed` | nothing | nothing |
 //!
 //! A new kind of source is a new variant here with its own module; the batch stages
 //! (`engine::batch`) only call [`Input`]'s methods. Source `i` of a flow owns offset
@@ -23,6 +23,7 @@
 
 pub mod delta;
 pub mod files;
+pub mod kafka;
 
 use std::path::{Path, PathBuf};
 
@@ -37,11 +38,13 @@ use crate::source::files::ledger::{FileOutcome, ListedFile};
 use crate::spec::{SourceSpec, Trigger};
 pub use delta::DeltaInput;
 pub use files::FilesInput;
+pub use kafka::KafkaInput;
 
 /// One source of a flow, open: its schema is known and it can plan batches.
 pub enum Input {
     Files(Box<FilesInput>),
     Delta(Box<DeltaInput>),
+    Kafka(Box<KafkaInput>),
 }
 
 /// The data of one batch, as its source identifies it.
@@ -49,13 +52,17 @@ pub enum Input {
 pub enum BatchFiles {
     Files(Vec<ListedFile>),
     Delta(Vec<DeltaFile>),
+    /// Kafka: the batch's start and end offsets (`None`: no data from this source).
+    Kafka(Option<kafka::KafkaBatch>),
 }
 
 impl BatchFiles {
+    /// Files of the batch; for Kafka, partitions with records.
     pub fn len(&self) -> usize {
         match self {
             BatchFiles::Files(f) => f.len(),
             BatchFiles::Delta(f) => f.len(),
+            BatchFiles::Kafka(b) => b.as_ref().map_or(0, kafka::KafkaBatch::partitions),
         }
     }
 
@@ -72,6 +79,18 @@ pub struct Backlog {
     pub bytes: u64,
     /// Delta only: table versions not fully read.
     pub versions: Option<u64>,
+    /// Kafka only: offsets between the batch's end and the latest, over partitions.
+    pub offsets_behind: Option<OffsetsBehind>,
+}
+
+/// Offsets behind the latest per partition after a batch (Spark's
+/// `minOffsetsBehindLatest`, `maxOffsetsBehindLatest`, `avgOffsetsBehindLatest`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetsBehind {
+    pub min: u64,
+    pub max: u64,
+    pub sum: u64,
+    pub partitions: u64,
 }
 
 /// A source's part of a planned batch, before it is recorded.
@@ -80,6 +99,8 @@ pub struct Planned {
     pub files: BatchFiles,
     /// The source's end offset for `offsets/N`; `None` for a no-data part (the offset stays).
     pub end_offset: Option<serde_json::Value>,
+    /// The source's latest offset when planning (progress `latestOffset`; Kafka).
+    pub latest_offset: Option<serde_json::Value>,
     pub backlog: Backlog,
     /// Files source only: files found rewritten after ingestion by this listing.
     pub num_modified: u64,
@@ -113,6 +134,9 @@ impl Input {
             SourceSpec::Delta(d) => DeltaInput::open(d)
                 .await?
                 .map(|i| Input::Delta(Box::new(i))),
+            SourceSpec::Kafka(k) => Some(Input::Kafka(Box::new(KafkaInput::open(
+                k, index, checkpoint,
+            )?))),
         })
     }
 
@@ -130,7 +154,7 @@ impl Input {
             SourceSpec::Files(_) => {
                 FilesInput::recover(index, checkpoint, last_planned, last_commit, now_ms)
             }
-            SourceSpec::Delta(_) => Ok(()),
+            SourceSpec::Delta(_) | SourceSpec::Kafka(_) => Ok(()),
         }
     }
 
@@ -139,6 +163,7 @@ impl Input {
         match self {
             Input::Files(f) => f.source.description(),
             Input::Delta(d) => d.source.description(),
+            Input::Kafka(k) => k.source.description(),
         }
     }
 
@@ -147,14 +172,16 @@ impl Input {
         match self {
             Input::Files(f) => f.source.options.format.as_str(),
             Input::Delta(_) => "delta",
+            Input::Kafka(_) => "kafka",
         }
     }
 
-    /// The path the source reads (for messages).
+    /// The path the source reads (for messages); for Kafka, `kafka:Subscribe[...]`.
     pub fn path(&self) -> &Path {
         match self {
             Input::Files(f) => &f.source.options.path,
             Input::Delta(d) => &d.source.options().path,
+            Input::Kafka(k) => &k.spec.locator,
         }
     }
 
@@ -163,6 +190,7 @@ impl Input {
         match self {
             Input::Files(f) => Ok(f.source.batch_schema().clone()),
             Input::Delta(d) => d.batch_schema(),
+            Input::Kafka(k) => Ok(k.batch_schema()),
         }
     }
 
@@ -178,6 +206,7 @@ impl Input {
         match self {
             Input::Files(f) => f.plan(trigger, batch_id, now_ms),
             Input::Delta(d) => d.plan(trigger, prev_end).await,
+            Input::Kafka(k) => k.plan(trigger, prev_end, now_ms).await,
         }
     }
 
@@ -187,8 +216,10 @@ impl Input {
             files: match self {
                 Input::Files(_) => BatchFiles::Files(Vec::new()),
                 Input::Delta(_) => BatchFiles::Delta(Vec::new()),
+                Input::Kafka(_) => BatchFiles::Kafka(None),
             },
             end_offset: None,
+            latest_offset: None,
             backlog: Backlog::default(),
             num_modified: 0,
         }
@@ -215,6 +246,7 @@ impl Input {
         match self {
             Input::Files(f) => f.replay(batch_id),
             Input::Delta(d) => d.replay(batch_id, prev_end, end).await,
+            Input::Kafka(k) => k.replay(batch_id, prev_end, end).await,
         }
     }
 
@@ -223,6 +255,7 @@ impl Input {
         match (self, files) {
             (Input::Files(src), BatchFiles::Files(f)) => src.source.reader().read(f).await,
             (Input::Delta(d), BatchFiles::Delta(f)) => d.read(f).await,
+            (Input::Kafka(k), BatchFiles::Kafka(b)) => k.read(b.as_ref()).await,
             _ => Ok(BatchRead::default()),
         }
     }
@@ -231,7 +264,7 @@ impl Input {
     pub fn evolve(&self, read: &BatchRead) -> Evolution {
         match self {
             Input::Files(f) => f.evolve(read),
-            Input::Delta(_) => Evolution {
+            Input::Delta(_) | Input::Kafka(_) => Evolution {
                 decision: Decision::Unchanged,
                 ignored: Vec::new(),
             },
@@ -270,6 +303,10 @@ impl Input {
                 f.source.options.bad_records_path.as_deref(),
                 f.source.options.bad_records_table.as_deref(),
             ),
+            Input::Kafka(k) => (
+                k.spec.bad_records_path.as_deref(),
+                k.spec.bad_records_table.as_deref(),
+            ),
             Input::Delta(_) => (None, None),
         }
     }
@@ -283,7 +320,7 @@ impl Input {
     ) -> Result<()> {
         match self {
             Input::Files(src) => src.source.ledger.commit_batch(batch_id, outcomes, now_ms),
-            Input::Delta(_) => Ok(()),
+            Input::Delta(_) | Input::Kafka(_) => Ok(()),
         }
     }
 }

@@ -93,6 +93,8 @@ pub struct BatchRead {
     pub num_bytes: u64,
     pub num_rows_rescued: u64,
     pub num_records_corrupt: u64,
+    /// Kafka: offsets skipped because Kafka no longer has them (`fail_on_data_loss = false`).
+    pub num_offsets_lost: u64,
     pub outcomes: Vec<(String, FileOutcome)>,
     /// Per failed file: path and error (also in `outcomes`).
     pub errors: Vec<(String, String)>,

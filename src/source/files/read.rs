@@ -375,6 +375,24 @@ pub(crate) fn decode_data(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFil
     }
 }
 
+/// Decodes JSON lines or CSV text already in memory, UTF-8 (the Kafka source's values,
+/// one record per line), with the same rescue rules as a file at `meta.path`.
+pub fn decode_text(
+    data: &[u8],
+    meta: &FileMeta,
+    spec: &ReadSpec,
+) -> Result<DecodedFile, FileReadError> {
+    let schema = output_schema(spec);
+    match spec.format {
+        FileFormat::Json => json_lines::decode(data, meta, spec, &schema),
+        FileFormat::Csv => csv_file::decode(data, meta, spec, &schema),
+        FileFormat::Parquet => Err(FileReadError::Unsupported {
+            path: meta.path.clone(),
+            message: "Parquet is not a text format".into(),
+        }),
+    }
+}
+
 /// The bytes of a JSON or CSV file as the decoders see them: gunzipped when the
 /// file starts with the gzip magic, transcoded to UTF-8 from `encoding`, without a
 /// leading byte-order mark.

@@ -22,6 +22,7 @@
 pub mod broker;
 pub mod offset;
 pub mod rows;
+pub mod value;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -205,6 +206,119 @@ impl KafkaSourceOptions {
             fail_on_data_loss: true,
             include_headers: false,
         }
+    }
+}
+
+/// The client settings a `[flow.source.kafka]` table may pass, under Kafka's names.
+pub const CLIENT_SETTINGS: &[&str] = &[
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "request.timeout.ms",
+];
+
+impl KafkaSourceOptions {
+    /// The options a pipeline declares. `Err` names the setting at fault; a value written
+    /// `env:NAME` is read from the environment variable `NAME`.
+    pub fn from_spec(spec: &crate::spec::KafkaSourceSpec) -> Result<Self, String> {
+        use crate::spec::KafkaSubscribe;
+        let mut connection = KafkaConnection::plaintext(&spec.bootstrap_servers);
+        if connection.bootstrap_servers.is_empty() {
+            return Err("bootstrap_servers is empty; write \"host:port[,host:port...]\"".into());
+        }
+        if let Some(bad) = connection.bootstrap_servers.iter().find(|s| {
+            s.rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        }) {
+            return Err(format!(
+                "bootstrap_servers: {bad:?} is not host:port (e.g. \"localhost:9092\")"
+            ));
+        }
+        let setting = |key: &str| -> Result<Option<String>, String> {
+            match spec.client.get(key) {
+                None => Ok(None),
+                Some(v) => match v.strip_prefix("env:") {
+                    None => Ok(Some(v.clone())),
+                    Some(name) => std::env::var(name).map(Some).map_err(|_| {
+                        format!("kafka.\"{key}\" = \"env:{name}\": the environment variable {name} is not set")
+                    }),
+                },
+            }
+        };
+        if let Some(unknown) = spec
+            .client
+            .keys()
+            .find(|k| !CLIENT_SETTINGS.contains(&k.as_str()))
+        {
+            return Err(format!(
+                "unknown Kafka client setting {unknown:?}; allowed: {}",
+                CLIENT_SETTINGS.join(", ")
+            ));
+        }
+        if let Some(p) = setting("security.protocol")? {
+            connection.security_protocol = SecurityProtocol::parse(&p)?;
+        }
+        let mechanism = setting("sasl.mechanism")?;
+        let username = setting("sasl.username")?;
+        let password = setting("sasl.password")?;
+        if connection.security_protocol.sasl() {
+            let (Some(m), Some(username), Some(password)) = (mechanism, username, password) else {
+                return Err("security.protocol SASL_* needs sasl.mechanism, sasl.username and sasl.password".into());
+            };
+            connection.sasl = Some(SaslSettings {
+                mechanism: SaslMechanism::parse(&m)?,
+                username,
+                password,
+            });
+        } else if mechanism.is_some() || username.is_some() || password.is_some() {
+            return Err(
+                "sasl.* settings need security.protocol = \"SASL_PLAINTEXT\" or \"SASL_SSL\""
+                    .into(),
+            );
+        }
+        if let Some(ca) = setting("ssl.ca.location")? {
+            if !connection.security_protocol.tls() {
+                return Err(
+                    "ssl.ca.location needs security.protocol = \"SSL\" or \"SASL_SSL\"".into(),
+                );
+            }
+            connection.ssl_ca_location = Some(PathBuf::from(ca));
+        }
+        if let Some(t) = setting("request.timeout.ms")? {
+            let ms: u64 = t.trim().parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                format!("request.timeout.ms = {t:?}: a number of milliseconds, e.g. \"30000\"")
+            })?;
+            connection.request_timeout = Duration::from_millis(ms);
+        }
+        let subscription = match &spec.subscribe {
+            KafkaSubscribe::Topics(t) => Subscription::Topics(t.clone()),
+            KafkaSubscribe::Pattern(p) => {
+                compile_pattern(p)?;
+                Subscription::Pattern(p.clone())
+            }
+        };
+        let mut options = KafkaSourceOptions::new(connection, subscription);
+        options.starting_offsets = StartingOffsets::parse(&spec.starting_offsets)
+            .map_err(|e| format!("starting_offsets: {e}"))?;
+        if let (StartingOffsets::Specific(given), Subscription::Topics(topics)) =
+            (&options.starting_offsets, &options.subscription)
+            && let Some(tp) = given.keys().find(|tp| !topics.contains(&tp.topic))
+        {
+            return Err(format!(
+                "starting_offsets names partition {tp}, whose topic is not subscribed ({})",
+                topics.join(", ")
+            ));
+        }
+        options.limits = TriggerLimits {
+            max_offsets: spec.max_offsets_per_trigger,
+            min_offsets: spec.min_offsets_per_trigger,
+            max_trigger_delay_ms: spec.max_trigger_delay.as_millis() as i64,
+        };
+        options.fail_on_data_loss = spec.fail_on_data_loss;
+        options.include_headers = spec.include_headers;
+        Ok(options)
     }
 }
 
