@@ -225,6 +225,12 @@ pub enum Report {
         holder: Option<String>,
         at_ms: i64,
     },
+    /// A Kafka flow's per-partition lag, measured against the cluster (or why not).
+    KafkaLag {
+        flow: String,
+        at_ms: i64,
+        lag: Result<Vec<crate::source::kafka::lag::PartitionLag>, String>,
+    },
     /// A checkpoint file could not be read.
     Problem {
         flow: String,
@@ -449,6 +455,11 @@ impl App {
             Report::Progress { flow, progress } => {
                 if let Some(i) = self.flow_index(&flow) {
                     self.flows[i].ingest_progress(&progress, retention);
+                }
+            }
+            Report::KafkaLag { flow, at_ms, lag } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].set_kafka_lag(super::model::KafkaLagView { at_ms, lag });
                 }
             }
             Report::Batches { flow, batches } => {

@@ -24,8 +24,8 @@ use super::format;
 use super::keys::Hint;
 use super::model::PHASES;
 use super::snapshot::{
-    Body, ChartSnap, DetailSnap, EventRow, LineKind, OverlaySnap, OverviewSnap, PlaybookSnap,
-    Snapshot,
+    Body, ChartSnap, DetailSnap, EventRow, LagRow, LineKind, OverlaySnap, OverviewSnap,
+    PlaybookSnap, Snapshot,
 };
 use super::theme::{Role, Theme, fold_ascii};
 
@@ -427,7 +427,9 @@ fn draw_pane(
                 Paragraph::new(Span::styled(d.backlog.now.clone(), theme.style(Role::Dim))),
                 l2,
             );
-            if rest.height >= 12 {
+            if let Some(rows) = &d.backlog.partitions {
+                draw_lag(frame, rest, rows, scroll, theme);
+            } else if rest.height >= 12 {
                 let [top, bottom] =
                     Layout::vertical([Constraint::Percentage(50), Constraint::Fill(1)]).areas(rest);
                 draw_chart(frame, top, &d.backlog.files, theme);
@@ -593,6 +595,31 @@ fn draw_pane(
             );
         }
     }
+}
+
+/// A Kafka flow's partitions, furthest behind first.
+fn draw_lag(frame: &mut Frame, area: Rect, rows: &[LagRow], scroll: usize, theme: Theme) {
+    let header = Row::new(["PARTITION", "LATEST", "COMMITTED", "LAG", "LAG TIME"])
+        .style(theme.style(Role::Title));
+    let visible = area.height.saturating_sub(1) as usize;
+    let skip = clamp_scroll(scroll, rows.len(), visible);
+    let body = rows.iter().skip(skip).take(visible).map(|r| {
+        Row::new([
+            Cell::from(r.partition.clone()),
+            Cell::from(r.latest.clone()),
+            Cell::from(r.committed.clone()),
+            Cell::from(Span::styled(r.messages.clone(), theme.style(r.role))),
+            Cell::from(r.time.clone()),
+        ])
+    });
+    let widths = [
+        Constraint::Fill(1),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(9),
+    ];
+    frame.render_widget(Table::new(body, widths).header(header), area);
 }
 
 fn draw_durations(frame: &mut Frame, area: Rect, d: &DetailSnap, scroll: usize, theme: Theme) {

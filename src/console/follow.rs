@@ -9,6 +9,8 @@
 //!   the start (the model drops records it already has).
 //! - `offsets/` and `commits/` give the last planned and committed batch.
 //! - `_schemas/` gives schema versions.
+//! - A Kafka flow's lag ([`kafka_lag`]) is measured against the cluster every
+//!   interval: the latest offsets against the last committed `offsets/N`.
 //! - `_weir/lock` names the process running the flow. It is read as a plain
 //!   file, never locked: a lock holder on this host whose pid is gone counts
 //!   as no holder.
@@ -254,6 +256,62 @@ pub async fn follow(
                 return;
             }
         }
+    }
+}
+
+/// The committed offsets of a Kafka flow (source 0): the end offsets of the last
+/// committed batch, or the initial offsets before the first commit.
+pub fn kafka_committed(checkpoint: &Path) -> Option<crate::source::kafka::PartitionOffsets> {
+    let cp = Checkpoint::at(checkpoint);
+    match cp.latest_commit().ok().flatten() {
+        Some((id, _)) => {
+            let seq = cp.read_offsets(id).ok()?;
+            let v = seq.offsets.first().cloned().flatten()?;
+            crate::source::kafka::KafkaSourceOffset::from_json(&v)
+                .ok()
+                .map(|o| o.partitions)
+        }
+        None => crate::source::kafka::read_initial_offsets(&checkpoint.join("sources/0/0"))
+            .ok()
+            .flatten()
+            .map(|o| o.partitions),
+    }
+}
+
+/// Measures a Kafka flow's per-partition lag every `interval` and reports it (or why
+/// the cluster could not be asked: `source_unavailable`).
+pub async fn kafka_lag(
+    flow: String,
+    spec: crate::spec::KafkaSourceSpec,
+    checkpoint: PathBuf,
+    interval: Duration,
+    tx: mpsc::Sender<Report>,
+) {
+    let options = match crate::source::kafka::KafkaSourceOptions::from_spec(&spec) {
+        Ok(mut o) => {
+            // A short timeout: an unreachable cluster shows within seconds.
+            o.connection.request_timeout = o.connection.request_timeout.min(interval * 4);
+            o
+        }
+        Err(_) => return,
+    };
+    let Ok(mut source) = crate::source::kafka::KafkaSource::new(options) else {
+        return;
+    };
+    loop {
+        let committed = kafka_committed(&checkpoint);
+        let lag = crate::source::kafka::lag::measure(&mut source, committed.as_ref())
+            .await
+            .map_err(|e| e.to_string());
+        let report = Report::KafkaLag {
+            flow: flow.clone(),
+            at_ms: now_ms(),
+            lag,
+        };
+        if tx.send(report).await.is_err() {
+            return;
+        }
+        tokio::time::sleep(interval).await;
     }
 }
 

@@ -180,6 +180,20 @@ pub async fn run_flows_with_notices(
             ))
         })
         .collect();
+    // Kafka flows: per-partition lag measured against the cluster twice a second.
+    let lag_followers: Vec<_> = flows
+        .iter()
+        .filter_map(|f| match &f.source {
+            crate::spec::SourceSpec::Kafka(k) => Some(tokio::spawn(follow::kafka_lag(
+                f.name.clone(),
+                k.clone(),
+                f.checkpoint.clone(),
+                Duration::from_millis(500),
+                tx.clone(),
+            ))),
+            _ => None,
+        })
+        .collect();
     let notice_task = notices.map(|mut rx| {
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -200,7 +214,7 @@ pub async fn run_flows_with_notices(
         done: Some(launched.done),
     };
     let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
-    for f in followers {
+    for f in followers.into_iter().chain(lag_followers) {
         f.abort();
     }
     if let Some(t) = notice_task {

@@ -213,7 +213,19 @@ pub struct FlowModel {
     pub restartable: bool,
     /// The latest health verdict (from the engine's events or the progress records).
     pub health: Option<crate::records::Health>,
+    /// A Kafka flow: the last lag measured against the cluster.
+    pub kafka_lag: Option<KafkaLagView>,
+    /// `(at_ms, messages behind)` over the last minute, for the catch-up forecast.
+    pub kafka_lag_trend: VecDeque<(i64, u64)>,
     last_run_id: Option<String>,
+}
+
+/// A Kafka flow's per-partition lag as last measured (`Err`: the cluster could not be
+/// asked, shown as `source_unavailable`).
+#[derive(Debug, Clone)]
+pub struct KafkaLagView {
+    pub at_ms: i64,
+    pub lag: Result<Vec<crate::source::kafka::lag::PartitionLag>, String>,
 }
 
 impl FlowModel {
@@ -234,8 +246,26 @@ impl FlowModel {
             last_error: None,
             restartable: false,
             health: None,
+            kafka_lag: None,
+            kafka_lag_trend: VecDeque::new(),
             last_run_id: None,
         }
+    }
+
+    /// A new lag measurement of a Kafka flow.
+    pub fn set_kafka_lag(&mut self, view: KafkaLagView) {
+        if let Ok(l) = &view.lag {
+            self.kafka_lag_trend
+                .push_back((view.at_ms, l.iter().map(|p| p.messages).sum()));
+            while self
+                .kafka_lag_trend
+                .front()
+                .is_some_and(|(t, _)| *t < view.at_ms - 60_000)
+            {
+                self.kafka_lag_trend.pop_front();
+            }
+        }
+        self.kafka_lag = Some(view);
     }
 
     /// Whether the flow may still run batches.

@@ -152,8 +152,21 @@ pub struct SeriesSnap {
     pub index: usize,
 }
 
+/// One Kafka partition's lag (the backlog pane of a Kafka flow).
+#[derive(Debug, Clone)]
+pub struct LagRow {
+    pub partition: String,
+    pub latest: String,
+    pub committed: String,
+    pub messages: String,
+    pub time: String,
+    pub role: Role,
+}
+
 #[derive(Debug, Clone)]
 pub struct BacklogSnap {
+    /// A Kafka flow: per-partition lag, furthest behind first (drawn instead of the charts).
+    pub partitions: Option<Vec<LagRow>>,
     pub forecast: String,
     pub forecast_role: Role,
     pub now: String,
@@ -420,16 +433,131 @@ fn overview(app: &App, as_of: i64) -> OverviewSnap {
     }
 }
 
+/// A Kafka flow's backlog pane: the lag of every partition (messages, and the newest
+/// message's time minus the oldest unread one's), the furthest behind, and the
+/// catch-up forecast over all partitions from the lag's trend (or the processing rate).
+fn kafka_backlog(
+    backlog: &mut BacklogSnap,
+    view: &super::model::KafkaLagView,
+    f: &FlowModel,
+    last: Option<&Sample>,
+    status: Option<FlowStatus>,
+    as_of: i64,
+) {
+    let age = format::duration_ms((as_of - view.at_ms).max(0));
+    let lag = match &view.lag {
+        Err(e) => {
+            backlog.forecast = "source_unavailable: the Kafka cluster cannot be reached".into();
+            backlog.forecast_role = Role::Bad;
+            backlog.now = format!("lag unknown ({age} ago): {e}");
+            backlog.partitions = Some(Vec::new());
+            return;
+        }
+        Ok(l) => l,
+    };
+    let total: u64 = lag.iter().map(|p| p.messages).sum();
+    let mut sorted: Vec<&crate::source::kafka::lag::PartitionLag> = lag.iter().collect();
+    sorted.sort_by(|a, b| b.messages.cmp(&a.messages).then(a.tp.cmp(&b.tp)));
+    let time = |p: &crate::source::kafka::lag::PartitionLag| {
+        p.lag_ms
+            .map_or_else(|| "?".to_string(), format::duration_ms)
+    };
+    backlog.now = match sorted.first() {
+        Some(p) if p.messages > 0 => format!(
+            "lag {} msgs, {} partitions · furthest: {} {} msgs, {}",
+            format::count(total),
+            lag.len(),
+            p.tp,
+            format::count(p.messages),
+            time(p)
+        ),
+        _ => format!("lag 0, {} partitions (measured {age} ago)", lag.len()),
+    };
+    let (text, role) = if total == 0 {
+        ("caught up: no lag".to_string(), Role::Good)
+    } else if let Some(
+        s @ (FlowStatus::Paused | FlowStatus::Stopped | FlowStatus::Failed | FlowStatus::Stopping),
+    ) = status
+    {
+        (
+            format!(
+                "not draining: flow is {} with {} msgs waiting",
+                s.label(),
+                format::count(total)
+            ),
+            Role::Bad,
+        )
+    } else {
+        // The lag's trend over the last minute, else the processing rate alone.
+        let trend = f
+            .kafka_lag_trend
+            .front()
+            .zip(f.kafka_lag_trend.back())
+            .and_then(|((t0, l0), (t1, l1))| {
+                let dt = (t1 - t0) as f64 / 1000.0;
+                (dt >= 5.0).then(|| (*l1 as f64 - *l0 as f64) / dt)
+            });
+        match (trend, last.map(|s| s.processed_rps)) {
+            (Some(slope), _) if slope < 0.0 => (
+                format!(
+                    "drains in {} at current rates",
+                    format::eta(total as f64 / -slope)
+                ),
+                Role::Warn,
+            ),
+            (Some(slope), _) => (
+                format!("not draining: lag {slope:+.1} msg/s at current rates"),
+                Role::Bad,
+            ),
+            (None, Some(rps)) if rps > 0.0 => (
+                format!(
+                    "drains in {} at {} (no trend yet)",
+                    format::eta(total as f64 / rps),
+                    format::rate(rps)
+                ),
+                Role::Warn,
+            ),
+            _ => (
+                "lag: no estimate until the next batch".to_string(),
+                Role::Dim,
+            ),
+        }
+    };
+    backlog.forecast = text;
+    backlog.forecast_role = role;
+    backlog.partitions = Some(
+        sorted
+            .iter()
+            .map(|p| LagRow {
+                partition: p.tp.to_string(),
+                latest: p.latest.to_string(),
+                committed: p.committed.map_or("-".into(), |c| c.to_string()),
+                messages: format::count(p.messages),
+                time: time(p),
+                role: if p.messages == 0 {
+                    Role::Good
+                } else {
+                    Role::Warn
+                },
+            })
+            .collect(),
+    );
+}
+
 fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
     let status = f.status_at(as_of);
     let s = last_sample(f, as_of);
     let dash = || "-".to_string();
-    let backlog = match s.and_then(|s| s.backlog_files) {
-        Some(files) => match s.and_then(|s| s.backlog_bytes) {
+    let backlog = match (&f.kafka_lag, s.and_then(|s| s.backlog_files)) {
+        (Some(view), _) => match &view.lag {
+            Ok(l) => format!("{} msgs", format::count(l.iter().map(|p| p.messages).sum())),
+            Err(_) => "unavailable".to_string(),
+        },
+        (None, Some(files)) => match s.and_then(|s| s.backlog_bytes) {
             Some(b) => format!("{} / {}", format::count(files), format::bytes(b)),
             None => format::count(files),
         },
-        None => dash(),
+        (None, None) => dash(),
     };
     FlowRow {
         name: f.name.clone(),
@@ -657,7 +785,8 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
         ),
         None => "no batch yet".into(),
     };
-    let backlog = BacklogSnap {
+    let mut backlog = BacklogSnap {
+        partitions: None,
         forecast: fc.text(),
         forecast_role,
         now: now_text,
@@ -678,6 +807,9 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             |v| format::bytes(v as u64),
         ),
     };
+    if let Some(view) = &f.kafka_lag {
+        kafka_backlog(&mut backlog, view, f, last, status, as_of);
+    }
     let watermark = watermark_snap(
         last,
         end,

@@ -680,3 +680,178 @@ fn listing(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
     out.sort();
     out
 }
+
+// --- A Kafka flow: per-partition lag -------------------------------------------
+
+fn kafka_lag_app(lag: Result<Vec<weir::source::kafka::lag::PartitionLag>, String>) -> Session {
+    let mut app = App::new(
+        Mode::Run,
+        "pipeline.toml",
+        vec![FlowModel::new("kafka_events")],
+        unicode(),
+        3_600_000,
+        NOW_MS,
+    );
+    // Two batches a minute apart, then the lag measured against the cluster.
+    for (i, (t, rows)) in [(NOW_MS - 60_000, 5_000u64), (NOW_MS - 2_000, 4_000)]
+        .iter()
+        .enumerate()
+    {
+        let mut p = progress_fixture("bronze_events").remove(0);
+        p.batch_id = i as u64;
+        p.name = "kafka_events".into();
+        p.num_input_rows = *rows;
+        p.processed_rows_per_second = 2_000.0;
+        p.timestamp = chrono::DateTime::from_timestamp_millis(*t)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
+        app.ingest(Report::Progress {
+            flow: "kafka_events".into(),
+            progress: Box::new(p),
+        });
+    }
+    for (at, scale) in [(NOW_MS - 30_000, 2), (NOW_MS - 500, 1)] {
+        app.ingest(Report::KafkaLag {
+            flow: "kafka_events".into(),
+            at_ms: at,
+            lag: lag.clone().map(|l| {
+                l.into_iter()
+                    .map(|mut p| {
+                        p.messages *= scale;
+                        p
+                    })
+                    .collect()
+            }),
+        });
+    }
+    let mut s = Session::new(app, None);
+    s.act(Action::SelectFlow("kafka_events".into()));
+    s
+}
+
+#[test]
+fn console_kafka_lag_snapshots() {
+    use weir::source::kafka::TopicPartition;
+    use weir::source::kafka::lag::PartitionLag;
+    let lag: Vec<PartitionLag> = [
+        (0, 1_200, 1_150, 4_200),
+        (1, 980, 980, 0),
+        (2, 1_400, 1_100, 61_000),
+        (3, 700, 690, 900),
+    ]
+    .into_iter()
+    .map(|(p, latest, committed, ms)| PartitionLag {
+        tp: TopicPartition::new("events", p),
+        latest,
+        committed: Some(committed),
+        messages: (latest - committed) as u64,
+        lag_ms: Some(ms),
+    })
+    .collect();
+    let mut s = kafka_lag_app(Ok(lag));
+    insta::assert_snapshot!("kafka_lag_detail_120x40", screen(&s, 120, 40));
+    s.act(Action::GoPane(1));
+    insta::assert_snapshot!("kafka_lag_backlog_80x24", screen(&s, 80, 24));
+    let text = screen(&s, 80, 24);
+    assert!(text.contains("furthest: events-2 300 msgs"), "{text}");
+    assert!(text.contains("drains in"), "{text}");
+    let s = kafka_lag_app(Err("kafka 127.0.0.1:1: connect: connection refused".into()));
+    let mut s = s;
+    s.act(Action::GoPane(1));
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("kafka_lag_unavailable_80x24", text.clone());
+    assert!(text.contains("source_unavailable"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_kafka_lag_in_tmux() {
+    use rskafka::client::partition::Compression;
+    use weir::source::kafka::broker::LocalBroker;
+    use weir::source::kafka::{KafkaClient, KafkaConnection, TopicPartition};
+    if !Tmux::available() {
+        println!(
+            "skipping console_kafka_lag_in_tmux: tmux is not installed (the CI script installs it)"
+        );
+        return;
+    }
+    let broker = LocalBroker::shared();
+    let client = KafkaClient::connect(&KafkaConnection::plaintext(&broker.bootstrap))
+        .await
+        .unwrap();
+    let topic = format!("lag-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    client.create_topic(&topic, 2, 1).await.unwrap();
+    let produce = |n: usize| {
+        let records: Vec<rskafka::record::Record> = (0..n)
+            .map(|i| rskafka::record::Record {
+                key: None,
+                value: Some(format!("{{\"i\":{i}}}").into_bytes()),
+                headers: Default::default(),
+                timestamp: chrono::Utc::now(),
+            })
+            .collect();
+        let client = &client;
+        let tp = TopicPartition::new(topic.clone(), 1);
+        async move {
+            client
+                .produce(&tp, records, Compression::NoCompression)
+                .await
+                .unwrap();
+        }
+    };
+    produce(10).await;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("pipeline.toml"),
+        format!(
+            r#"[[flow]]
+name = "kafka_events"
+trigger = "1 second"
+[flow.source]
+type = "kafka"
+bootstrap_servers = "{}"
+subscribe = ["{topic}"]
+starting_offsets = "earliest"
+[flow.sink]
+type = "delta"
+path = "lake/events"
+"#,
+            broker.bootstrap
+        ),
+    )
+    .unwrap();
+    let t = Tmux::start(
+        "kafka",
+        80,
+        24,
+        tmp.path(),
+        &format!("{} run pipeline.toml", weir_bin()),
+    );
+    let commits = tmp.path().join("_checkpoints/kafka_events/commits");
+    t.wait_for("a committed batch", Duration::from_secs(90), |s| {
+        commits.join("0").exists() && s.contains("kafka_events")
+    });
+    t.keys(&["Enter", "2"]);
+    t.wait_for("the caught-up lag pane", Duration::from_secs(20), |s| {
+        s.contains("PARTITION") && s.contains("caught up")
+    });
+    // Paused, the flow reads nothing; the lag still follows the broker's latest offset.
+    t.keys(&["p"]);
+    t.wait_for("the paused flow", Duration::from_secs(20), |s| {
+        s.contains("1 paused")
+    });
+    produce(25).await;
+    let screen = t.wait_for("the lag of 25 messages", Duration::from_secs(20), |s| {
+        s.contains("furthest:") && s.contains("25 msgs") && s.contains("flow is paused")
+    });
+    assert!(screen.contains(&format!("{topic}-1")), "{screen}");
+    t.keys(&["r"]);
+    t.wait_for("caught up again", Duration::from_secs(30), |s| {
+        s.contains("caught up")
+    });
+    t.keys(&["q"]);
+    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
+        s.contains("WEIR-EXITED-")
+    });
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+}

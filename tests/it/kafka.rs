@@ -220,3 +220,102 @@ async fn every_failpoint_recovers_exactly_once_with_the_recorded_ranges() {
         );
     }
 }
+
+/// `weir inspect` shows the Kafka offsets; `weir check` and a restart refuse a changed
+/// subscription (Spark: changing subscribed topics is not allowed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_the_offsets_and_a_changed_subscription_is_refused() {
+    let c = client().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topic = topic_name("inspect");
+    c.create_topic(&topic, PARTITIONS, 1).await.unwrap();
+    let keys = produce(&c, &topic, 0, 30, 0).await;
+    let p = pipeline(dir, &topic, 100);
+    let out = run(&p, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_exactly_once(dir, &keys, 0).await;
+    let checkpoint = dir.join("_checkpoints/events");
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(&checkpoint)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let offsets = &j["sources"][0]["latest_offset"][&topic];
+    assert_eq!(
+        (0..PARTITIONS)
+            .map(|p| offsets[p.to_string()].as_i64().unwrap())
+            .sum::<i64>(),
+        30,
+        "{j}"
+    );
+    let other = topic_name("other");
+    c.create_topic(&other, 1, 1).await.unwrap();
+    let changed = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace(&format!("[\"{topic}\"]"), &format!("[\"{other}\"]"));
+    std::fs::write(&p, changed).unwrap();
+    let check = weir().arg("check").arg(&p).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(!check.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("kafka:Subscribe[{topic}]")) && text.contains(&other),
+        "{text}"
+    );
+}
+
+/// A cluster that cannot be reached: the flow fails as `source_unavailable` (after its
+/// retries), and its health says so.
+#[test]
+fn an_unreachable_cluster_is_source_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "events"
+trigger = "available_now"
+[flow.source]
+type = "kafka"
+bootstrap_servers = "127.0.0.1:{port}"
+subscribe = ["events"]
+[flow.source.kafka]
+"request.timeout.ms" = "500"
+[flow.health]
+retry_attempts = 1
+retry_backoff = "100 ms"
+[flow.sink]
+type = "delta"
+path = "lake/events"
+"#
+        ),
+    );
+    let out = run(&p, None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    let health =
+        std::fs::read_to_string(dir.join("_checkpoints/events/_weir/health.json")).unwrap();
+    assert!(health.contains("\"source_unavailable\""), "{health}");
+}

@@ -20,6 +20,7 @@
 //! LogAppendTime`; `headers` keep one value per key, in key order.
 
 pub mod broker;
+pub mod lag;
 pub mod offset;
 pub mod rows;
 pub mod value;

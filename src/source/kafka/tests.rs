@@ -421,3 +421,35 @@ async fn an_unreachable_cluster_is_source_unavailable() {
     assert!(e.retryable());
     assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
 }
+
+#[tokio::test]
+async fn lag_is_latest_minus_committed_in_messages_and_time() {
+    let c = client().await;
+    let topic = topic_name("lag");
+    c.create_topic(&topic, 2, 1).await.unwrap();
+    produce(&c, &topic, 2, 10).await;
+    let broker = LocalBroker::shared();
+    let mut source = KafkaSource::new(KafkaSourceOptions::new(
+        KafkaConnection::plaintext(&broker.bootstrap),
+        Subscription::Topics(vec![topic.clone()]),
+    ))
+    .unwrap();
+    let committed: PartitionOffsets = [
+        (TopicPartition::new(topic.clone(), 0), 4),
+        (TopicPartition::new(topic.clone(), 1), 10),
+    ]
+    .into_iter()
+    .collect();
+    let lag = lag::measure(&mut source, Some(&committed)).await.unwrap();
+    assert_eq!(lag.len(), 2);
+    assert_eq!(
+        (lag[0].latest, lag[0].committed, lag[0].messages),
+        (10, Some(4), 6)
+    );
+    // Timestamps 1_700_000_000_000 + i: the newest (9) minus the oldest unread (4).
+    assert_eq!(lag[0].lag_ms, Some(5));
+    assert_eq!((lag[1].messages, lag[1].lag_ms), (0, Some(0)));
+    let before_first_commit = lag::measure(&mut source, None).await.unwrap();
+    assert_eq!(before_first_commit[0].messages, 10);
+    assert_eq!(before_first_commit[0].lag_ms, None);
+}
