@@ -76,14 +76,36 @@ async fn produce(
 }
 
 fn pipeline(dir: &Path, topic: &str, max_offsets: u64) -> PathBuf {
+    pipeline_with(
+        dir,
+        &LocalBroker::shared().bootstrap,
+        topic,
+        max_offsets,
+        "available_now",
+        "",
+    )
+}
+
+/// The test flow: JSON values, the Kafka key, partition and offset selected.
+fn pipeline_with(
+    dir: &Path,
+    bootstrap: &str,
+    topic: &str,
+    max_offsets: u64,
+    trigger: &str,
+    more: &str,
+) -> PathBuf {
     write_pipeline(
         dir,
         &format!(
             r#"
 [[flow]]
 name = "events"
-trigger = "available_now"
+trigger = "{trigger}"
 select = ["*", "CAST(_metadata.key AS STRING) AS kafka_key", "_metadata.partition AS kafka_partition", "_metadata.offset AS kafka_offset"]
+[flow.health]
+retry_attempts = 8
+retry_backoff = "500 ms"
 [flow.source]
 type = "kafka"
 bootstrap_servers = "{bootstrap}"
@@ -92,11 +114,11 @@ starting_offsets = "earliest"
 max_offsets_per_trigger = {max_offsets}
 format = "json"
 schema = "id BIGINT, name STRING"
+{more}
 [flow.sink]
 type = "delta"
 path = "lake/events"
-"#,
-            bootstrap = LocalBroker::shared().bootstrap,
+"#
         ),
     )
 }
@@ -318,4 +340,292 @@ path = "lake/events"
     let health =
         std::fs::read_to_string(dir.join("_checkpoints/events/_weir/health.json")).unwrap();
     assert!(health.contains("\"source_unavailable\""), "{health}");
+}
+
+/// A tiny deterministic generator so a failing seed can be replayed.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_moments_with_several_partitions_keeps_exactly_once() {
+    use std::process::Stdio;
+    let c = client().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topic = topic_name("sigkill");
+    c.create_topic(&topic, PARTITIONS, 1).await.unwrap();
+    let p = pipeline(dir, &topic, 15);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("sigkill seed: {seed}");
+    let mut rng = Lcg(seed);
+    let mut keys = Vec::new();
+    let mut kills = 0;
+    for round in 0..5 {
+        keys.extend(produce(&c, &topic, round * 60, (round + 1) * 60, 11).await);
+        let mut child = weir()
+            .args(["run", "--headless"])
+            .arg(&p)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100 + rng.next(900)));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    let last = run(&p, None);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let malformed = (0..300).filter(|i| i % 11 == 0).count();
+    assert_exactly_once(dir, &keys, malformed).await;
+    eprintln!("killed {kills} time(s)");
+}
+
+/// Retention (here DeleteRecords) removes offsets the checkpoint expects: with
+/// `fail_on_data_loss = true` the flow fails naming the partition and the range; with
+/// `false` it skips them, counts them in progress, and reads the rest once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_offsets_fail_the_flow_or_are_skipped_and_counted() {
+    let c = client().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topic = topic_name("retention");
+    c.create_topic(&topic, PARTITIONS, 1).await.unwrap();
+    let mut keys = produce(&c, &topic, 0, 30, 0).await;
+    let p = pipeline(dir, &topic, 1000);
+    let out = run(&p, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 30 more (10 per partition); partition 0's first 6 of them are deleted unread.
+    let more = produce(&c, &topic, 30, 60, 0).await;
+    c.delete_records(&TopicPartition::new(&topic, 0), 16)
+        .await
+        .unwrap();
+    let failed = run(&p, None);
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains(&format!("offsets [10, 16) of partition {topic}-0"))
+            && stderr.contains("fail_on_data_loss = false"),
+        "{stderr}"
+    );
+    let lenient = std::fs::read_to_string(&p).unwrap().replace(
+        "format = \"json\"",
+        "format = \"json\"\nfail_on_data_loss = false",
+    );
+    std::fs::write(&p, lenient).unwrap();
+    let out = run(&p, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Keys 30..60 on partition 0 are 30, 33, ..., 57: offsets 10..20; 10..16 are gone.
+    let lost: Vec<String> = (30..60)
+        .filter(|i| i % PARTITIONS as usize == 0)
+        .take(6)
+        .map(|i| format!("k{i}"))
+        .collect();
+    keys.extend(more.into_iter().filter(|k| !lost.contains(k)));
+    assert_exactly_once(dir, &keys, 0).await;
+    let progress = read_progress(&dir.join("_checkpoints/events/_weir/progress.jsonl")).unwrap();
+    let counted: u64 = progress
+        .iter()
+        .filter_map(|p| p.sources[0].metrics.get("numOffsetsLost"))
+        .map(|v| v.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(counted, 6, "the skipped offsets are counted");
+}
+
+/// Partitions added to the topic while the flow runs are read from their start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_added_while_running_is_read_from_its_start() {
+    let c = client().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topic = topic_name("grow");
+    c.create_topic(&topic, 2, 1).await.unwrap();
+    let broker = LocalBroker::shared();
+    let p = pipeline_with(dir, &broker.bootstrap, &topic, 1000, "1 second", "");
+    let mut keys = Vec::new();
+    for (i, p) in [(0, 0), (1, 1)] {
+        keys.push(produce_one(&c, &topic, p, i).await);
+    }
+    let mut child = weir()
+        .args(["run", "--headless"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_rows_or_exit(dir, keys.len(), &mut child).await,
+        "the run ended early"
+    );
+    broker.add_partitions(&topic, 3).unwrap();
+    // A new client once the new partition is in the metadata.
+    let mut fresh = None;
+    for _ in 0..100 {
+        let c = client().await;
+        if c.topics()
+            .await
+            .unwrap()
+            .get(&topic)
+            .is_some_and(|p| p.len() == 3)
+        {
+            fresh = Some(c);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let c = fresh.expect("the topic has 3 partitions");
+    keys.push(produce_one(&c, &topic, 2, 2).await);
+    keys.push(produce_one(&c, &topic, 0, 3).await);
+    assert!(
+        wait_for_rows_or_exit(dir, keys.len(), &mut child).await,
+        "the run ended early"
+    );
+    stop(&mut child);
+    assert_exactly_once(dir, &keys, 0).await;
+    let rows = delta_rows(&dir.join("lake/events")).await;
+    let new = sql(
+        &rows,
+        "SELECT min(kafka_offset) FROM t WHERE kafka_partition = 2",
+    )
+    .await;
+    assert_eq!(scalar(&new), 0, "the new partition is read from its start");
+}
+
+/// The broker stops mid-stream and comes back: the flow retries (`source_unavailable`
+/// meanwhile); a run that gave up is started again; nothing is lost or duplicated.
+/// Its own broker (the shared one serves the other tests meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_stopped_and_restarted_mid_stream_loses_nothing() {
+    let mut broker = LocalBroker::start().expect("a second test broker");
+    let c = KafkaClient::connect(&KafkaConnection::plaintext(&broker.bootstrap))
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let topic = topic_name("restart");
+    c.create_topic(&topic, PARTITIONS, 1).await.unwrap();
+    let mut keys = produce(&c, &topic, 0, 90, 0).await;
+    let p = pipeline_with(
+        dir,
+        &broker.bootstrap,
+        &topic,
+        9,
+        "1 second",
+        "[flow.source.kafka]\n\"request.timeout.ms\" = \"2000\"",
+    );
+    let mut child = weir()
+        .args(["run", "--headless"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("run.log")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_rows_or_exit(dir, 18, &mut child).await,
+        "the run ended early: {}",
+        std::fs::read_to_string(dir.join("run.log")).unwrap_or_default()
+    );
+    broker.stop();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    broker.restart().unwrap();
+    drop(c);
+    let c = KafkaClient::connect(&KafkaConnection::plaintext(&broker.bootstrap))
+        .await
+        .unwrap();
+    keys.extend(produce(&c, &topic, 90, 120, 0).await);
+    if child.try_wait().unwrap().is_none() {
+        // Still running (it retried through the outage): let it catch up, then stop it.
+        let caught_up = wait_for_rows_or_exit(dir, keys.len(), &mut child).await;
+        if caught_up {
+            stop(&mut child);
+        }
+    }
+    let _ = child.wait();
+    let stderr = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    assert!(stderr.contains("kafka"), "the outage was seen: {stderr}");
+    // Whatever the first process did, a run to the end reads the rest exactly once.
+    let drain = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("trigger = \"1 second\"", "trigger = \"available_now\"");
+    std::fs::write(&p, drain).unwrap();
+    let last = run(&p, None);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    assert_exactly_once(dir, &keys, 0).await;
+}
+
+async fn produce_one(c: &KafkaClient, topic: &str, partition: i32, i: usize) -> String {
+    let key = format!("k{i}");
+    c.produce(
+        &TopicPartition::new(topic, partition),
+        vec![Record {
+            key: Some(key.clone().into_bytes()),
+            value: Some(format!("{{\"id\":{i},\"name\":\"n{i}\",\"extra\":{i}}}").into_bytes()),
+            headers: BTreeMap::new(),
+            timestamp: chrono::Utc::now(),
+        }],
+        Compression::NoCompression,
+    )
+    .await
+    .unwrap();
+    key
+}
+
+async fn table_rows(dir: &Path) -> usize {
+    let table = dir.join("lake/events");
+    if !table.join("_delta_log").exists() {
+        return 0;
+    }
+    num_rows(&delta_rows(&table).await)
+}
+
+/// Waits (up to two minutes) until the table has `n` rows; `false` when the process
+/// exited first.
+async fn wait_for_rows_or_exit(dir: &Path, n: usize, child: &mut std::process::Child) -> bool {
+    for _ in 0..600 {
+        if table_rows(dir).await >= n {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the table never reached {n} rows");
+}
+
+/// Stops a headless run as an operator would (SIGTERM: the batch in flight finishes).
+fn stop(child: &mut std::process::Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
 }
