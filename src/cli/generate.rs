@@ -1,7 +1,8 @@
 //! `weir generate DIR`: synthetic event files for drills and tests (see
-//! [`crate::generate`] and `docs/generate.md`).
+//! [`crate::generate`] and `docs/generate.md`); `weir generate --kafka BOOTSTRAP
+//! --topic T`: the same events produced into a Kafka topic, one record per line.
 //!
-//! stdout: one JSON line per file written ([`crate::generate::FileStats`]);
+//! stdout: one JSON line per file written (or batch produced) ([`crate::generate::FileStats`]);
 //! stderr: a summary. Exit codes: 0 done (or stopped by SIGINT/SIGTERM between
 //! files); 1 a file could not be written (or already exists: never overwritten);
 //! 2 invalid flags.
@@ -19,7 +20,24 @@ use crate::spec::HumanDuration;
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     /// Directory the files land in (created if missing).
-    pub dir: PathBuf,
+    #[arg(required_unless_present = "kafka")]
+    pub dir: Option<PathBuf>,
+    /// Produce the events into a Kafka topic instead (`host:port[,host:port]`): each
+    /// "file" is one batch of records, one line (JSON object or CSV record) each, keyed
+    /// by the event's `key` (malformed records have no key).
+    #[arg(
+        long,
+        value_name = "BOOTSTRAP",
+        conflicts_with = "dir",
+        requires = "topic"
+    )]
+    pub kafka: Option<String>,
+    /// The topic (`--kafka`); created with `--partitions` when missing.
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Partitions of a topic `--kafka` creates.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
     /// File format.
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
@@ -116,6 +134,15 @@ impl GenerateArgs {
             prefix: self.prefix.clone(),
         };
         spec.validate()?;
+        if self.kafka.is_some() && self.format == Format::Parquet {
+            return Err("--kafka produces one record per line: use --format json or csv".into());
+        }
+        if self.partitions < 1 {
+            return Err(format!(
+                "--partitions must be at least 1, got {}",
+                self.partitions
+            ));
+        }
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(format!(
                 "--rate must be a positive number of files per second, got {}",
@@ -155,6 +182,19 @@ async fn generate(args: &GenerateArgs, spec: GenerateSpec) -> ExitCode {
         eprintln!("error: cannot install signal handlers");
         return ExitCode::FAILURE;
     };
+    let kafka = match (&args.kafka, &args.topic) {
+        (Some(bootstrap), Some(topic)) => {
+            match KafkaOut::connect(bootstrap, topic, args.partitions).await {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    report(&e);
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    let dir = args.dir.clone().unwrap_or_default();
     let mut generator = Generator::new(spec);
     let mut totals = Totals::default();
     let started = Instant::now();
@@ -177,15 +217,19 @@ async fn generate(args: &GenerateArgs, spec: GenerateSpec) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        if args.dir.join(&file.name).exists() {
+        if let Some(k) = &kafka {
+            if let Err(e) = k.produce(&file.bytes, args.format == Format::Csv).await {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        } else if dir.join(&file.name).exists() {
             // A rewritten file is not new input to a file source: never overwrite.
             eprintln!(
                 "error: {} already exists; generate into another directory or with another --prefix",
-                args.dir.join(&file.name).display()
+                dir.join(&file.name).display()
             );
             return ExitCode::FAILURE;
-        }
-        if let Err(e) = write_atomically(&args.dir, &file.name, &file.bytes) {
+        } else if let Err(e) = write_atomically(&dir, &file.name, &file.bytes) {
             report(&e);
             return ExitCode::FAILURE;
         }
@@ -203,8 +247,115 @@ async fn generate(args: &GenerateArgs, spec: GenerateSpec) -> ExitCode {
         totals.duplicates,
         totals.malformed,
         totals.bytes as f64 / 1e6,
-        args.dir.display(),
+        match (&args.kafka, &args.topic) {
+            (Some(b), Some(t)) => format!("kafka {b} topic {t}"),
+            _ => dir.display().to_string(),
+        },
         started.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// Where `--kafka` produces: a topic's partitions.
+struct KafkaOut {
+    client: crate::source::kafka::KafkaClient,
+    topic: String,
+    partitions: i32,
+}
+
+impl KafkaOut {
+    async fn connect(bootstrap: &str, topic: &str, partitions: i32) -> crate::Result<Self> {
+        use crate::source::kafka::{KafkaClient, KafkaConnection};
+        let client = KafkaClient::connect(&KafkaConnection::plaintext(bootstrap)).await?;
+        let existing = client.topics().await?.get(topic).map(|p| p.len() as i32);
+        let partitions = match existing {
+            Some(n) => n,
+            None => {
+                client.create_topic(topic, partitions.max(1), 1).await?;
+                partitions.max(1)
+            }
+        };
+        Ok(KafkaOut {
+            client,
+            topic: topic.to_string(),
+            partitions,
+        })
+    }
+
+    /// One record per line of `bytes`, to the partition of its `key` (a stable hash;
+    /// round robin for lines without one), one produce request per partition.
+    async fn produce(&self, bytes: &[u8], csv_header: bool) -> crate::Result<()> {
+        use crate::source::kafka::TopicPartition;
+        use rskafka::client::partition::Compression;
+        use rskafka::record::Record;
+        let mut per_partition: Vec<Vec<Record>> = vec![Vec::new(); self.partitions as usize];
+        let now = chrono::Utc::now();
+        for (i, line) in bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .skip(usize::from(csv_header))
+            .enumerate()
+        {
+            let key = if csv_header {
+                // CSV: event_id, key, ... (docs/generate.md).
+                std::str::from_utf8(line)
+                    .ok()
+                    .and_then(|l| l.split(',').nth(1))
+                    .map(str::to_string)
+            } else {
+                serde_json::from_slice::<serde_json::Value>(line)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("key")
+                            .map(|k| k.to_string().trim_matches('"').to_string())
+                    })
+            };
+            let partition = match &key {
+                Some(k) => (fnv1a(k.as_bytes()) % self.partitions as u64) as usize,
+                None => i % self.partitions as usize,
+            };
+            per_partition[partition].push(Record {
+                key: key.map(String::into_bytes),
+                value: Some(line.to_vec()),
+                headers: Default::default(),
+                timestamp: now,
+            });
+        }
+        for (p, records) in per_partition.into_iter().enumerate() {
+            // Requests well below the broker's 1 MiB default message size.
+            let mut chunk = Vec::new();
+            let mut size = 0usize;
+            for r in records {
+                size += r.value.as_ref().map_or(0, Vec::len) + 64;
+                chunk.push(r);
+                if size > 512 * 1024 {
+                    self.client
+                        .produce(
+                            &TopicPartition::new(&self.topic, p as i32),
+                            std::mem::take(&mut chunk),
+                            Compression::NoCompression,
+                        )
+                        .await?;
+                    size = 0;
+                }
+            }
+            if !chunk.is_empty() {
+                self.client
+                    .produce(
+                        &TopicPartition::new(&self.topic, p as i32),
+                        chunk,
+                        Compression::NoCompression,
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// FNV-1a, a stable hash of a key to its partition.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
 }

@@ -629,3 +629,83 @@ fn stop(child: &mut std::process::Child) {
     );
     let _ = child.wait();
 }
+
+/// `weir generate --kafka` produces the generator's events into a topic, one record
+/// per line keyed by `key`; a kafka flow reads them all, malformed ones rescued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_kafka_produces_the_events_a_flow_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let broker = LocalBroker::shared();
+    let topic = topic_name("generated");
+    let out = weir()
+        .args(["generate", "--kafka", &broker.bootstrap, "--topic", &topic])
+        .args([
+            "--partitions",
+            "3",
+            "--once",
+            "--files",
+            "3",
+            "--rows",
+            "50",
+        ])
+        .args(["--malformed", "0.1", "--duplicates", "0.1", "--seed", "7"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rows: u64 = stats.iter().map(|s| s["rows"].as_u64().unwrap()).sum();
+    let malformed: u64 = stats.iter().map(|s| s["malformed"].as_u64().unwrap()).sum();
+    assert_eq!(rows, 150);
+    assert!(malformed > 0);
+    let p = write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "generated"
+trigger = "available_now"
+select = ["*", "_metadata.partition AS kafka_partition", "CAST(_metadata.key AS STRING) AS kafka_key"]
+[flow.source]
+type = "kafka"
+bootstrap_servers = "{}"
+subscribe = ["{topic}"]
+starting_offsets = "earliest"
+format = "json"
+schema = "event_id BIGINT, key STRING, event_time TIMESTAMP, amount DOUBLE"
+[flow.sink]
+type = "delta"
+path = "lake/generated"
+"#,
+            broker.bootstrap
+        ),
+    );
+    let out = run(&p, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = delta_rows(&dir.join("lake/generated")).await;
+    assert_eq!(num_rows(&table) as u64, rows);
+    let corrupt = sql(
+        &table,
+        r#"SELECT count(*) FROM t WHERE _rescued_data LIKE '{"_corrupt_record":%'"#,
+    )
+    .await;
+    assert_eq!(scalar(&corrupt) as u64, malformed);
+    // Keyed records: one key always lands on one partition.
+    let spread = sql(
+        &table,
+        "SELECT max(n) FROM (SELECT kafka_key, count(DISTINCT kafka_partition) AS n FROM t WHERE kafka_key IS NOT NULL GROUP BY kafka_key)",
+    )
+    .await;
+    assert_eq!(scalar(&spread), 1);
+}
