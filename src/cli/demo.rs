@@ -52,6 +52,13 @@ pub struct DemoArgs {
     /// late-and-future, duplicates, crash. Implies `--live`.
     #[arg(long = "inject")]
     pub inject: Vec<crate::demo::fault::ScheduledFault>,
+    /// Live: replay the flights through a Kafka topic (`host:port`) instead of landing
+    /// files; `bronze_flights` reads it with a `type = "kafka"` source (docs/kafka.md).
+    #[arg(long, value_name = "BOOTSTRAP", conflicts_with_all = ["batch", "inject"])]
+    pub kafka: Option<String>,
+    /// The topic of `--kafka` (created with 4 partitions when missing).
+    #[arg(long, default_value = "weir-demo-flights")]
+    pub kafka_topic: String,
     #[command(flatten)]
     pub console: crate::console::ConsoleArgs,
 }
@@ -207,8 +214,20 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         };
     }
     let pipeline_path = dir.join("pipeline.toml");
+    let kafka = args
+        .kafka
+        .as_ref()
+        .map(|bootstrap| crate::demo::replay::KafkaReplay {
+            bootstrap: bootstrap.clone(),
+            topic: args.kafka_topic.clone(),
+            partitions: 4,
+        });
+    let pipeline_text = match &kafka {
+        Some(to) => crate::demo::replay::kafka_pipeline(crate::demo::data::FLIGHTS_PIPELINE, to),
+        None => crate::demo::data::FLIGHTS_PIPELINE.to_string(),
+    };
     if !pipeline_path.exists()
-        && let Err(e) = std::fs::write(&pipeline_path, crate::demo::data::FLIGHTS_PIPELINE)
+        && let Err(e) = std::fs::write(&pipeline_path, pipeline_text)
     {
         report(&e);
         return ExitCode::FAILURE;
@@ -238,6 +257,7 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         until_drained: args.until_drained,
         print_progress: args.headless,
         faults: args.inject.clone(),
+        kafka,
     };
     let console = !args.headless && !args.until_drained && crate::console::terminal_available();
     let rt = match runtime() {
@@ -248,7 +268,12 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         }
     };
     eprintln!(
-        "weir demo: nycflights13 flights replayed live into {} (speed {}x{})",
+        "weir demo: nycflights13 flights replayed live{} into {} (speed {}x{})",
+        options
+            .kafka
+            .as_ref()
+            .map(|k| format!(" through kafka {} topic {}", k.bootstrap, k.topic))
+            .unwrap_or_default(),
         dir.display(),
         options.speed,
         if options.until_drained {

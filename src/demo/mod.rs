@@ -43,6 +43,8 @@ pub struct LiveOptions {
     /// Print each progress record on stdout.
     pub print_progress: bool,
     pub faults: Vec<ScheduledFault>,
+    /// `weir demo --kafka`: the flights go through this topic instead of landing files.
+    pub kafka: Option<replay::KafkaReplay>,
 }
 
 /// The fault target of a demo directory and its flows.
@@ -109,8 +111,13 @@ pub fn start_replay(
     let landing = target.landing.clone();
     let staging = target.staging.clone();
     let speed = options.speed;
-    let task =
-        tokio::spawn(async move { replay.run(&landing, &staging, speed, stop, status_tx).await });
+    let kafka = options.kafka.clone();
+    let task = tokio::spawn(async move {
+        match kafka {
+            Some(to) => replay.run_kafka(&to, speed, stop, status_tx).await,
+            None => replay.run(&landing, &staging, speed, stop, status_tx).await,
+        }
+    });
     Live {
         status: status_rx,
         replay: task,

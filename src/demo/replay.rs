@@ -217,6 +217,144 @@ impl Replay {
     }
 }
 
+/// Where `weir demo --kafka` replays the flights: a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaReplay {
+    pub bootstrap: String,
+    pub topic: String,
+    /// Partitions of the topic when the replay creates it.
+    pub partitions: i32,
+}
+
+impl Replay {
+    /// [`Replay::run`] into a Kafka topic: each file's rows (without the header) are
+    /// produced as records, one CSV line each, the file's rows to one partition (file
+    /// index modulo the partitions), at the file's landing time. A restart skips the
+    /// files whose rows the topic already holds.
+    pub async fn run_kafka(
+        &self,
+        to: &KafkaReplay,
+        speed: f64,
+        mut stop: watch::Receiver<bool>,
+        status: watch::Sender<ReplayStatus>,
+    ) -> Result<ReplayStatus> {
+        use crate::source::kafka::{KafkaClient, KafkaConnection, TopicPartition};
+        let client = KafkaClient::connect(&KafkaConnection::plaintext(&to.bootstrap)).await?;
+        let partitions = match client.topics().await?.get(&to.topic) {
+            Some(p) => p.len() as i32,
+            None => {
+                client
+                    .create_topic(&to.topic, to.partitions.max(1), 1)
+                    .await?;
+                to.partitions.max(1)
+            }
+        };
+        let all: std::collections::BTreeSet<TopicPartition> = (0..partitions)
+            .map(|p| TopicPartition::new(to.topic.clone(), p))
+            .collect();
+        let produced: u64 = client
+            .offsets(all.iter(), true)
+            .await?
+            .values()
+            .map(|o| (*o).max(0) as u64)
+            .sum();
+        let mut state = ReplayStatus {
+            files_total: self.files.len() as u64,
+            rows_total: self.rows(),
+            ..Default::default()
+        };
+        let mut skip = 0usize;
+        for f in &self.files {
+            if state.rows_landed + f.rows > produced {
+                break;
+            }
+            state.rows_landed += f.rows;
+            state.files_landed += 1;
+            state.simulated_ms = f.lands_at_ms;
+            skip += 1;
+        }
+        let Some(first) = self.files.get(skip) else {
+            state.done = true;
+            let _ = status.send(state.clone());
+            return Ok(state);
+        };
+        let sim_start = first.lands_at_ms - 1;
+        let wall_start = Instant::now();
+        for (index, file) in self.files.iter().enumerate().skip(skip) {
+            if speed.is_finite() && speed > 0.0 {
+                let wall =
+                    Duration::from_secs_f64((file.lands_at_ms - sim_start) as f64 / 1000.0 / speed);
+                tokio::select! {
+                    _ = tokio::time::sleep_until((wall_start + wall).into()) => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            } else if *stop.borrow() {
+                break;
+            }
+            let now = chrono::Utc::now();
+            let records: Vec<rskafka::record::Record> = file
+                .body
+                .lines()
+                .skip(1)
+                .filter(|l| !l.is_empty())
+                .map(|l| rskafka::record::Record {
+                    key: None,
+                    value: Some(l.as_bytes().to_vec()),
+                    headers: Default::default(),
+                    timestamp: now,
+                })
+                .collect();
+            let tp = TopicPartition::new(to.topic.clone(), index as i32 % partitions);
+            for chunk in records.chunks(2000) {
+                client
+                    .produce(
+                        &tp,
+                        chunk.to_vec(),
+                        rskafka::client::partition::Compression::NoCompression,
+                    )
+                    .await?;
+            }
+            state.files_landed += 1;
+            state.rows_landed += file.rows;
+            state.simulated_ms = file.lands_at_ms;
+            let _ = status.send(state.clone());
+        }
+        state.done = state.files_landed == state.files_total;
+        let _ = status.send(state.clone());
+        Ok(state)
+    }
+}
+
+/// The demo pipeline with `bronze_flights` reading the flights from a Kafka topic
+/// (`format = "csv"`, the same schema) instead of `landing/flights`.
+pub fn kafka_pipeline(pipeline: &str, to: &KafkaReplay) -> String {
+    let start = pipeline.find("[flow.source]\ntype = \"files\"\npath = \"landing/flights\"");
+    let end = pipeline.find("null_value = \"NA\"\n");
+    let (Some(start), Some(end)) = (start, end) else {
+        return pipeline.to_string();
+    };
+    let end = end + "null_value = \"NA\"\n".len();
+    let block = &pipeline[start..end];
+    let schema = block
+        .find("schema = \"\"\"")
+        .and_then(|s| block[s..].find("\"\"\"\n").map(|_| s))
+        .and_then(|s| {
+            let rest = &block[s + 12..];
+            rest.find("\"\"\"").map(|e| &rest[..e])
+        })
+        .unwrap_or_default();
+    let source = format!(
+        "[flow.source]\ntype = \"kafka\"\nbootstrap_servers = \"{}\"\nsubscribe = [\"{}\"]\n\
+         starting_offsets = \"earliest\"\nmax_offsets_per_trigger = 200000\nformat = \"csv\"\n\
+         schema = \"\"\"{schema}\"\"\"\n\n[flow.source.csv]\nnull_value = \"NA\"\n",
+        to.bootstrap, to.topic
+    );
+    format!("{}{source}{}", &pipeline[..start], &pipeline[end..]).replace(
+        "\"_metadata.file_path AS source_file\"",
+        "\"concat(_metadata.topic, '-', CAST(_metadata.partition AS STRING), '@', CAST(_metadata.offset AS STRING)) AS source_file\"",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +366,24 @@ mod tests {
 2013,1,2,1000,1000,130,1200,1100,100,AA,1,N1,JFK,LAX,300,2475,10,0,2013-01-02T15:00:00Z
 2013,1,3,1000,1000,0,1200,1100,0,AA,2,N2,JFK,LAX,300,2475,10,0,2013-01-03T15:00:00Z
 ";
+
+    #[test]
+    fn the_kafka_pipeline_reads_bronze_flights_from_the_topic() {
+        let to = KafkaReplay {
+            bootstrap: "127.0.0.1:9092".into(),
+            topic: "flights".into(),
+            partitions: 4,
+        };
+        let text = kafka_pipeline(crate::demo::data::FLIGHTS_PIPELINE, &to);
+        assert!(text.contains("type = \"kafka\""), "{text}");
+        assert!(text.contains("time_hour TIMESTAMP\"\"\""), "{text}");
+        assert!(!text.contains("landing/flights"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.toml"), &text).unwrap();
+        let p = crate::pipeline::load(&dir.path().join("pipeline.toml")).unwrap();
+        let bronze = p.flow("bronze_flights").unwrap();
+        assert!(matches!(bronze.source, crate::spec::SourceSpec::Kafka(_)));
+    }
 
     #[test]
     fn rows_arrive_at_event_time_plus_delay_in_hourly_files() {

@@ -709,3 +709,51 @@ path = "lake/generated"
     .await;
     assert_eq!(scalar(&spread), 1);
 }
+
+/// `weir demo --kafka`: the flights replayed through a topic; bronze reads them with a
+/// kafka source, every flight once, and the gold tables follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_replays_the_flights_through_a_topic() {
+    let broker = LocalBroker::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let topic = topic_name("flights");
+    let out = weir()
+        .args([
+            "demo",
+            "--headless",
+            "--until-drained",
+            "--days",
+            "2",
+            "--speed",
+            "max",
+        ])
+        .args(["--kafka", &broker.bootstrap, "--kafka-topic", &topic])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("through kafka"), "{stderr}");
+    let expected =
+        weir::demo::data::land_flights(&tmp.path().join("x"), &tmp.path().join("y"), Some(2))
+            .unwrap()
+            .rows_total;
+    let table = delta_rows(&dir.join("lake/bronze/flights")).await;
+    assert_eq!(num_rows(&table) as u64, expected, "every flight once");
+    let lineage = sql(
+        &table,
+        "SELECT count(*) FROM t WHERE source_file LIKE 'flights-%@%'",
+    )
+    .await;
+    assert_eq!(
+        scalar(&lineage) as u64,
+        expected,
+        "source_file names topic-partition@offset"
+    );
+    assert!(dir.join("lake/gold/departures_hourly/_delta_log").exists());
+    let pipeline = std::fs::read_to_string(dir.join("pipeline.toml")).unwrap();
+    assert!(pipeline.contains("type = \"kafka\""), "{pipeline}");
+}
