@@ -377,7 +377,7 @@ mod tests {
         let text = kafka_pipeline(crate::demo::data::FLIGHTS_PIPELINE, &to);
         assert!(text.contains("type = \"kafka\""), "{text}");
         assert!(text.contains("time_hour TIMESTAMP\"\"\""), "{text}");
-        assert!(!text.contains("landing/flights"), "{text}");
+        assert!(!text.contains("path = \"landing/flights\""), "{text}");
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("pipeline.toml"), &text).unwrap();
         let p = crate::pipeline::load(&dir.path().join("pipeline.toml")).unwrap();
