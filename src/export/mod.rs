@@ -686,9 +686,34 @@ impl Generator {
                 notes.push("CSV: Spark matches columns by position (the header must list the schema's columns in order: enforceSchema=false checks it); weir matches them by name per file".into());
             }
         } else {
+            if f.schema.is_none() {
+                // Auto Loader's inference sample is a session conf, read when the stream is
+                // defined (not a reader option).
+                for (conf, value) in [
+                    (
+                        "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles",
+                        f.schema_inference_max_files.to_string(),
+                    ),
+                    (
+                        "spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes",
+                        f.schema_inference_max_bytes.to_string(),
+                    ),
+                ] {
+                    let _ = writeln!(code, "    spark.conf.set({}, {})", py(conf), py(&value));
+                }
+            }
             let _ = writeln!(code, "    {var} = (spark.readStream.format(\"cloudFiles\")");
             if let Some(ddl) = &schema_ddl {
-                let _ = writeln!(code, "          .schema({})", py(ddl));
+                // Auto Loader expects partition columns in a given schema; weir reads one the
+                // schema does not name as a STRING.
+                let mut ddl = ddl.clone();
+                let given = f.schema.as_ref().map(|s| s.fields().clone());
+                for c in f.partition_columns.iter().flatten() {
+                    if !given.iter().flatten().any(|x| x.name() == c) {
+                        ddl.push_str(&format!(", {} STRING", backtick(c)));
+                    }
+                }
+                let _ = writeln!(code, "          .schema({})", py(&ddl));
             }
             opts.push(("cloudFiles.format".into(), fmt.into()));
             let loc = match &f.schema_location {
@@ -704,14 +729,6 @@ impl Generator {
                 opts.push((
                     "cloudFiles.inferColumnTypes".into(),
                     f.infer_column_types.to_string(),
-                ));
-                opts.push((
-                    "cloudFiles.schemaInference.sampleSize.numFiles".into(),
-                    f.schema_inference_max_files.to_string(),
-                ));
-                opts.push((
-                    "cloudFiles.schemaInference.sampleSize.numBytes".into(),
-                    f.schema_inference_max_bytes.to_string(),
                 ));
             }
             opts.push((
@@ -753,8 +770,13 @@ impl Generator {
                 _ => self.refuse(flow, &format!("{key}.modified_after"), "Spark's file source applies modifiedAfter to batch reads only; use --target databricks (Auto Loader's modifiedAfter)"),
             }
         }
-        if f.partition_columns.as_ref().is_some_and(|c| !c.is_empty()) {
-            self.refuse(flow, &format!("{key}.partition_columns"), "the script reads the directory recursively (recursiveFileLookup), which turns off Spark's partition discovery; partition columns from key=value directories are not exported yet");
+        if let Some(cols) = &f.partition_columns {
+            if oss && !cols.is_empty() {
+                self.refuse(flow, &format!("{key}.partition_columns"), "the OSS script reads the directory recursively (recursiveFileLookup, as weir lists it), which turns off Spark's partition discovery; use --target databricks (cloudFiles.partitionColumns), or remove it");
+            } else if !oss {
+                // Auto Loader: a comma-separated list; "" turns discovery off (weir's `[]`).
+                opts.push(("cloudFiles.partitionColumns".into(), cols.join(",")));
+            }
         }
         let text = &f.text;
         if f.format != FileFormat::Parquet {

@@ -145,7 +145,7 @@ async fn flights_land_in_delta_exactly_once_incrementally() {
     // Lineage columns and nothing rescued.
     let lineage = sql(
         &rows,
-        "SELECT count(*) FILTER (WHERE source_file LIKE 'file:///%flights_2013-%.csv'), \
+        "SELECT count(*) FILTER (WHERE source_file LIKE 'file:/%flights_2013-%.csv' AND source_file NOT LIKE 'file://%'), \
          count(*) FILTER (WHERE ingested_at IS NOT NULL), count(_rescued_data) FROM t",
     )
     .await;

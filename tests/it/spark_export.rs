@@ -185,6 +185,94 @@ aggregates = ["count(*) AS n"]"#;
     assert_refusal(&e, "group_by[1]", "give the expression a name");
 }
 
+/// The script for `text` on `--target databricks` (it must not be refused).
+fn databricks_script(text: &str) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = export(
+        &write_pipeline(tmp.path(), text),
+        &["--target", "databricks"],
+    );
+    ok(&out);
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn refuses_partition_columns_on_oss_and_maps_them_to_auto_loader() {
+    let text = csv_flow("", "partition_columns = [\"day\"]", "");
+    let e = refused(&text, &[]);
+    assert_refusal(
+        &e,
+        "source.partition_columns",
+        "turns off Spark's partition discovery",
+    );
+    let script = databricks_script(&text);
+    assert!(
+        script.contains(".option(\"cloudFiles.partitionColumns\", \"day\")"),
+        "{script}"
+    );
+    assert!(
+        script.contains("name STRING, `day` STRING\")"),
+        "a partition column the schema lacks is a STRING, as in weir: {script}"
+    );
+    // `[]` turns discovery off: Auto Loader's "".
+    let script = databricks_script(&csv_flow("", "partition_columns = []", ""));
+    assert!(
+        script.contains(".option(\"cloudFiles.partitionColumns\", \"\")"),
+        "{script}"
+    );
+    // No partition columns on OSS is no refusal.
+    let tmp = tempfile::tempdir().unwrap();
+    ok(&export(
+        &write_pipeline(tmp.path(), &csv_flow("", "partition_columns = []", "")),
+        &[],
+    ));
+}
+
+#[test]
+fn refuses_max_record_size_on_both_targets() {
+    let text = csv_flow("", "max_record_size = \"1 MiB\"", "");
+    for extra in [&[][..], &["--target", "databricks"][..]] {
+        let e = refused(&text, extra);
+        assert_refusal(
+            &e,
+            "source.max_record_size",
+            "no limit on a record's size in bytes",
+        );
+    }
+}
+
+#[test]
+fn refuses_skipping_existing_files_on_oss_and_maps_it_to_auto_loader() {
+    let text = csv_flow("", "include_existing_files = false", "");
+    let e = refused(&text, &[]);
+    assert_refusal(
+        &e,
+        "source.include_existing_files",
+        "always reads the files present at its first start",
+    );
+    let script = databricks_script(&text);
+    assert!(
+        script.contains(".option(\"cloudFiles.includeExistingFiles\", \"false\")"),
+        "{script}"
+    );
+}
+
+#[test]
+fn refuses_modified_after_on_oss_and_maps_it_to_auto_loader() {
+    let text = csv_flow("", "modified_after = \"2026-03-01T12:00:00+01:00\"", "");
+    let e = refused(&text, &[]);
+    assert_refusal(
+        &e,
+        "source.modified_after",
+        "applies modifiedAfter to batch reads only",
+    );
+    let script = databricks_script(&text);
+    assert!(
+        script.contains(".option(\"modifiedAfter\", \"2026-03-01T11:00:00.000\")"),
+        "the instant in UTC, the script's session time zone: {script}"
+    );
+}
+
 #[test]
 fn refuses_late_rows_of_a_stream_stream_join() {
     let text = r#"
@@ -261,6 +349,205 @@ fn the_demo_pipeline_exports_to_valid_python() {
     }
 }
 
+/// Every Databricks-only feature at once: inferred CSV with hints and evolution, its
+/// quarantine and Auto Loader listing options; JSON with a given schema that rescues;
+/// Parquet; a Delta source; the sinks.
+const DATABRICKS_PIPELINE: &str = r##"
+[[flow]]
+name = "bronze_csv"
+trigger = { processing_time = "1 minute" }
+select = ["*", "_metadata.file_path AS source_file"]
+[flow.source]
+type = "files"
+path = "landing/csv"
+format = "csv"
+infer_column_types = true
+schema_hints = "amount DECIMAL(12,2)"
+schema_evolution = "add_new_columns"
+schema_location = "_schemas/bronze_csv"
+schema_inference_max_files = 20
+schema_inference_max_bytes = "1 GiB"
+bad_records_path = "quarantine/csv"
+allow_overwrites = true
+partition_columns = ["day"]
+include_existing_files = false
+modified_after = "2026-01-01T00:00:00Z"
+path_glob_filter = "*.csv"
+max_bytes_per_trigger = "64 MiB"
+encoding = "ISO-8859-1"
+session_time_zone = "Europe/Paris"
+timestamp_format = "dd/MM/yyyy HH:mm"
+[flow.source.csv]
+delimiter = ";"
+quote = "'"
+escape = "\\"
+null_value = "NA"
+comment = "#"
+empty_value = "-"
+nan_value = "nan"
+positive_inf = "inf"
+negative_inf = "-inf"
+[flow.sink]
+type = "delta"
+path = "lake/bronze/csv"
+partition_by = ["day"]
+
+[[flow]]
+name = "bronze_json"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing/json"
+format = "json"
+schema = "id BIGINT, ts TIMESTAMP, v DOUBLE"
+schema_evolution = "rescue"
+allow_non_numeric_numbers = false
+max_files_per_trigger = 10
+[flow.sink]
+type = "delta_merge"
+path = "lake/bronze/json"
+keys = ["id"]
+order_by = "ts"
+
+[[flow]]
+name = "bronze_parquet"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing/parquet"
+format = "parquet"
+schema = "id BIGINT, name STRING"
+[flow.sink]
+type = "delta"
+path = "lake/bronze/parquet"
+
+[[flow]]
+name = "silver"
+trigger = "available_now"
+[flow.source]
+type = "delta"
+path = "lake/bronze/json"
+starting_version = 3
+skip_change_commits = true
+max_bytes_per_trigger = "1 MiB"
+[flow.sink]
+type = "delta"
+path = "lake/silver"
+"##;
+
+/// The options the Databricks script may pass, each documented by Databricks: Auto
+/// Loader's common options and its file format options (docs.databricks.com/ingestion/
+/// cloud-object-storage/auto-loader/options: generic, JSON and CSV), the Delta streaming
+/// source and sink (docs.databricks.com/structured-streaming/delta-lake), Delta's
+/// idempotent writes (txnAppId, txnVersion), and the schema inference sample confs
+/// (docs.databricks.com/ingestion/cloud-object-storage/auto-loader/schema).
+const DATABRICKS_DOCUMENTED: &[&str] = &[
+    // Auto Loader: common options.
+    "cloudFiles.format",
+    "cloudFiles.schemaLocation",
+    "cloudFiles.inferColumnTypes",
+    "cloudFiles.schemaEvolutionMode",
+    "cloudFiles.schemaHints",
+    "cloudFiles.maxFilesPerTrigger",
+    "cloudFiles.maxBytesPerTrigger",
+    "cloudFiles.allowOverwrites",
+    "cloudFiles.includeExistingFiles",
+    "cloudFiles.partitionColumns",
+    // File format options: generic, JSON, CSV.
+    "pathGlobFilter",
+    "modifiedAfter",
+    "rescuedDataColumn",
+    "badRecordsPath",
+    "encoding",
+    "timeZone",
+    "timestampFormat",
+    "allowNonNumericNumbers",
+    "header",
+    "sep",
+    "quote",
+    "escape",
+    "nullValue",
+    "comment",
+    "emptyValue",
+    "nanValue",
+    "positiveInf",
+    "negativeInf",
+    // Delta source and sink, streaming.
+    "startingVersion",
+    "skipChangeCommits",
+    "maxFilesPerTrigger",
+    "maxBytesPerTrigger",
+    "checkpointLocation",
+    "mergeSchema",
+    // Session confs.
+    "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles",
+    "spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes",
+    "spark.sql.session.timeZone",
+    "spark.databricks.delta.write.txnAppId",
+    "spark.databricks.delta.write.txnVersion",
+];
+
+#[test]
+fn the_databricks_script_compiles_and_uses_only_documented_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = write_pipeline(tmp.path(), DATABRICKS_PIPELINE);
+    let script = tmp.path().join("pipeline.py");
+    let out = export(
+        &pipeline,
+        &["--target", "databricks", "-o", script.to_str().unwrap()],
+    );
+    ok(&out);
+    let compiled = Command::new("python3")
+        .args(["-m", "py_compile"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    ok(&compiled);
+    let text = std::fs::read_to_string(&script).unwrap();
+    let used = regex::Regex::new(r#"\.option\("([^"]+)"|conf\.(?:set|unset)\("([^"]+)""#).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in used.captures_iter(&text) {
+        let key = c.get(1).or(c.get(2)).unwrap().as_str().to_string();
+        assert!(
+            DATABRICKS_DOCUMENTED.contains(&key.as_str()),
+            "{key} is not a documented Databricks option or conf:\n{text}"
+        );
+        seen.insert(key);
+    }
+    // The Databricks-only features are all there, with Auto Loader's own names.
+    for key in [
+        "cloudFiles.schemaLocation",
+        "cloudFiles.schemaHints",
+        "cloudFiles.schemaEvolutionMode",
+        "cloudFiles.allowOverwrites",
+        "cloudFiles.includeExistingFiles",
+        "cloudFiles.partitionColumns",
+        "modifiedAfter",
+        "badRecordsPath",
+        "rescuedDataColumn",
+        "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles",
+        "skipChangeCommits",
+    ] {
+        assert!(seen.contains(key), "{key} missing:\n{text}");
+    }
+    for needle in [
+        ".option(\"cloudFiles.schemaEvolutionMode\", \"addNewColumns\")",
+        ".option(\"cloudFiles.schemaEvolutionMode\", \"rescue\")",
+        ".option(\"cloudFiles.schemaHints\", \"amount DECIMAL(12,2)\")",
+        ".option(\"rescuedDataColumn\", \"_rescued_data\")",
+        ".option(\"encoding\", \"ISO-8859-1\")",
+        ".option(\"timeZone\", \"Europe/Paris\")",
+        "spark.conf.set(\"spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles\", \"20\")",
+        "spark.readStream.format(\"cloudFiles\")",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    assert!(
+        !text.contains("recursiveFileLookup") && !text.contains("_corrupt_record STRING"),
+        "no OSS-only reading on Databricks:\n{text}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Real Spark.
 
@@ -311,23 +598,50 @@ fn spark() -> Option<Spark> {
     Some(Spark { python, jars })
 }
 
+/// The machine-wide Spark lock (`/var/tmp/weir-spark.lock`, or `WEIR_SPARK_LOCK`): one JVM
+/// at a time, across test threads and processes (several JVMs at once on a small machine
+/// can stall for many minutes). Released on drop.
+fn spark_lock() -> nix::fcntl::Flock<std::fs::File> {
+    let path = std::env::var("WEIR_SPARK_LOCK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("/var/tmp/weir-spark.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("locking {}: {e}", path.display()))
+}
+
 impl Spark {
-    /// Runs an exported script on PySpark `local[2]` (one JVM per call).
+    /// Runs an exported script on PySpark `local[2]` (one JVM per call), holding the Spark
+    /// lock. The confs keep a small run small: 2 shuffle partitions, 2 partitions for
+    /// Delta's log replay (default 50), no UI.
     fn run(&self, script: &Path, args: &[String]) -> Output {
         let jars: Vec<String> = self.jars.iter().map(|j| j.display().to_string()).collect();
         let submit = format!(
             "--master local[2] --driver-memory 2g --conf spark.ui.enabled=false \
              --conf spark.ui.showConsoleProgress=false --conf spark.sql.shuffle.partitions=2 \
+             --conf spark.databricks.delta.snapshotPartitions=2 \
              --jars {} pyspark-shell",
             jars.join(",")
         );
-        Command::new(&self.python)
+        let _lock = spark_lock();
+        let started = std::time::Instant::now();
+        let out = Command::new(&self.python)
             .arg(script)
             .args(args)
             .env("PYSPARK_SUBMIT_ARGS", submit)
             .env("PYSPARK_PYTHON", &self.python)
             .output()
-            .unwrap()
+            .unwrap();
+        eprintln!(
+            "spark: {} in {:.0} s",
+            script.display(),
+            started.elapsed().as_secs_f64()
+        );
+        out
     }
 
     /// Compares table pairs with `tests/spark/compare.py`.
@@ -402,22 +716,21 @@ fn the_demo_pipeline_on_spark_equals_weir() {
     ];
     let out = spark.run(&script, &args);
     ok(&out);
-    let pair = |name: &str, ignore: &[&str], uri: &[&str]| {
+    let pair = |name: &str, ignore: &[&str]| {
         serde_json::json!({
             "name": name,
             "weir": dir.join(name).display().to_string(),
             "spark": sdir.join(name).display().to_string(),
             "ignore": ignore,
-            "uri_columns": uri,
         })
     };
     let tables = spark.compare(serde_json::json!([
-        pair("lake/bronze/flights", &["ingested_at"], &["source_file"]),
-        pair("lake/bronze/weather", &[], &[]),
-        pair("lake/silver/flights", &["ingested_at"], &["source_file"]),
-        pair("lake/gold/departures_hourly", &[], &[]),
-        pair("lake/late/departures_hourly", &[], &[]),
-        pair("lake/gold/flights_weather", &[], &[]),
+        pair("lake/bronze/flights", &["ingested_at"]),
+        pair("lake/bronze/weather", &[]),
+        pair("lake/silver/flights", &["ingested_at"]),
+        pair("lake/gold/departures_hourly", &[]),
+        pair("lake/late/departures_hourly", &[]),
+        pair("lake/gold/flights_weather", &[]),
     ]));
     assert_tables_equal(&tables);
     assert!(
@@ -588,7 +901,7 @@ fn weir_and_spark_agree(
     spark: &Spark,
     fixture: &str,
     land_input: fn(&Path),
-    tables: &[(&str, &[&str], &[&str])],
+    tables: &[(&str, &[&str])],
     inputs: &[(&str, &str)],
 ) {
     let tmp = tempfile::tempdir().unwrap();
@@ -613,13 +926,12 @@ fn weir_and_spark_agree(
     ok(&out);
     let pairs: Vec<Value> = tables
         .iter()
-        .map(|(name, ignore, uri)| {
+        .map(|(name, ignore)| {
             serde_json::json!({
                 "name": name,
                 "weir": dir.join(name).display().to_string(),
                 "spark": sdir.join(name).display().to_string(),
                 "ignore": ignore,
-                "uri_columns": uri,
             })
         })
         .collect();
@@ -639,11 +951,11 @@ fn a_json_pipeline_with_dedup_windows_and_upserts_on_spark_equals_weir() {
         "events.toml",
         land_events,
         &[
-            ("lake/bronze/events", &[], &[]),
-            ("lake/silver/events", &[], &[]),
-            ("lake/gold/sliding", &[], &[]),
-            ("lake/gold/kinds", &[], &[]),
-            ("lake/gold/latest_per_user", &[], &[]),
+            ("lake/bronze/events", &[]),
+            ("lake/silver/events", &[]),
+            ("lake/gold/sliding", &[]),
+            ("lake/gold/kinds", &[]),
+            ("lake/gold/latest_per_user", &[]),
         ],
         &[("bronze_events.source", "landing/events")],
     );
@@ -657,11 +969,11 @@ fn a_pipeline_with_parquet_dimensions_and_a_stream_join_on_spark_equals_weir() {
         "joins.toml",
         land_orders,
         &[
-            ("lake/bronze/orders", &[], &[]),
-            ("lake/bronze/payments", &[], &[]),
-            ("lake/dims/customers", &[], &[]),
-            ("lake/silver/orders", &[], &[]),
-            ("lake/gold/paid_orders", &[], &[]),
+            ("lake/bronze/orders", &[]),
+            ("lake/bronze/payments", &[]),
+            ("lake/dims/customers", &[]),
+            ("lake/silver/orders", &[]),
+            ("lake/gold/paid_orders", &[]),
         ],
         &[
             ("bronze_orders.source", "landing/orders"),

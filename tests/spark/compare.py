@@ -2,11 +2,10 @@
 writers (the `deltalake` Python package and pyarrow).
 
 Usage: python compare.py SPEC.json | --column TABLE NAME
-SPEC: {"pairs": [{"name": ..., "weir": DIR, "spark": DIR, "ignore": [col, ...],
-                  "uri_columns": [col, ...]}], "rel_tol": 1e-9}
+SPEC: {"pairs": [{"name": ..., "weir": DIR, "spark": DIR, "ignore": [col, ...]}], "rel_tol": 1e-9}
 Prints one JSON object: {"tables": [{"name", "rows_weir", "rows_spark", "equal", "diff": [...]}]}.
 A missing table counts as empty. `ignore` columns (e.g. current_timestamp()) are dropped;
-`uri_columns` hold file URIs, compared as paths (file:/x and file:///x are one file).
+every other value must be equal (floats within rel_tol), file URIs included.
 """
 import datetime
 import json
@@ -26,14 +25,9 @@ def read(path):
     return t.schema, t.to_pylist()
 
 
-def norm_value(v, uri):
+def norm_value(v):
     if v is None:
         return None
-    if uri and isinstance(v, str) and v.startswith("file:"):
-        rest = v[len("file:"):]
-        while rest.startswith("//"):
-            rest = rest[1:]
-        return "file:" + rest
     if isinstance(v, datetime.datetime):
         if v.tzinfo is not None:
             v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
@@ -67,7 +61,6 @@ def compare(pair, tol):
     ws, wrows = read(pair["weir"])
     ss, srows = read(pair["spark"])
     ignore = set(pair.get("ignore", []))
-    uri = set(pair.get("uri_columns", []))
     res = {"name": pair["name"], "rows_weir": len(wrows), "rows_spark": len(srows), "diff": []}
     wcols = [f.name for f in ws if f.name not in ignore] if ws else []
     scols = [f.name for f in ss if f.name not in ignore] if ss else []
@@ -80,7 +73,7 @@ def compare(pair, tol):
         if types:
             res["types"] = types
     cols = wcols or scols
-    norm = lambda rows: [{c: norm_value(r.get(c), c in uri) for c in cols} for r in rows]
+    norm = lambda rows: [{c: norm_value(r.get(c)) for c in cols} for r in rows]
     wn = sorted(norm(wrows), key=lambda r: key(r, cols))
     sn = sorted(norm(srows), key=lambda r: key(r, cols))
     if len(wn) != len(sn):

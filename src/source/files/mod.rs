@@ -447,11 +447,50 @@ pub fn hidden_name(name: &str) -> bool {
         || name.ends_with("._COPYING_")
 }
 
-/// `file:///...` URL of a local path (Spark's `_metadata.file_path` is a URI).
+/// A local path as Spark writes it in `_metadata.file_path` and in source descriptions:
+/// Hadoop's `Path.toUri().toString()`, `file:` + the absolute path, percent-encoded as
+/// `java.net.URI` quotes a path ([`uri_path`]): `/d/a b.csv` -> `file:/d/a%20b.csv`.
+/// Spark returns the encoded form since 3.4.1 (SPARK-43284, apache/spark#40947).
 pub fn file_url(path: &Path) -> String {
-    url::Url::from_file_path(path)
-        .map(|u| u.to_string())
-        .unwrap_or_else(|_| path.display().to_string())
+    format!("file:{}", uri_path(path))
+}
+
+/// The last segment of [`file_url`]: Spark's `_metadata.file_name` (`a%20b.csv`).
+pub fn file_url_name(path: &Path) -> String {
+    let encoded = uri_path(path);
+    match encoded.rsplit_once('/') {
+        Some((_, name)) => name.to_string(),
+        None => encoded,
+    }
+}
+
+/// The absolute path, percent-encoded as `java.net.URI`'s multi-argument constructors
+/// quote a path component (what Hadoop's `Path` uses): ASCII letters, digits,
+/// `-_.!~*'()`, `;:@&=+$,` and `/` are kept, and so are non-ASCII characters that are
+/// neither controls nor spaces (Java's "other" characters); every other character is
+/// written as the `%XX` escapes of its UTF-8 bytes (space, `%`, `#`, `?`, `[`, `]`, `{`,
+/// `}`, `^`, `|`, `<`, `>`, `` ` ``, `"`, controls). Checked against Spark 4.2's file
+/// source (docs/spark.md).
+pub fn uri_path(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = abs.to_string_lossy();
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        let keep = if c.is_ascii() {
+            c.is_ascii_alphanumeric() || "-_.!~*'();:@&=+$,/".contains(c)
+        } else {
+            !c.is_control() && !c.is_whitespace()
+        };
+        if keep {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
 }
 
 /// Appends the `_metadata` struct column (constant per file) to a decoded batch.
@@ -463,10 +502,7 @@ fn with_metadata(
     let n = batch.num_rows();
     let path = Path::new(&file.path);
     let url = file_url(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = file_url_name(path);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
             url.as_str(),
