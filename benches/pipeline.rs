@@ -11,7 +11,10 @@
 //! - `pipeline`: the demo pipeline (bronze flights and weather -> silver with
 //!   joins and dedup -> gold hourly windows, flights x weather) with
 //!   `available_now` over `$WEIR_BENCH_DIR/flights_x10` (made by the `ingest`
-//!   bench), one run; wall time per flow and in total.
+//!   bench), one run; wall time per flow and in total. With `WEIR_BENCH_WORK=DIR` the
+//!   run's directory is DIR (new or empty) and kept: the landed input, the dimensions
+//!   and weir's tables, for `bench/spark/bench_export.py` to run the exported script on
+//!   the same files.
 //!
 //! `WEIR_BENCH_CASES` (default `latency,pipeline`) selects cases.
 
@@ -30,41 +33,8 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-const LATENCY_PIPELINE: &str = r#"
-[[flow]]
-name = "bronze"
-trigger = "0 seconds"
-[flow.source]
-type = "files"
-path = "landing"
-format = "json"
-schema = "id BIGINT, landed_ms BIGINT, payload STRING"
-[flow.sink]
-type = "delta"
-path = "lake/bronze"
-
-[[flow]]
-name = "silver"
-trigger = "0 seconds"
-where = "id >= 0"
-[flow.source]
-type = "delta"
-path = "lake/bronze"
-[flow.sink]
-type = "delta"
-path = "lake/silver"
-
-[[flow]]
-name = "gold"
-trigger = "0 seconds"
-select = ["id", "landed_ms"]
-[flow.source]
-type = "delta"
-path = "lake/silver"
-[flow.sink]
-type = "delta"
-path = "lake/gold"
-"#;
+/// The 3-hop pipeline, shared with the Spark + Delta figure (`bench/spark/bench_export_latency.py`).
+const LATENCY_PIPELINE: &str = include_str!("../bench/spark/latency.toml");
 
 fn main() {
     let cases = std::env::var("WEIR_BENCH_CASES").unwrap_or_else(|_| "latency,pipeline".into());
@@ -232,7 +202,20 @@ async fn bench_pipeline(input: &Path) {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().to_path_buf();
+    let dir = match std::env::var_os("WEIR_BENCH_WORK") {
+        Some(work) => {
+            let work = PathBuf::from(work);
+            std::fs::create_dir_all(&work).expect("WEIR_BENCH_WORK");
+            let empty = std::fs::read_dir(&work).is_ok_and(|mut d| d.next().is_none());
+            assert!(
+                empty,
+                "WEIR_BENCH_WORK={} must be a new or empty directory",
+                work.display()
+            );
+            work
+        }
+        None => tmp.path().to_path_buf(),
+    };
     weir::demo::data::prepare(&dir, Some(0)).expect("prepare");
     // The demo's layout, with flights x10 (weekly files) as the flights landing directory.
     let landing = dir.join("landing/flights/x10");

@@ -260,10 +260,7 @@ fn last_state_rows(checkpoint: &Path) -> Option<u64> {
 /// an empty authority, then the path encoded as in `_metadata.file_path`). Spark keys the
 /// files it has seen by this text, so it must be the same byte for byte.
 pub fn file_uri(path: &str) -> String {
-    format!(
-        "file://{}",
-        crate::source::files::uri_path(Path::new(path))
-    )
+    format!("file://{}", crate::source::files::uri_path(Path::new(path)))
 }
 
 /// Writes the Spark checkpoint of a stateless flow. Refuses a checkpoint directory that
@@ -414,14 +411,21 @@ mod tests {
         )
         .unwrap();
         let mut checked = 0;
-        for line in fixture.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        for line in fixture
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
             let (name, rest) = line.split_once('\t').unwrap();
             let fields: Vec<&str> = rest.split('\t').collect();
             let path = format!("/tmp/exp2/in/{name}");
             assert_eq!(file_uri(&path), fields[0], "{name}");
             let path = Path::new(&path);
             assert_eq!(crate::source::files::file_url(path), fields[1], "{name}");
-            assert_eq!(crate::source::files::file_url_name(path), fields[2], "{name}");
+            assert_eq!(
+                crate::source::files::file_url_name(path),
+                fields[2],
+                "{name}"
+            );
             checked += 1;
         }
         assert!(checked >= 10);

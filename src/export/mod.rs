@@ -733,7 +733,14 @@ impl Generator {
             }
             opts.push((
                 "cloudFiles.schemaEvolutionMode".into(),
-                f.schema_evolution.as_str().to_string(),
+                // Auto Loader's own spelling (camelCase), not weir's snake_case key values.
+                match f.schema_evolution {
+                    EvolutionMode::AddNewColumns => "addNewColumns",
+                    EvolutionMode::Rescue => "rescue",
+                    EvolutionMode::FailOnNewColumns => "failOnNewColumns",
+                    EvolutionMode::None => "none",
+                }
+                .to_string(),
             ));
             if let Some(h) = &f.schema_hints {
                 opts.push(("cloudFiles.schemaHints".into(), h.clone()));

@@ -479,6 +479,9 @@ const DATABRICKS_DOCUMENTED: &[&str] = &[
     "maxBytesPerTrigger",
     "checkpointLocation",
     "mergeSchema",
+    // Idempotent writes in foreachBatch (docs.databricks.com/structured-streaming/foreach).
+    "txnAppId",
+    "txnVersion",
     // Session confs.
     "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles",
     "spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes",
@@ -617,11 +620,15 @@ fn spark_lock() -> nix::fcntl::Flock<std::fs::File> {
 impl Spark {
     /// Runs an exported script on PySpark `local[2]` (one JVM per call), holding the Spark
     /// lock. The confs keep a small run small: 2 shuffle partitions, 2 partitions for
-    /// Delta's log replay (default 50), no UI.
+    /// Delta's log replay (default 50), no UI; and the JVM short-lived: the C1 compiler
+    /// only and the serial GC (a run of a few minutes spends much of its CPU in C2
+    /// compilations it never profits from: 2.5x faster here, same plans and results).
     fn run(&self, script: &Path, args: &[String]) -> Output {
         let jars: Vec<String> = self.jars.iter().map(|j| j.display().to_string()).collect();
         let submit = format!(
-            "--master local[2] --driver-memory 2g --conf spark.ui.enabled=false \
+            "--master local[2] --driver-memory 2g \
+             --driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' \
+             --conf spark.ui.enabled=false \
              --conf spark.ui.showConsoleProgress=false --conf spark.sql.shuffle.partitions=2 \
              --conf spark.databricks.delta.snapshotPartitions=2 \
              --jars {} pyspark-shell",
@@ -1139,7 +1146,7 @@ fn spark_resumes_a_handed_over_flow_exactly_once_also_after_a_crash() {
     for crash in [None, Some("after_offsets:1@bronze")] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        land_handoff_files(dir, 0, 6);
+        land_handoff_files(dir, 0, 4);
         let pipeline = write_pipeline(dir, HANDOFF_PIPELINE);
         match crash {
             None => {
@@ -1168,12 +1175,12 @@ fn spark_resumes_a_handed_over_flow_exactly_once_also_after_a_crash() {
         };
         let weir_ids = ids_once(&spark, &dir.join("lake/bronze"));
         assert!(
-            !weir_ids.is_empty() && weir_ids.len() <= 60,
+            !weir_ids.is_empty() && weir_ids.len() <= 40,
             "weir ingested part: {}",
             weir_ids.len()
         );
         // The rest lands; Spark takes over.
-        land_handoff_files(dir, 6, 12);
+        land_handoff_files(dir, 4, 8);
         let script = dir.join("pipeline.py");
         let mut args = vec!["pyspark", "--handoff", "-o", script.to_str().unwrap()];
         for f in handed {
@@ -1206,7 +1213,7 @@ fn spark_resumes_a_handed_over_flow_exactly_once_also_after_a_crash() {
         let ids = ids_once(&spark, &dir.join("lake/bronze"));
         assert_eq!(
             ids,
-            (0..120).collect::<Vec<i64>>(),
+            (0..80).collect::<Vec<i64>>(),
             "every row once in bronze"
         );
         let versions = txn_versions(&dir.join("lake/bronze"), &query_id(&bronze_ck));
@@ -1215,12 +1222,12 @@ fn spark_resumes_a_handed_over_flow_exactly_once_also_after_a_crash() {
             (0..versions.len() as i64).collect::<Vec<_>>(),
             "one continuous txn sequence (weir's batches, then Spark's)"
         );
-        assert!(versions.len() >= 6, "12 files, 2 per batch: {versions:?}");
+        assert!(versions.len() >= 4, "8 files, 2 per batch: {versions:?}");
         if crash.is_none() {
             let silver = ids_once(&spark, &dir.join("lake/silver"));
             assert_eq!(
                 silver,
-                (20..120).collect::<Vec<i64>>(),
+                (20..80).collect::<Vec<i64>>(),
                 "silver: v >= 10, every row once"
             );
             let sv = txn_versions(
