@@ -161,6 +161,25 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Problems, Vec<S
                     Some(&plan.source_path),
                 );
             }
+            // Sources 1.. (a union's, a stream join's right side), when recorded.
+            let others = spec.sources().into_iter().skip(1).collect::<Vec<_>>();
+            if !plan.other_sources.is_empty() {
+                for (i, (old, new)) in plan.other_sources.iter().zip(&others).enumerate() {
+                    if old.source != new.kind() || !same_path(&old.source_path, new.path()) {
+                        reasons.push(
+                            format!(
+                                "source {} changed from {} {} to {} {} (each source owns its offsets in the checkpoint; Spark does not allow changing a query's sources either)",
+                                i + 2,
+                                old.source,
+                                old.source_path.display(),
+                                new.kind(),
+                                new.path().display()
+                            ),
+                            Some(&old.source_path),
+                        );
+                    }
+                }
+            }
             let sink_path = sink_table(spec).map(Path::to_path_buf);
             if let (Some(old), Some(new)) = (&plan.sink_path, &sink_path)
                 && !same_path(old, new)
@@ -171,6 +190,39 @@ pub fn check_static(spec: &FlowSpec, cp: &Checkpoint) -> Result<(Problems, Vec<S
                     new.display()
                 ));
             }
+        }
+    }
+    // Spark: "There are [N] sources in the checkpoint offsets and now there are [M]
+    // sources requested by the query. Cannot continue." A source added to or removed
+    // from a flow would read another source's offsets.
+    if let Ok(Some((id, seq))) = cp.latest_offsets() {
+        let now = spec.sources().len();
+        if let Some(recorded) = seq.metadata.conf.get(super::MULTIPLE_WATERMARK_POLICY)
+            && spec.is_union()
+            && recorded != spec.multiple_watermark_policy.as_str()
+        {
+            reasons.push(
+                format!(
+                    "{}: multiple_watermark_policy changed from \"{recorded}\" to \"{}\"; the policy is fixed \
+                     when the checkpoint starts (Spark records it in the offsets log, SPARK-24730): set it back, \
+                     or give the flow a new checkpoint",
+                    cp.offsets_path(id).display(),
+                    spec.multiple_watermark_policy.as_str()
+                ),
+                Some(&cp.offsets_path(id)),
+            );
+        }
+        if seq.offsets.len() != now {
+            reasons.push(
+                format!(
+                    "{}: there are {} source(s) in the checkpoint's offsets and the flow now has {now}; \
+                     adding or removing a source (a [[flow.union]] entry, a stream_join) is an incompatible restart, as in Spark: \
+                     give the changed flow a new checkpoint (and say where it starts), or put the new source in a flow of its own",
+                    cp.offsets_path(id).display(),
+                    seq.offsets.len()
+                ),
+                Some(&cp.offsets_path(id)),
+            );
         }
     }
     let state_dir = cp.root().join("state").join("0");

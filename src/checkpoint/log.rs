@@ -68,12 +68,20 @@ impl OffsetSeq {
     }
 }
 
+/// The key of a union's watermark policy in `offsets/N`'s conf (Spark's name).
+pub const MULTIPLE_WATERMARK_POLICY: &str = "spark.sql.streaming.multipleWatermarkPolicy";
+
 /// `commits/N` (Spark's `CommitMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitMetadata {
     #[serde(default)]
     pub next_batch_watermark_ms: i64,
+    /// weir's addition for a flow of several sources (`[[flow.union]]`): each source's
+    /// own watermark after the batch (`null`: no data yet), so a restart combines them as
+    /// the run before it did. Spark keeps these in memory only (and reads past the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_watermarks_ms: Vec<Option<i64>>,
 }
 
 impl CommitMetadata {

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::durable::{create_dir_private, write_atomic};
 use crate::error::{Error, Result};
 pub use lock::CheckpointLock;
-pub use log::{CommitMetadata, OffsetSeq, OffsetSeqMetadata};
+pub use log::{CommitMetadata, MULTIPLE_WATERMARK_POLICY, OffsetSeq, OffsetSeqMetadata};
 
 /// `metadata`: the query id, stable across restarts (Spark's `StreamMetadata`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +47,16 @@ pub struct PlanRecord {
     pub sink: String,
     /// Delta table path when the sink is a Delta table.
     pub sink_path: Option<PathBuf>,
+    /// Sources 1.. of the flow (`[[flow.union]]`, a stream-stream join's right side).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_sources: Vec<PlanSource>,
+}
+
+/// A source of a flow, as the plan record names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanSource {
+    pub source: String,
+    pub source_path: PathBuf,
 }
 
 /// A flow's checkpoint directory.

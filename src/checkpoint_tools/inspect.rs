@@ -74,6 +74,11 @@ pub struct SourceReport {
     pub latest_offset: Option<serde_json::Value>,
     /// A files source's ledger (`sources/<i>/ledger.sqlite`), when it has one.
     pub ledger: Option<LedgerStats>,
+    /// A flow of several sources: this source's own watermark after the last commit
+    /// (`None` before its first data).
+    pub watermark_ms: Option<i64>,
+    /// This source's watermark is the flow's (the last batch's progress record says).
+    pub holds_watermark: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +131,24 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
         .into_iter()
         .map(|p| (p.batch_id, p))
         .collect();
+    // A union's per-source watermarks (the last commit) and who held the flow's.
+    let source_watermarks = cp
+        .latest_commit()
+        .ok()
+        .flatten()
+        .map(|(_, c)| c.source_watermarks_ms)
+        .unwrap_or_default();
+    let holders: Vec<bool> = progress
+        .values()
+        .next_back()
+        .map(|p| {
+            p.weir
+                .source_watermarks
+                .iter()
+                .map(|w| w.holds_watermark)
+                .collect()
+        })
+        .unwrap_or_default();
     let mut batches = Vec::new();
     let mut latest_offset = None;
     let mut latest_offsets: Vec<Option<serde_json::Value>> = Vec::new();
@@ -228,8 +251,10 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                 path: plan.as_ref().map(|p| p.source_path.clone()),
                 latest_offset,
                 ledger: ledger.clone(),
+                watermark_ms: source_watermarks.first().copied().flatten(),
+                holds_watermark: holders.first().copied().unwrap_or(false),
             }];
-            // A stream-stream join's right side is source 1 (`sources/1/`).
+            // A union's other sources, or a stream-stream join's right side (`sources/1/`).
             for (i, offset) in latest_offsets.iter().enumerate().skip(1) {
                 let ledger_path = cp
                     .root()
@@ -243,11 +268,23 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                         None
                     }
                 };
+                let recorded = plan.as_ref().and_then(|p| p.other_sources.get(i - 1));
+                let union = !source_watermarks.is_empty() || latest_offsets.len() > 2;
                 sources.push(SourceReport {
-                    description: format!("source {i} (the stream_join's right side)"),
-                    path: None,
+                    description: match (recorded, union) {
+                        (Some(r), true) => {
+                            format!("source {i} (a [[flow.union]] source) {}", r.source)
+                        }
+                        (Some(r), false) => {
+                            format!("source {i} (the stream_join's right side) {}", r.source)
+                        }
+                        (None, _) => format!("source {i} (the stream_join's right side)"),
+                    },
+                    path: recorded.map(|r| r.source_path.clone()),
                     latest_offset: offset.clone(),
                     ledger,
+                    watermark_ms: source_watermarks.get(i).copied().flatten(),
+                    holds_watermark: holders.get(i).copied().unwrap_or(false),
                 });
             }
             sources

@@ -67,6 +67,10 @@ pub fn render_text(i: &Inspection) -> String {
         opt(i.pending_batch_id)
     ));
     out.push_str(&format!("watermark   {} ms\n", i.watermark_ms));
+    let union_watermarks = i
+        .sources
+        .iter()
+        .any(|s| s.watermark_ms.is_some() || s.holds_watermark);
     for (n, s) in i.sources.iter().enumerate() {
         out.push_str(&format!(
             "source      {} {} latest offset {}\n",
@@ -76,6 +80,23 @@ pub fn render_text(i: &Inspection) -> String {
                 .map_or(String::new(), |p| p.display().to_string()),
             opt(s.latest_offset.as_ref())
         ));
+        // A union's sources: each one's own watermark, and which one is the flow's.
+        if union_watermarks {
+            out.push_str(&format!(
+                "            watermark {}{}\n",
+                s.watermark_ms
+                    .map_or("- (no data yet: counts as 0)".to_string(), |w| format!(
+                        "{} ms ({})",
+                        w,
+                        crate::records::iso_millis(w)
+                    )),
+                if s.holds_watermark {
+                    ", holds the flow's watermark"
+                } else {
+                    ""
+                }
+            ));
+        }
         // Source 0's ledger is printed below; another source's (a join's right side) here.
         if n > 0
             && let Some(l) = &s.ledger

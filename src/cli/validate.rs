@@ -68,8 +68,33 @@ pub fn run(path: &Path) -> ExitCode {
                 sj.alias
             );
         }
+        if flow.is_union() {
+            println!(
+                "flow {}: union of {} sources by column name ({}), multiple_watermark_policy = \"{}\"",
+                flow.name,
+                flow.sources().len(),
+                flow.sources()
+                    .iter()
+                    .map(|s| format!("{} {}", s.kind(), s.path().display()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                flow.multiple_watermark_policy.as_str()
+            );
+        }
         let input = match &flow.stream_join {
             Some(_) => None,
+            // A union is planned once every source's schema is known.
+            None if flow.is_union() => match schemas.iter().cloned().collect::<Option<Vec<_>>>() {
+                Some(all) => match plan::stream_schema(flow, &all) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                        ok = false;
+                        continue;
+                    }
+                },
+                None => None,
+            },
             None => schemas.first().cloned().flatten(),
         };
         // Join tables written by another flow may not exist before the first run.

@@ -169,6 +169,8 @@ mod tests {
             replayed: false,
             files_failed: 0,
             late_rows_written: 0,
+            watermark_held_by: None,
+            source_watermarks: Vec::new(),
         }
     }
 

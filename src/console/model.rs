@@ -59,6 +59,10 @@ pub struct Sample {
     pub files_failed: u64,
     /// Late and invalid-event-time rows written to the flow's late-rows table.
     pub late_rows_written: u64,
+    /// A flow of several sources: the source whose watermark is the flow's, and each
+    /// source's own (`-` before its first data).
+    pub watermark_held_by: Option<String>,
+    pub source_watermarks: Vec<(String, Option<i64>)>,
 }
 
 impl Sample {
@@ -116,6 +120,18 @@ impl Sample {
             replayed: p.weir.replayed,
             files_failed: p.weir.num_files_failed,
             late_rows_written: p.weir.num_late_rows_written,
+            watermark_held_by: p.weir.watermark_held_by.clone(),
+            source_watermarks: p
+                .weir
+                .source_watermarks
+                .iter()
+                .map(|w| {
+                    (
+                        w.source.clone(),
+                        w.watermark.as_deref().and_then(format::parse_iso_ms),
+                    )
+                })
+                .collect(),
         })
     }
 }

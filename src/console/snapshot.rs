@@ -928,7 +928,7 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
         (Some(a), Some(b)) => format::duration_ms(a - b),
         _ => "-".into(),
     };
-    let lines = vec![
+    let mut lines = vec![
         ("max event time".into(), opt_dt(s.max_event_ms)),
         ("watermark".into(), opt_dt(s.watermark_ms)),
         ("wall clock".into(), format::datetime(end)),
@@ -948,6 +948,16 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
             format!("{} in batch {}", s.late_rows_written, s.batch_id),
         ),
     ];
+    // Several sources: which one the flow's watermark follows, then each source's own.
+    if let Some(held) = &s.watermark_held_by {
+        lines.push(("held by".into(), held.clone()));
+        for (i, (source, wm)) in s.source_watermarks.iter().enumerate() {
+            lines.push((
+                format!("source {}", i + 1),
+                format!("{} {source}", opt_dt(*wm)),
+            ));
+        }
+    }
     WatermarkSnap {
         lines,
         chart,
@@ -1085,6 +1095,58 @@ fn nice_ceiling(v: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watermark_pane_names_the_source_holding_a_unions_watermark() {
+        let mut p = crate::records::StreamingQueryProgress {
+            timestamp: "2024-05-01T10:00:30.000Z".into(),
+            ..Default::default()
+        };
+        p.event_time
+            .insert("watermark".into(), "2024-05-01T10:00:25.000Z".into());
+        p.weir.watermark_held_by = Some("files:json landing/us".into());
+        p.weir.source_watermarks = vec![
+            crate::records::SourceWatermark {
+                source: "files:json landing/eu".into(),
+                watermark: Some("2024-05-01T10:00:25.000Z".into()),
+                holds_watermark: false,
+            },
+            crate::records::SourceWatermark {
+                source: "files:json landing/us".into(),
+                watermark: None,
+                holds_watermark: true,
+            },
+        ];
+        let sample = Sample::from_progress(&p).unwrap();
+        let chart = ChartSnap {
+            x_bounds: [0.0, 1.0],
+            x_labels: Vec::new(),
+            y_bounds: [0.0, 1.0],
+            y_labels: Vec::new(),
+            series: Vec::new(),
+            empty: None,
+        };
+        let snap = watermark_snap(Some(&sample), sample.t_ms, chart);
+        let lines: Vec<String> = snap
+            .lines
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        assert!(
+            lines.contains(&"held by: files:json landing/us".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("source 1: ") && l.ends_with("landing/eu")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"source 2: - files:json landing/us".to_string()),
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn nice_ceilings() {

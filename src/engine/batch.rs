@@ -47,6 +47,8 @@ pub struct Next {
     pub watermark_ms: i64,
     /// A batch planned before a restart and not committed: it runs first, as recorded.
     pub replay: Option<(u64, OffsetSeq)>,
+    /// Each source's own watermark (a union of sources; empty otherwise).
+    pub source_watermarks_ms: Vec<Option<i64>>,
 }
 
 impl From<&Recovered> for Next {
@@ -55,6 +57,7 @@ impl From<&Recovered> for Next {
             batch_id: r.next_batch_id,
             watermark_ms: r.watermark_ms,
             replay: r.replay.clone(),
+            source_watermarks_ms: r.source_watermarks_ms.clone(),
         }
     }
 }
@@ -94,6 +97,8 @@ pub struct PlannedBatch {
     /// Files found rewritten after ingestion while planning.
     pub num_modified: u64,
     pub timings: Timings,
+    /// Each source's own watermark before the batch (a union of sources).
+    pub source_watermarks_ms: Vec<Option<i64>>,
 }
 
 impl PlannedBatch {
@@ -133,8 +138,10 @@ pub struct Output {
     /// Rows behind the watermark and rows without a valid event time (the `late_rows` table).
     pub late: Vec<RecordBatch>,
     pub quarantine: Vec<Quarantine>,
-    /// Event-time statistics of input 0's on-time rows.
+    /// Event-time statistics of the stream's on-time rows (every source's, for a union).
     pub event_time: Option<EventTimeStats>,
+    /// Per source of a union, its rows' statistics (its own watermark moves by them).
+    pub source_event_time: Vec<Option<EventTimeStats>>,
     /// Input 0's rows behind the watermark, set apart before a stateful operator.
     pub num_late: u64,
     pub num_invalid_event_time: u64,
@@ -160,6 +167,10 @@ pub struct Committed {
     pub written: Written,
     /// The watermark of the next batch (`commits/N`'s `nextBatchWatermarkMs`).
     pub next_watermark_ms: i64,
+    /// A union's sources' own watermarks after the batch (`commits/N`'s `sourceWatermarksMs`).
+    pub source_watermarks_ms: Vec<Option<i64>>,
+    /// The source whose watermark is the flow's (a union of sources).
+    pub watermark_held_by: Option<usize>,
     /// `stateOperators` after the commit.
     pub state_operators: Vec<StateOperatorMetrics>,
     /// Rows the batch dropped behind the watermark (both sides of a join).
@@ -230,7 +241,9 @@ pub async fn plan(
     wal: &Checkpoint,
 ) -> Result<Option<PlannedBatch>> {
     if let Some((id, seq)) = next.replay.take() {
-        return replay(flow, id, seq, started, wal).await.map(Some);
+        let mut planned = replay(flow, id, seq, started, wal).await?;
+        planned.source_watermarks_ms = next.source_watermarks_ms.clone();
+        return Ok(Some(planned));
     }
     let batch_id = next.batch_id;
     let now = crate::clock::now_ms();
@@ -284,19 +297,28 @@ pub async fn plan(
         });
     }
     let format = flow.inputs.first().map_or("", Input::format);
+    let mut conf: std::collections::BTreeMap<String, String> = [
+        ("weir.source.format".to_string(), format.to_string()),
+        (
+            "weir.version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    // Spark records the policy in the offsets' conf: changing it between restarts would
+    // move the watermark unpredictably (SPARK-24730).
+    if spec.is_union() {
+        conf.insert(
+            crate::checkpoint::MULTIPLE_WATERMARK_POLICY.to_string(),
+            spec.multiple_watermark_policy.as_str().to_string(),
+        );
+    }
     let seq = OffsetSeq {
         metadata: OffsetSeqMetadata {
             batch_watermark_ms: next.watermark_ms,
             batch_timestamp_ms: now,
-            conf: [
-                ("weir.source.format".to_string(), format.to_string()),
-                (
-                    "weir.version".to_string(),
-                    env!("CARGO_PKG_VERSION").to_string(),
-                ),
-            ]
-            .into_iter()
-            .collect(),
+            conf: conf.into_iter().collect(),
         },
         offsets,
     };
@@ -313,6 +335,7 @@ pub async fn plan(
             wal_commit: ms_since(t_wal),
             ..Timings::default()
         },
+        source_watermarks_ms: next.source_watermarks_ms.clone(),
     }))
 }
 
@@ -349,7 +372,7 @@ async fn replay(
     }
     tracing::info!(
         batch_id,
-        files = parts.first().map_or(0, |p| p.files.len()),
+        files = parts.iter().map(|p| p.files.len()).sum::<usize>(),
         "re-running batch planned before a restart"
     );
     Ok(PlannedBatch {
@@ -362,6 +385,7 @@ async fn replay(
             latest_offset: ms_since(started),
             ..Timings::default()
         },
+        source_watermarks_ms: Vec::new(),
     })
 }
 
@@ -481,71 +505,94 @@ pub async fn transform(
         }
         rows.push(good);
     }
-    let mut rows = rows.into_iter();
-    let left = rows.next().unwrap_or_default();
-    let others: Vec<Vec<RecordBatch>> = rows.collect();
-
-    // Corrupt records are not data: a deduplication passes them to the sink as they
-    // are (no key, no event time: they would be routed away from the operator and lost,
-    // or deduplicated against a real row whose key is null).
-    let (left, corrupt) = if flow.operator.passes_corrupt_records() {
-        crate::sink::quarantine::split_corrupt_rows(left)?
-    } else {
-        (left, Vec::new())
+    // The stream the projection reads: input 0's rows, or with a union every input's
+    // rows (given the union's columns), each going through its own watermark split.
+    let (streams, others): (Vec<Vec<RecordBatch>>, Vec<Vec<RecordBatch>>) = match &flow.union_schema
+    {
+        Some(schema) => {
+            let streams = rows
+                .into_iter()
+                .map(|batches| {
+                    batches
+                        .iter()
+                        .map(|b| crate::ops::union::conform(b, schema))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (streams, Vec::new())
+        }
+        None => {
+            let mut rows = rows.into_iter();
+            (rows.next().into_iter().collect(), rows.collect())
+        }
     };
-    let corrupt = if corrupt.is_empty() {
-        corrupt
-    } else {
-        flow.projection.apply(corrupt).await?
-    };
-    let projected = flow.projection.apply(left).await?;
-    let mut event_time = None;
+    let mut on_time = Vec::new();
+    let mut corrupt = Vec::new();
+    let mut source_event_time = Vec::with_capacity(streams.len());
     let mut num_late = 0u64;
     let mut num_invalid_event_time = 0u64;
     let mut num_future_event_time = 0u64;
     let mut late = Vec::new();
-    let on_time = match &spec.stateful.watermark {
-        None => projected,
-        Some(wm) => {
-            let drops = flow.operator.drops_late_rows();
-            let split = split_late_at(
-                &projected,
-                wm,
-                if drops { watermark_ms } else { i64::MIN / 1000 },
-                Some(super::now_ms()),
-            )?;
-            event_time = split.event_time;
-            num_invalid_event_time = split.num_invalid;
-            num_future_event_time = split.num_future;
-            if split.num_future > 0 {
-                tracing::warn!(batch_id, rows = split.num_future, column = %wm.column,
-                    "rows with an event time beyond max_future ahead of the wall clock: set apart, the watermark does not move for them{}",
-                    if spec.late_rows.is_some() { "; written to the late-rows table" } else if flow.operator.is_stateful() { "; counted (numRowsFutureEventTime) and not aggregated; set late_rows to keep them" } else { "" });
+    for (i, left) in streams.into_iter().enumerate() {
+        // Corrupt records are not data: a deduplication passes them to the sink as they
+        // are (no key, no event time: they would be routed away from the operator and
+        // lost, or deduplicated against a real row whose key is null).
+        let (left, bad) = if flow.operator.passes_corrupt_records() {
+            crate::sink::quarantine::split_corrupt_rows(left)?
+        } else {
+            (left, Vec::new())
+        };
+        if !bad.is_empty() {
+            corrupt.extend(flow.projection.apply(bad).await?);
+        }
+        let projected = flow.projection.apply(left).await?;
+        match spec.source_watermark(i) {
+            None => {
+                source_event_time.push(None);
+                on_time.extend(projected);
             }
-            if !flow.operator.is_stateful() {
-                let mut split = split;
-                // A stateless flow keeps them (nothing drops rows there), but they never
-                // move the watermark; with late_rows they go there instead.
-                if spec.late_rows.is_some() {
-                    late.append(&mut split.future);
+            Some(wm) => {
+                let drops = flow.operator.drops_late_rows();
+                let split = split_late_at(
+                    &projected,
+                    wm,
+                    if drops { watermark_ms } else { i64::MIN / 1000 },
+                    Some(super::now_ms()),
+                )?;
+                source_event_time.push(split.event_time);
+                num_invalid_event_time += split.num_invalid;
+                num_future_event_time += split.num_future;
+                if split.num_future > 0 {
+                    tracing::warn!(batch_id, rows = split.num_future, column = %wm.column,
+                        "rows with an event time beyond max_future ahead of the wall clock: set apart, the watermark does not move for them{}",
+                        if spec.late_rows.is_some() { "; written to the late-rows table" } else if flow.operator.is_stateful() { "; counted (numRowsFutureEventTime) and not aggregated; set late_rows to keep them" } else { "" });
                 }
-                passthrough(split)
-            } else {
-                late.extend(split.future);
-                if drops {
-                    num_late = split.num_late;
-                    late.extend(split.late);
+                if !flow.operator.is_stateful() {
+                    let mut split = split;
+                    // A stateless flow keeps them (nothing drops rows there), but they
+                    // never move the watermark; with late_rows they go there instead.
+                    if spec.late_rows.is_some() {
+                        late.append(&mut split.future);
+                    }
+                    on_time.extend(passthrough(split));
+                } else {
+                    late.extend(split.future);
+                    if drops {
+                        num_late += split.num_late;
+                        late.extend(split.late);
+                    }
+                    if split.num_invalid > 0 {
+                        tracing::warn!(batch_id, rows = split.num_invalid, column = %wm.column,
+                            "rows with a null or unparseable event time{}",
+                            if spec.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
+                        late.extend(split.invalid);
+                    }
+                    on_time.extend(split.on_time);
                 }
-                if split.num_invalid > 0 {
-                    tracing::warn!(batch_id, rows = split.num_invalid, column = %wm.column,
-                        "rows with a null or unparseable event time{}",
-                        if spec.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
-                    late.extend(split.invalid);
-                }
-                split.on_time
             }
         }
-    };
+    }
+    let event_time = crate::ops::watermark::merge_stats(&source_event_time);
     let mut out = flow
         .operator
         .process(batch_id, on_time, others, watermark_ms, num_late)
@@ -558,6 +605,7 @@ pub async fn transform(
         late,
         quarantine,
         event_time,
+        source_event_time,
         num_late,
         num_invalid_event_time,
         num_future_event_time,
@@ -635,17 +683,39 @@ pub fn commit(
     failpoint::hit("before_commit", &spec.name, batch_id);
     let output = &mut written.output;
     output.read.planned.timings.add_batch = ms_since(output.started);
-    let next_watermark_ms = flow.operator.next_watermark(
-        spec,
-        output.read.planned.watermark_ms(),
-        output.event_time.as_ref(),
-    );
+    // A union: each source's own watermark, combined by the flow's policy (Spark's
+    // multipleWatermarkPolicy); else the operator's rule.
+    let (next_watermark_ms, source_watermarks_ms, watermark_held_by) = if spec.is_union() {
+        let delays: Vec<Option<i64>> = (0..flow.inputs.len())
+            .map(|i| spec.source_watermark(i).map(|w| w.delay_ms))
+            .collect();
+        let w = crate::ops::watermark::combine_watermarks(
+            spec.multiple_watermark_policy,
+            output.read.planned.watermark_ms(),
+            &output.read.planned.source_watermarks_ms,
+            &output.source_event_time,
+            &delays,
+        );
+        if delays.iter().all(Option::is_none) {
+            (0, Vec::new(), None)
+        } else {
+            (w.next_ms, w.per_source, w.held_by)
+        }
+    } else {
+        let next = flow.operator.next_watermark(
+            spec,
+            output.read.planned.watermark_ms(),
+            output.event_time.as_ref(),
+        );
+        (next, Vec::new(), None)
+    };
 
     let started = Instant::now();
     wal.write_commit(
         batch_id,
         &CommitMetadata {
             next_batch_watermark_ms: next_watermark_ms,
+            source_watermarks_ms: source_watermarks_ms.clone(),
         },
     )?;
     for (read, input) in output.read.reads.iter().zip(flow.inputs.iter_mut()) {
@@ -657,6 +727,8 @@ pub fn commit(
         num_rows_dropped_by_watermark: flow.operator.num_rows_dropped(output.num_late),
         sources: flow.inputs.iter().map(Input::description).collect(),
         next_watermark_ms,
+        source_watermarks_ms,
+        watermark_held_by,
         written,
     })
 }

@@ -165,6 +165,15 @@ async fn run(
         source_path: spec.source.path().to_path_buf(),
         sink: spec.sink.describe(),
         sink_path: spec.writes(),
+        other_sources: spec
+            .sources()
+            .into_iter()
+            .skip(1)
+            .map(|s| crate::checkpoint::PlanSource {
+                source: s.kind(),
+                source_path: s.path().to_path_buf(),
+            })
+            .collect(),
     })?;
     let recovered = recover::recover(&checkpoint, &spec.sources(), now_ms())?;
     if recovered.last_planned.is_none() {
@@ -287,6 +296,7 @@ async fn run(
         summary.add(&committed);
         next.batch_id = committed.batch_id() + 1;
         next.watermark_ms = committed.next_watermark_ms;
+        next.source_watermarks_ms = committed.source_watermarks_ms.clone();
 
         match trigger {
             Trigger::Once => break,

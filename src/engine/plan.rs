@@ -8,6 +8,10 @@
 //!  inputs[1] (stream-stream join's right side) ──────────────────┘
 //! ```
 //!
+//! A union (`[[flow.union]]`): every input's rows take the union's columns (by name,
+//! [`crate::ops::union`]), then each input's rows go through the projection and their
+//! own watermark split, and the operator sees them as one stream.
+//!
 //! The same functions plan a flow for a run ([`FlowPlan::build`]), for `weir check`
 //! ([`plan_operator`] against the saved state, read-only) and for `weir validate`
 //! ([`plan_projection`] and [`check_operator`], without state), so the three cannot
@@ -39,6 +43,8 @@ pub struct FlowPlan {
     pub operator: Operator,
     /// The schema of the rows the sink receives (creates a Delta table on an empty first batch).
     pub output_schema: SchemaRef,
+    /// A union of sources: the columns every input's rows are given before the projection.
+    pub union_schema: Option<SchemaRef>,
 }
 
 /// The one operator a flow runs after its projection.
@@ -77,13 +83,66 @@ impl FlowPlan {
             .map(Input::batch_schema)
             .collect::<Result<Vec<_>>>()?;
         let (projection, operator, output_schema) = plan_operator(spec, &schemas, state).await?;
+        let union_schema = if spec.is_union() {
+            Some(stream_schema(spec, &schemas)?)
+        } else {
+            None
+        };
         Ok(FlowPlan {
             inputs,
             projection,
             operator,
             output_schema,
+            union_schema,
         })
     }
+}
+
+/// The schema of the stream the projection reads: input 0's, or with `[[flow.union]]`
+/// the union of every input's by column name.
+pub fn stream_schema(spec: &FlowSpec, schemas: &[SchemaRef]) -> Result<SchemaRef> {
+    if spec.is_union() {
+        return crate::ops::union::union_schema(schemas).map_err(|m| Error::Plan {
+            flow: spec.name.clone(),
+            message: format!("the [[flow.union]] sources disagree: {m}"),
+        });
+    }
+    schemas.first().cloned().ok_or_else(|| Error::Plan {
+        flow: spec.name.clone(),
+        message: "the flow has no source".into(),
+    })
+}
+
+/// Each union source's own watermark column exists in the projected rows with a type
+/// that carries event time (the flow's own is checked with its stateful query).
+fn check_union_watermarks(spec: &FlowSpec, projected: &SchemaRef) -> Result<()> {
+    for i in 1..=spec.union.len() {
+        let Some(wm) = spec.source_watermark(i) else {
+            continue;
+        };
+        let problem = match projected.field_with_name(&wm.column) {
+            Err(_) => Some(format!(
+                "the watermark column `{}` of [[flow.union]] source {} ({}) is not in the rows after `where`/`select` (columns: {})",
+                wm.column,
+                i + 1,
+                spec.sources()[i].path().display(),
+                projected
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Ok(f) => crate::ops::watermark::check_event_time_type(&wm.column, f.data_type()).err(),
+        };
+        if let Some(message) = problem {
+            return Err(Error::Plan {
+                flow: spec.name.clone(),
+                message,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether the flow's `where`/`select` apply to the joined rows of a stream-stream join
@@ -132,6 +191,7 @@ pub fn check_operator(
     if let (Some(plan), Some(right)) = (join_plan(spec), right) {
         crate::ops::stream_join::check_plan(&plan, projected, right)?;
     }
+    check_union_watermarks(spec, projected)?;
     if spec.stateful.is_stateful() || spec.stateful.watermark.is_some() {
         crate::ops::stateful::validate(&spec.stateful, projected).map_err(|message| {
             Error::Plan {
@@ -150,11 +210,9 @@ pub async fn plan_operator(
     schemas: &[SchemaRef],
     state: &StateAt,
 ) -> Result<(Projection, Operator, SchemaRef)> {
-    let left = schemas.first().ok_or_else(|| Error::Plan {
-        flow: spec.name.clone(),
-        message: "the flow has no source".into(),
-    })?;
+    let left = &stream_schema(spec, schemas)?;
     let (projection, projected) = plan_projection(spec, left).await?;
+    check_union_watermarks(spec, &projected)?;
     if let Some(plan) = join_plan(spec) {
         let right = schemas.get(1).ok_or_else(|| Error::Plan {
             flow: spec.name.clone(),

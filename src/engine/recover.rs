@@ -23,6 +23,8 @@ pub struct Recovered {
     pub last_commit: Option<u64>,
     /// The watermark the next batch runs with (Spark: `commits/M`'s `nextBatchWatermarkMs`).
     pub watermark_ms: i64,
+    /// Each source's own watermark after the last commit (a union of sources).
+    pub source_watermarks_ms: Vec<Option<i64>>,
     /// A batch planned but not committed: it is re-run with exactly these offsets.
     pub replay: Option<(u64, OffsetSeq)>,
     /// The batch after the last commit.
@@ -72,6 +74,10 @@ pub fn recover(checkpoint: &Checkpoint, sources: &[&SourceSpec], now_ms: i64) ->
         last_planned,
         last_commit,
         watermark_ms,
+        source_watermarks_ms: last_commit_meta
+            .as_ref()
+            .map(|(_, c)| c.source_watermarks_ms.clone())
+            .unwrap_or_default(),
         replay: last_offsets.filter(|(id, _)| Some(*id) != last_commit),
         next_batch_id: last_commit.map_or(0, |c| c + 1),
     })

@@ -8,7 +8,8 @@ use super::FlowSummary;
 use super::batch::Committed;
 use crate::ops::watermark::EventTimeStats;
 use crate::records::{
-    FileError, SinkProgress, SourceProgress, StreamingQueryProgress, WeirProgress, iso_millis,
+    FileError, SinkProgress, SourceProgress, SourceWatermark, StreamingQueryProgress, WeirProgress,
+    iso_millis,
 };
 use crate::source::files::ledger::FileOutcome;
 use crate::spec::StatefulSpec;
@@ -163,6 +164,17 @@ pub fn progress(
                 })
                 .collect(),
             health: None,
+            source_watermarks: c
+                .source_watermarks_ms
+                .iter()
+                .enumerate()
+                .map(|(i, w)| SourceWatermark {
+                    source: c.sources.get(i).cloned().unwrap_or_default(),
+                    watermark: w.map(iso_millis),
+                    holds_watermark: c.watermark_held_by == Some(i),
+                })
+                .collect(),
+            watermark_held_by: c.watermark_held_by.and_then(|i| c.sources.get(i).cloned()),
         },
     }
 }

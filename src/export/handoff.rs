@@ -123,6 +123,11 @@ pub fn stateful_reason(flow: &FlowSpec) -> Option<String> {
     let st = &flow.stateful;
     if flow.stream_join.is_some() {
         Some("its stream-stream join buffers rows of both sides in state".into())
+    } else if flow.is_union() {
+        Some(
+            "it reads several sources ([[flow.union]]), whose offsets are not handed over yet"
+                .into(),
+        )
     } else if st.has_aggregation() {
         Some("its aggregation keeps open groups in state".into())
     } else if st.has_deduplication() {

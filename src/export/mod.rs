@@ -255,6 +255,14 @@ impl Generator {
         );
         let _ = writeln!(code, "    checkpoint = {checkpoint}");
         // Sources.
+        if flow.is_union() {
+            self.refuse(
+                flow,
+                "union",
+                "several sources in one flow ([[flow.union]]: unionByName with per-source watermarks) are not exported yet; \
+                 export one flow per source writing the same table",
+            );
+        }
         self.source(flow, "source", &flow.source, &mut code, "df", &mut notes);
         if let SourceSpec::Delta(_) = &flow.source {
             delta_inputs.push(format!("{name}.source"));

@@ -14,6 +14,7 @@ pub mod dedup;
 pub mod join;
 pub mod stateful;
 pub mod stream_join;
+pub mod union;
 pub mod watermark;
 pub mod window;
 

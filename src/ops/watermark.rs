@@ -23,7 +23,7 @@ use arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use arrow::util::display::FormatOptions;
 
 use crate::error::{Error, Result};
-use crate::spec::WatermarkSpec;
+use crate::spec::{WatermarkPolicy, WatermarkSpec};
 
 /// Event-time statistics of the on-time rows of a batch (progress `eventTime`), in ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +224,76 @@ fn without_nulls(mask: BooleanArray) -> BooleanArray {
     }
 }
 
+/// Merges the event-time statistics of several sources' rows.
+pub fn merge_stats(stats: &[Option<EventTimeStats>]) -> Option<EventTimeStats> {
+    let all: Vec<&EventTimeStats> = stats.iter().flatten().filter(|s| s.count > 0).collect();
+    let count: u64 = all.iter().map(|s| s.count).sum();
+    if count == 0 {
+        return stats.iter().flatten().next().cloned();
+    }
+    let sum: i128 = all.iter().map(|s| s.avg_ms as i128 * s.count as i128).sum();
+    Some(EventTimeStats {
+        min_ms: all.iter().map(|s| s.min_ms).min().unwrap_or_default(),
+        max_ms: all.iter().map(|s| s.max_ms).max().unwrap_or_default(),
+        avg_ms: (sum / count as i128) as i64,
+        count,
+    })
+}
+
+/// The watermarks of a flow of several sources after a batch (Spark's `WatermarkTracker`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watermarks {
+    /// Each source's own: `max(its previous, its max event time - its delay)`; `None`
+    /// while it has had no data (counted as 0, as Spark does).
+    pub per_source: Vec<Option<i64>>,
+    /// The flow's next watermark: the policy over the sources', never lower than before.
+    pub next_ms: i64,
+    /// The source whose watermark the policy chose (`None` without any watermark).
+    pub held_by: Option<usize>,
+}
+
+/// Combines source watermarks as Spark's `WatermarkTracker.updateWatermark` with
+/// `spark.sql.streaming.multipleWatermarkPolicy`: `prev[i]` is source `i`'s watermark
+/// before the batch, `stats[i]` its batch's on-time event times, `delays[i]` its delay
+/// (`None`: the source has no watermark and takes no part).
+pub fn combine_watermarks(
+    policy: WatermarkPolicy,
+    current_ms: i64,
+    prev: &[Option<i64>],
+    stats: &[Option<EventTimeStats>],
+    delays: &[Option<i64>],
+) -> Watermarks {
+    let mut per_source = Vec::with_capacity(delays.len());
+    let mut candidates: Vec<(usize, i64)> = Vec::new();
+    for (i, delay) in delays.iter().enumerate() {
+        let before = prev.get(i).copied().flatten();
+        let Some(delay) = delay else {
+            per_source.push(None);
+            continue;
+        };
+        let seen = stats
+            .get(i)
+            .and_then(Option::as_ref)
+            .filter(|s| s.count > 0)
+            .map(|s| s.max_ms.saturating_sub(*delay));
+        let now = match (before, seen) {
+            (Some(b), Some(s)) => Some(b.max(s)),
+            (b, s) => b.or(s),
+        };
+        per_source.push(now);
+        candidates.push((i, now.unwrap_or(0)));
+    }
+    let chosen = match policy {
+        WatermarkPolicy::Min => candidates.iter().min_by_key(|(_, w)| *w),
+        WatermarkPolicy::Max => candidates.iter().rev().max_by_key(|(_, w)| *w),
+    };
+    Watermarks {
+        per_source,
+        next_ms: chosen.map_or(current_ms, |(_, w)| current_ms.max(*w)),
+        held_by: chosen.map(|(i, _)| *i),
+    }
+}
+
 /// The watermark of the next batch: `max(current, max_event_time - delay)`.
 pub fn next_watermark(current_ms: i64, max_event_time_ms: Option<i64>, delay_ms: i64) -> i64 {
     match max_event_time_ms {
@@ -273,6 +343,61 @@ mod tests {
         assert_eq!(stats.avg_ms, ms("2024-05-01T10:00:07.500Z"));
         assert_eq!(split.on_time[0].num_rows(), 2);
         assert_eq!(split.invalid[0].num_rows(), 2);
+    }
+
+    #[test]
+    fn several_sources_min_and_max_policies() {
+        let stats = |max_ms| {
+            Some(EventTimeStats {
+                min_ms: max_ms,
+                max_ms,
+                avg_ms: max_ms,
+                count: 1,
+            })
+        };
+        let delays = [Some(1_000), Some(5_000)];
+        // Source 1 has no data yet: under min it holds the watermark at 0.
+        let w = combine_watermarks(
+            WatermarkPolicy::Min,
+            0,
+            &[],
+            &[stats(10_000), None],
+            &delays,
+        );
+        assert_eq!(w.per_source, [Some(9_000), None]);
+        assert_eq!((w.next_ms, w.held_by), (0, Some(1)));
+        let w = combine_watermarks(
+            WatermarkPolicy::Max,
+            0,
+            &[],
+            &[stats(10_000), None],
+            &delays,
+        );
+        assert_eq!((w.next_ms, w.held_by), (9_000, Some(0)));
+        // Both have data: min is the slower source's; an idle batch keeps each as it was.
+        let w = combine_watermarks(
+            WatermarkPolicy::Min,
+            0,
+            &[Some(9_000), None],
+            &[None, stats(8_000)],
+            &delays,
+        );
+        assert_eq!(w.per_source, [Some(9_000), Some(3_000)]);
+        assert_eq!((w.next_ms, w.held_by), (3_000, Some(1)));
+        // Never backwards.
+        let w = combine_watermarks(
+            WatermarkPolicy::Min,
+            7_000,
+            &w.per_source,
+            &[None, None],
+            &delays,
+        );
+        assert_eq!(w.next_ms, 7_000);
+        let merged = merge_stats(&[stats(1_000), None, stats(3_000)]).unwrap();
+        assert_eq!(
+            (merged.min_ms, merged.max_ms, merged.avg_ms, merged.count),
+            (1_000, 3_000, 2_000, 2)
+        );
     }
 
     #[test]

@@ -46,6 +46,21 @@ pub struct FlowFile {
     pub join: Option<Vec<Spanned<JoinFile>>>,
     /// A stream-stream join with a second stream (`[flow.stream_join]`, docs/stream-joins.md).
     pub stream_join: Option<Spanned<StreamJoinFile>>,
+    /// More sources read as one stream with the flow's source, columns matched by name
+    /// (`[[flow.union]]`, Spark's `unionByName`).
+    pub union: Option<Vec<Spanned<UnionFile>>>,
+    /// `"min"` (default) or `"max"`: how the sources' watermarks make the flow's
+    /// (Spark's `spark.sql.streaming.multipleWatermarkPolicy`).
+    pub multiple_watermark_policy: Option<Spanned<String>>,
+}
+
+/// `[[flow.union]]`: one more source of the flow, with its own watermark.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnionFile {
+    pub source: SourceFile,
+    /// This source's watermark (default: the flow's column and delay, on its own rows).
+    pub watermark: Option<WatermarkFile>,
 }
 
 /// `[flow.stream_join]`: the flow's source (left) joined with a second stream (right).

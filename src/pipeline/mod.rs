@@ -17,7 +17,8 @@ use crate::spec::{
     CsvOptions, DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
     DimensionFormat, EvolutionMode, FileFormat, FilesSource, FlowSpec, HumanDuration, JoinOn,
     JoinSpec, JoinType, OutputMode, Pipeline, PipelineError, SinkSpec, SourceSpec, StartingVersion,
-    StatefulSpec, StreamJoinSpec, TimeRange, Trigger, WatermarkSpec, dependency_order,
+    StatefulSpec, StreamJoinSpec, TimeRange, Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec,
+    dependency_order, normalize,
 };
 
 /// Reads and checks a pipeline file.
@@ -268,6 +269,10 @@ fn resolve_flow(
             })?;
         }
     }
+    let merge_schema_given = match &flow.sink {
+        file::SinkFile::Delta { merge_schema, .. } => *merge_schema,
+        _ => None,
+    };
     let sink = match flow.sink {
         file::SinkFile::Delta {
             path,
@@ -439,6 +444,43 @@ fn resolve_flow(
             null_value: j.null_value,
         });
     }
+    let union = resolve_union(cx, base, flow.union, &stateful, &source)?;
+    // The sink takes new columns when any source of a union evolves its schema.
+    let mut sink = sink;
+    if let (SinkSpec::Delta { merge_schema, .. }, None) = (&mut sink, merge_schema_given)
+        && union.iter().any(|u| {
+            matches!(&u.source, SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns)
+        })
+    {
+        *merge_schema = true;
+    }
+    if let (Some(sj), false) = (&flow.stream_join, union.is_empty()) {
+        return Err(cx.error(
+            sj.span(),
+            "a flow with [[flow.union]] sources cannot also have a stream_join: union the sources in one flow \
+             and join its output table in the next (chain the flows)"
+                .into(),
+        ));
+    }
+    let multiple_watermark_policy = match &flow.multiple_watermark_policy {
+        None => WatermarkPolicy::Min,
+        Some(_) if union.is_empty() => {
+            let at = flow
+                .multiple_watermark_policy
+                .as_ref()
+                .map_or(span.clone(), |p| p.span());
+            return Err(cx.error(
+                at,
+                "multiple_watermark_policy combines the watermarks of several sources; this flow has one \
+                 (add [[flow.union]] sources, or remove the key)"
+                    .into(),
+            ));
+        }
+        Some(p) => p
+            .get_ref()
+            .parse::<WatermarkPolicy>()
+            .map_err(|m| cx.error(p.span(), m))?,
+    };
     let stream_join = match flow.stream_join {
         None => None,
         Some(sj) => Some(resolve_stream_join(
@@ -446,6 +488,8 @@ fn resolve_flow(
         )?),
     };
     Ok(FlowSpec {
+        union,
+        multiple_watermark_policy,
         stream_join,
         joins,
         name,
@@ -526,6 +570,59 @@ fn resolve_health(
         cfg.retry_backoff = b.0;
     }
     Ok(cfg)
+}
+
+/// `[[flow.union]]`: the flow's other sources, each with its own watermark (by default
+/// the flow's column and delay). A source read twice would duplicate its rows, so every
+/// source's path must differ; a union source's watermark needs the flow's own.
+fn resolve_union(
+    cx: &Context<'_>,
+    base: &Path,
+    union: Option<Vec<toml::Spanned<file::UnionFile>>>,
+    stateful: &StatefulSpec,
+    first: &SourceSpec,
+) -> Result<Vec<UnionSpec>, PipelineError> {
+    let mut out: Vec<UnionSpec> = Vec::new();
+    for u in union.unwrap_or_default() {
+        let uspan = u.span();
+        let u = u.into_inner();
+        let source = match u.source.kind.get_ref().as_str() {
+            "files" => SourceSpec::Files(resolve_files(cx, base, u.source)?),
+            "delta" => SourceSpec::Delta(resolve_delta(cx, base, u.source)?),
+            other => {
+                return Err(cx.error(
+                    u.source.kind.span(),
+                    format!("unknown source type {other:?}; allowed: \"files\" or \"delta\""),
+                ));
+            }
+        };
+        let path = normalize(source.path());
+        if normalize(first.path()) == path || out.iter().any(|o| normalize(o.source.path()) == path)
+        {
+            return Err(cx.error(
+                uspan,
+                format!(
+                    "{} is already a source of this flow; reading it twice would write each of its rows twice",
+                    source.path().display()
+                ),
+            ));
+        }
+        let watermark = u.watermark.map(|w| WatermarkSpec {
+            column: w.column,
+            delay_ms: w.delay.as_millis(),
+            max_future_ms: w.max_future.map(|d| d.as_millis()),
+        });
+        if watermark.is_some() && stateful.watermark.is_none() {
+            return Err(cx.error(
+                uspan,
+                "a [[flow.union]] source has a watermark but the flow's own source has none: give the flow a \
+                 watermark = { column = ..., delay = ... } too (each source's watermark holds the flow's back)"
+                    .into(),
+            ));
+        }
+        out.push(UnionSpec { source, watermark });
+    }
+    Ok(out)
 }
 
 /// `[flow.stream_join]`: the right stream, its watermark, the condition, and the bounds

@@ -136,6 +136,26 @@ pub struct WeirProgress {
     /// Stream-static join tables: version read, rows, whether this batch re-read them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dimensions: Vec<DimensionProgress>,
+    /// A flow of several sources (`[[flow.union]]`): each source's own watermark after
+    /// the batch, and which one the flow's watermark follows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_watermarks: Vec<SourceWatermark>,
+    /// The description of the source whose watermark is the flow's (`min`: the slowest,
+    /// holding it back; `max`: the fastest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark_held_by: Option<String>,
+}
+
+/// One source's own watermark in a flow of several sources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceWatermark {
+    /// The source's description (as in `sources[i].description`).
+    pub source: String,
+    /// ISO-8601; `None` while the source has had no data (it counts as 0, as in Spark).
+    pub watermark: Option<String>,
+    /// This source's watermark is the flow's.
+    pub holds_watermark: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

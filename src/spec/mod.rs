@@ -31,7 +31,7 @@ pub use source::{
     EvolutionMode, FileFormat, FilesSource, KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat,
     SourceSpec, StartingVersion, TextEncoding, TextOptions,
 };
-pub use stateful::{OutputMode, StatefulSpec, WatermarkSpec};
+pub use stateful::{OutputMode, StatefulSpec, WatermarkPolicy, WatermarkSpec};
 pub use time::{TimestampFormat, TimestampOptions};
 pub use units::{ByteSize, HumanDuration};
 
@@ -108,15 +108,48 @@ pub struct FlowSpec {
     pub joins: Vec<JoinSpec>,
     /// A stream-stream join with a second stream (docs/stream-joins.md).
     pub stream_join: Option<StreamJoinSpec>,
+    /// More sources whose rows join the flow's source's, by column name (`[[flow.union]]`,
+    /// Spark's `unionByName`).
+    pub union: Vec<UnionSpec>,
+    /// How the sources' watermarks make the flow's (with `union`).
+    pub multiple_watermark_policy: WatermarkPolicy,
+}
+
+/// One `[[flow.union]]`: a source and its own watermark.
+#[derive(Debug, Clone)]
+pub struct UnionSpec {
+    pub source: SourceSpec,
+    /// This source's watermark (the flow's `watermark` is its source's; by default a
+    /// union source takes the same column and delay, tracked on its own rows).
+    pub watermark: Option<WatermarkSpec>,
 }
 
 impl FlowSpec {
     /// The flow's sources in Spark's order (source `i` owns offset `i` of `offsets/N` and
-    /// `sources/<i>/` in the checkpoint): its `source`, then a stream-stream join's right side.
+    /// `sources/<i>/` in the checkpoint): its `source`, then the `[[flow.union]]` sources
+    /// in file order, or a stream-stream join's right side.
     pub fn sources(&self) -> Vec<&SourceSpec> {
         std::iter::once(&self.source)
+            .chain(self.union.iter().map(|u| &u.source))
             .chain(self.stream_join.as_ref().map(|j| &j.source))
             .collect()
+    }
+
+    /// The watermark of source `i` of a union (`None` for a flow without one).
+    pub fn source_watermark(&self, i: usize) -> Option<&WatermarkSpec> {
+        match i {
+            0 => self.stateful.watermark.as_ref(),
+            i => self
+                .union
+                .get(i - 1)
+                .and_then(|u| u.watermark.as_ref())
+                .or(self.stateful.watermark.as_ref()),
+        }
+    }
+
+    /// Whether the flow reads several sources as one stream (`[[flow.union]]`).
+    pub fn is_union(&self) -> bool {
+        !self.union.is_empty()
     }
 
     /// The tables this flow reads as a stream or a dimension (for dependency order).
@@ -130,8 +163,10 @@ impl FlowSpec {
                 out.push(normalize(&j.table));
             }
         }
-        if let Some(SourceSpec::Delta(d)) = self.stream_join.as_ref().map(|j| &j.source) {
-            out.push(normalize(&d.path));
+        for source in self.sources().into_iter().skip(1) {
+            if let SourceSpec::Delta(d) = source {
+                out.push(normalize(&d.path));
+            }
         }
         out
     }

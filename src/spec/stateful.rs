@@ -28,6 +28,41 @@ impl WatermarkSpec {
     }
 }
 
+/// How the watermarks of several sources make the flow's one watermark (Spark's
+/// `spark.sql.streaming.multipleWatermarkPolicy`, default `min`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatermarkPolicy {
+    /// The slowest source's watermark: nothing of a slower source is late. A source
+    /// without data yet counts as 0 and holds the watermark back.
+    #[default]
+    Min,
+    /// The fastest source's watermark: rows of slower sources may become late.
+    Max,
+}
+
+impl WatermarkPolicy {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WatermarkPolicy::Min => "min",
+            WatermarkPolicy::Max => "max",
+        }
+    }
+}
+
+impl FromStr for WatermarkPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "min" => Ok(WatermarkPolicy::Min),
+            "max" => Ok(WatermarkPolicy::Max),
+            other => Err(format!(
+                "invalid multiple_watermark_policy {other:?}; allowed: \"min\" (the slowest source's watermark, Spark's default) or \"max\" (the fastest's)"
+            )),
+        }
+    }
+}
+
 /// How a stateful query writes its result (Spark's `outputMode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -21,3 +21,4 @@ mod schema_drift;
 mod spark_export;
 mod stateful;
 mod stream_join;
+mod union;
