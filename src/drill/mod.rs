@@ -287,11 +287,24 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             .and_then(|p| p.as_str())
             .map(str::to_string)
     };
+    // `[[flow.union]] source = { path = ... }`: a union's other sources.
+    let union_sources = |t: &toml::Table| -> Vec<String> {
+        t.get("union")
+            .and_then(|u| u.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|u| u.get("source").and_then(|s| s.get("path")))
+                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     for t in raw_flows.iter().filter(|t| selected(t)) {
         let paths = str_at(t, "source", "path")
             .into_iter()
             .chain(join_tables(t))
-            .chain(right_source(t));
+            .chain(right_source(t))
+            .chain(union_sources(t));
         for p in paths {
             let abs = resolve(&base, &p);
             if outputs.contains_key(&abs) || inputs.contains_key(&abs) {
@@ -389,6 +402,19 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             {
                 source.insert("path".into(), path_str(mapped(p)));
                 limit_files(source);
+            }
+            if let Some(union) = t.get_mut("union").and_then(|u| u.as_array_mut()) {
+                for source in union
+                    .iter_mut()
+                    .filter_map(|u| u.as_table_mut())
+                    .filter_map(|u| u.get_mut("source"))
+                    .filter_map(|s| s.as_table_mut())
+                {
+                    if let Some(p) = source.get("path").and_then(|p| p.as_str()) {
+                        source.insert("path".into(), path_str(mapped(p)));
+                    }
+                    limit_files(source);
+                }
             }
             if let Some(joins) = t.get_mut("join").and_then(|j| j.as_array_mut()) {
                 for join in joins.iter_mut().filter_map(|j| j.as_table_mut()) {
