@@ -16,6 +16,8 @@
 //!    `/var/tmp/weir-spark.lock`.
 //!
 //! Prints one JSON line per measurement. `WEIR_BENCH_RUNS` (default 2) runs each.
+//! `WEIR_BIN` names the weir binary to measure (default: this build's);
+//! `WEIR_BENCH_KAFKA_ENGINES` = `weir`, `spark` or `weir,spark` (default).
 
 use std::path::Path;
 use std::time::Instant;
@@ -80,7 +82,9 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(2);
     let broker = LocalBroker::start_with(BENCH_JVM_OPTS).expect("start the Kafka broker");
-    let weir = env!("CARGO_BIN_EXE_weir");
+    // `WEIR_BIN`: a release binary when this harness itself is built in another profile.
+    let weir_bin = std::env::var("WEIR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_weir").into());
+    let weir = weir_bin.as_str();
     let rows_per_file = 10_000u64;
     let t = Instant::now();
     let out = std::process::Command::new(weir)
@@ -110,7 +114,43 @@ fn main() {
             "partitions": 4, "wall_s": round2(t.elapsed().as_secs_f64())})
     );
 
+    // What the console's lag follower does twice a second: the latest offsets of every
+    // partition and the timestamps of the newest and the oldest unread record.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut lag_ms = Vec::new();
+    rt.block_on(async {
+        use weir::source::kafka::{
+            KafkaConnection, KafkaSource, KafkaSourceOptions, Subscription, lag,
+        };
+        let mut source = KafkaSource::new(KafkaSourceOptions::new(
+            KafkaConnection::plaintext(&broker.bootstrap),
+            Subscription::Topics(vec![TOPIC.into()]),
+        ))
+        .expect("source");
+        let committed: weir::source::kafka::PartitionOffsets = (0..4)
+            .map(|p| (weir::source::kafka::TopicPartition::new(TOPIC, p), 0))
+            .collect();
+        for _ in 0..20 {
+            let t = Instant::now();
+            lag::measure(&mut source, Some(&committed))
+                .await
+                .expect("lag");
+            lag_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    });
+    lag_ms.sort_by(f64::total_cmp);
+    println!(
+        "{}",
+        serde_json::json!({"case": "kafka-lag-measure", "partitions": 4, "median_ms": round2(lag_ms[lag_ms.len() / 2]),
+            "max_ms": round2(lag_ms[lag_ms.len() - 1]), "poll_interval_ms": 500, "frame_ms": 250})
+    );
+
+    // `WEIR_BENCH_KAFKA_ENGINES`: `weir,spark` (default), or one of them.
+    let engines = std::env::var("WEIR_BENCH_KAFKA_ENGINES").unwrap_or_else(|_| "weir,spark".into());
     for max in [500_000u64, 100_000] {
+        if !engines.contains("weir") {
+            break;
+        }
         for run in 0..runs {
             let (secs, rss, rows) = run_weir(weir, &broker.bootstrap, max);
             assert_eq!(rows, produced, "weir read every event once");
@@ -126,6 +166,9 @@ fn main() {
     let home = std::env::var("HOME").unwrap_or_default();
     let python = Path::new(&home).join(".cache/weir-delta-venv/bin/python");
     let jars = Path::new(&home).join(".cache/weir-jars/spark-kafka");
+    if !engines.contains("spark") {
+        return;
+    }
     if python.exists() && jars.is_dir() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/spark/bench_spark_kafka.py");
         let (secs, rss, stdout) = measured(

@@ -68,6 +68,17 @@ for rep in range(a.repeat):
         "jvm_start_s": round(t_session - T0, 2), "rows_per_s": round(rows_out / (t2 - t1)),
         "max_offsets_per_trigger": a.max_offsets,
     }), flush=True)
+def jvm_peak_rss_mib():
+    """The driver JVM's peak RSS (VmHWM), local[2]: the whole engine."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) // 1024
+    except Exception:
+        return None
+peak = jvm_peak_rss_mib()
 spark.stop()
 shutil.rmtree(work, ignore_errors=True)
-print(json.dumps({"process_total_s": round(time.time() - T0, 2)}))
+print(json.dumps({"process_total_s": round(time.time() - T0, 2), "jvm_peak_rss_mib": peak}))

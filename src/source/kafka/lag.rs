@@ -4,7 +4,7 @@
 //! committed (ms; 0 when caught up). Measured against the cluster, independently of
 //! the batches, so the console sees the latest offset move while a batch runs.
 
-use super::offset::{OffsetRange, PartitionOffsets, TopicPartition};
+use super::offset::{PartitionOffsets, TopicPartition};
 use super::{KafkaSource, Result};
 
 /// One partition's lag.
@@ -37,18 +37,8 @@ pub async fn measure(
             Some(f) if messages > 0 => {
                 let ts = |offset: i64| {
                     let client = client.clone();
-                    let range = OffsetRange {
-                        tp: tp.clone(),
-                        from: offset,
-                        until: offset + 1,
-                    };
-                    async move {
-                        client
-                            .read_range(&range, false, false)
-                            .await
-                            .ok()
-                            .and_then(|r| r.last.map(|(_, ts)| ts))
-                    }
+                    let tp = tp.clone();
+                    async move { client.record_timestamp(&tp, offset).await.ok().flatten() }
                 };
                 match (ts(l - 1).await, ts(f).await) {
                     (Some(newest), Some(oldest)) => Some((newest - oldest).max(0)),

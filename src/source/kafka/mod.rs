@@ -491,6 +491,30 @@ impl KafkaClient {
 
     /// Deletes the records of a partition before `offset` (Kafka's DeleteRecords: the
     /// log start offset moves, as retention moves it).
+    /// The timestamp (ms) of the record at `offset`, fetched with a small request (the
+    /// console's lag); `None` when there is no record there.
+    pub async fn record_timestamp(&self, tp: &TopicPartition, offset: i64) -> Result<Option<i64>> {
+        let pc = self.partition(tp).await?;
+        let fetched = tokio::time::timeout(
+            self.connection.request_timeout,
+            pc.fetch_records(offset, 1..64 * 1024, 100),
+        )
+        .await
+        .map_err(|_| {
+            unavailable(
+                &self.connection,
+                &format!("fetch {tp} at {offset}"),
+                "timed out",
+            )
+        })?
+        .map_err(|e| unavailable(&self.connection, &format!("fetch {tp} at {offset}"), e))?;
+        Ok(fetched
+            .0
+            .iter()
+            .find(|r| r.offset >= offset)
+            .map(|r| r.record.timestamp.timestamp_millis()))
+    }
+
     pub async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<()> {
         let pc = self.partition(tp).await?;
         pc.delete_records(offset, 10_000)
