@@ -15,7 +15,7 @@ use crate::pipeline;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The pipeline file (TOML).
+    /// The pipeline file (TOML), or an Apache Spark query's checkpoint directory.
     pub pipeline: PathBuf,
     /// Check only this flow.
     #[arg(long)]
@@ -23,9 +23,16 @@ pub struct CheckArgs {
     /// Print one JSON array of verdicts instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A Spark checkpoint's event log (or progress JSON lines): its last progress record
+    /// names the stateful operators whose state must be on disk.
+    #[arg(long = "event-log", value_name = "PATH")]
+    pub event_log: Vec<PathBuf>,
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
+    if crate::spark::is_spark_checkpoint(&args.pipeline) {
+        return run_spark(args);
+    }
     let pipeline = match pipeline::load(&args.pipeline) {
         Ok(p) => p,
         Err(e) => {
@@ -71,6 +78,63 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         }
     }
     if verdicts.iter().all(|v| v.compatible) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A Spark checkpoint: the verdict Spark reaches at restart, from the files.
+fn run_spark(args: &CheckArgs) -> ExitCode {
+    let mut verdict = match crate::spark::check::check(&args.pipeline) {
+        Ok(v) => v,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    if !args.event_log.is_empty() {
+        let opts = crate::spark::feed::Options {
+            event_logs: args.event_log.clone(),
+            ..Default::default()
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        match crate::spark::feed::Feed::open(
+            std::slice::from_ref(&args.pipeline),
+            opts,
+            now,
+            &mut |_| {},
+        ) {
+            Ok(feed) => {
+                let ops: Vec<String> = feed
+                    .last_progress(0)
+                    .map(|p| {
+                        p.state_operators
+                            .iter()
+                            .map(|o| o.operator_name.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                crate::spark::check::check_operators(&mut verdict, &ops);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    }
+    if args.json {
+        match serde_json::to_string_pretty(&verdict) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", crate::spark::check::render(&verdict));
+    }
+    if verdict.compatible {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

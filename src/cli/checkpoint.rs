@@ -73,6 +73,18 @@ pub enum CheckpointAction {
 }
 
 pub fn run(args: &CheckpointArgs) -> ExitCode {
+    // weir never writes into a Spark checkpoint (these actions take weir's lock inside it).
+    if let CheckpointAction::Backup { checkpoint, .. }
+    | CheckpointAction::Rollback { checkpoint, .. } = &args.action
+        && crate::spark::is_spark_checkpoint(checkpoint)
+    {
+        eprintln!(
+            "refused: {} is an Apache Spark checkpoint; weir never changes one. Copy it with `cp -a {} <copy>` while the query is stopped (see docs/spark-attach.md)",
+            checkpoint.display(),
+            checkpoint.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {

@@ -27,6 +27,9 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: &DiffArgs) -> ExitCode {
+    if crate::spark::is_spark_checkpoint(&args.a) {
+        return run_spark(args);
+    }
     let sides = match (&args.b, args.batches.as_deref()) {
         (Some(b), None) => side(&args.a, None).and_then(|x| Ok((x, side(b, None)?))),
         (None, Some([x, y])) => {
@@ -57,6 +60,45 @@ pub fn run(args: &DiffArgs) -> ExitCode {
         print!("{}", render(&d));
     }
     if d.changes.is_empty() && d.schema_changes.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Spark checkpoints: offsets per source, watermarks, files, state bytes and pinned confs.
+fn run_spark(args: &DiffArgs) -> ExitCode {
+    use crate::spark::inspect::{diff, render_diff, side};
+    let sides = match (&args.b, args.batches.as_deref()) {
+        (Some(b), None) => side(&args.a, None).and_then(|x| Ok((x, side(b, None)?))),
+        (None, Some([x, y])) => {
+            side(&args.a, Some(*x)).and_then(|s| Ok((s, side(&args.a, Some(*y))?)))
+        }
+        _ => {
+            eprintln!("error: give two checkpoints, or one checkpoint and --batches A B");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let (a, b) = match sides {
+        Ok(s) => s,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let d = diff(a, b);
+    if args.json {
+        match serde_json::to_string_pretty(&d) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", render_diff(&d));
+    }
+    if d.changes.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

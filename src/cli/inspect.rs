@@ -10,7 +10,7 @@ use crate::checkpoint_tools::inspect::{Inspection, inspect};
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The flow's checkpoint directory.
+    /// The flow's checkpoint directory (weir's or an Apache Spark query's).
     pub checkpoint: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -18,6 +18,9 @@ pub struct InspectArgs {
 }
 
 pub fn run(args: &InspectArgs) -> ExitCode {
+    if crate::spark::is_spark_checkpoint(&args.checkpoint) {
+        return run_spark(args);
+    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,6 +45,33 @@ pub fn run(args: &InspectArgs) -> ExitCode {
         }
     } else {
         print!("{}", render_text(&inspection));
+    }
+    if inspection.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A Spark checkpoint (`metadata` + `offsets/`, no `_weir/`).
+fn run_spark(args: &InspectArgs) -> ExitCode {
+    let inspection = match crate::spark::inspect::inspect(&args.checkpoint) {
+        Ok(i) => i,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&inspection) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", crate::spark::inspect::render_text(&inspection));
     }
     if inspection.problems.is_empty() {
         ExitCode::SUCCESS

@@ -29,9 +29,12 @@ pub struct PlaybookArgs {
     /// The flow (needed when the pipeline has several).
     #[arg(long)]
     pub flow: Option<String>,
-    /// A checkpoint directory (without a pipeline file).
+    /// A checkpoint directory (without a pipeline file): weir's, or an Apache Spark query's.
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
+    /// With a Spark checkpoint: its event log, for the evidence (default: spark.eventLog.dir).
+    #[arg(long = "event-log", value_name = "PATH")]
+    pub event_log: Vec<PathBuf>,
 }
 
 pub fn run(args: &PlaybookArgs) -> ExitCode {
@@ -91,7 +94,20 @@ pub fn run(args: &PlaybookArgs) -> ExitCode {
             None => (Context::default(), HealthConfig::default(), None),
         },
     };
-    let (health, source) = evidence(&cx, &config, verdict.as_ref());
+    let (health, source) = match &args.checkpoint {
+        Some(dir) if args.pipeline.is_none() && crate::spark::is_spark_checkpoint(dir) => {
+            spark_evidence(dir, &args.event_log)
+        }
+        _ => evidence(&cx, &config, verdict.as_ref()),
+    };
+    let cx = Context {
+        spark: args.pipeline.is_none()
+            && args
+                .checkpoint
+                .as_deref()
+                .is_some_and(crate::spark::is_spark_checkpoint),
+        ..cx
+    };
     let state = requested.unwrap_or(health.state);
     let mut out = format!("playbook: {state}");
     if let Some(f) = &cx.flow {
@@ -106,6 +122,31 @@ pub fn run(args: &PlaybookArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A Spark query's health, from its checkpoint and event log (as `weir attach --spark` sees it).
+fn spark_evidence(dir: &Path, event_logs: &[PathBuf]) -> (Health, &'static str) {
+    let mut logs = event_logs.to_vec();
+    if logs.is_empty()
+        && let Some(d) = crate::spark::feed::default_event_log_dir()
+    {
+        logs.push(d);
+    }
+    let opts = crate::spark::feed::Options {
+        event_logs: logs,
+        ..Default::default()
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    match crate::spark::feed::Feed::open(&[dir.to_path_buf()], opts, now, &mut |_| {}) {
+        Ok(feed) => match feed.health(0) {
+            Some(h) => (h.clone(), "the Spark checkpoint and event log"),
+            None => (Health::default(), "none"),
+        },
+        Err(e) => {
+            eprintln!("warning: {e}");
+            (Health::default(), "none")
+        }
+    }
+}
+
 fn context_of_checkpoint(dir: &Path) -> Context {
     let cp = Checkpoint::at(dir);
     let plan = cp.read_plan().ok().flatten();
@@ -118,6 +159,7 @@ fn context_of_checkpoint(dir: &Path) -> Context {
             .as_ref()
             .and_then(|p| p.sink_path.as_ref())
             .map(|p| p.display().to_string()),
+        spark: false,
     }
 }
 

@@ -138,6 +138,7 @@ impl PlaybookView {
             sink_path: flow
                 .and_then(|f| f.sink_path.as_ref())
                 .map(|p| p.display().to_string()),
+            spark: flow.is_some_and(|f| f.spark),
         };
         (crate::playbook::render(self.state, &health, &cx), health)
     }
@@ -230,6 +231,13 @@ pub enum Report {
         flow: String,
         at_ms: i64,
         lag: Result<Vec<crate::source::kafka::lag::PartitionLag>, String>,
+    },
+    /// A timeline entry from a follower (`attach --spark`: a query started, stopped, went idle).
+    Event {
+        flow: String,
+        at_ms: i64,
+        kind: EventKind,
+        text: String,
     },
     /// A checkpoint file could not be read.
     Problem {
@@ -512,6 +520,16 @@ impl App {
                         f.status_known = true;
                     }
                     self.derive_attach_status(i);
+                }
+            }
+            Report::Event {
+                flow,
+                at_ms,
+                kind,
+                text,
+            } => {
+                if let Some(i) = self.flow_index(&flow) {
+                    self.flows[i].push_event(at_ms, kind, text);
                 }
             }
             Report::Problem { flow, at_ms, text } => {

@@ -40,6 +40,7 @@ pub mod launch;
 pub mod model;
 pub mod session;
 pub mod snapshot;
+pub mod spark;
 pub mod terminal;
 pub mod theme;
 pub mod update;
@@ -292,6 +293,38 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
     for f in followers {
         f.abort();
     }
+    let log = screen.log_path.take();
+    drop(screen);
+    report_log(log.as_deref());
+    end.map(|_| ())
+}
+
+/// `weir attach --spark`: Spark queries from their checkpoints and event logs, until the
+/// operator quits. `Err` (before the terminal is taken) when a path cannot be read.
+pub async fn attach_spark(
+    checkpoints: &[PathBuf],
+    opts: crate::spark::feed::Options,
+    args: &ConsoleArgs,
+) -> io::Result<()> {
+    let retention = retention_ms(args);
+    let (app, feed, names) = spark::open(
+        checkpoints,
+        opts,
+        Theme::detect(args.ascii),
+        retention,
+        now_ms(),
+    )
+    .map_err(io::Error::other)?;
+    let mut screen = TerminalSession::enter()?;
+    let (tx, inputs) = mpsc::channel(1024);
+    spark::follow(feed, names, tx, Duration::from_millis(500));
+    let mut session = Session::new(app, None);
+    let feeds = Feeds {
+        engine: None,
+        inputs,
+        done: None,
+    };
+    let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
     let log = screen.log_path.take();
     drop(screen);
     report_log(log.as_deref());

@@ -233,6 +233,8 @@ pub struct FlowModel {
     pub kafka_lag: Option<KafkaLagView>,
     /// `(at_ms, messages behind)` over the last minute, for the catch-up forecast.
     pub kafka_lag_trend: VecDeque<(i64, u64)>,
+    /// An Apache Spark query (`attach --spark`): its playbooks name Spark's options.
+    pub spark: bool,
     last_run_id: Option<String>,
 }
 
@@ -264,6 +266,7 @@ impl FlowModel {
             health: None,
             kafka_lag: None,
             kafka_lag_trend: VecDeque::new(),
+            spark: false,
             last_run_id: None,
         }
     }

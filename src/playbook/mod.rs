@@ -27,6 +27,23 @@ pub fn text(state: HealthState) -> &'static str {
     }
 }
 
+/// The markdown of a state's playbook for an Apache Spark query (`weir attach --spark`):
+/// the same sections, with Spark's options and commands where the remedy differs.
+pub fn spark_text(state: HealthState) -> &'static str {
+    match state {
+        HealthState::Healthy => include_str!("../../playbooks/spark/healthy.md"),
+        HealthState::Lagging => include_str!("../../playbooks/spark/lagging.md"),
+        HealthState::SourceUnavailable => {
+            include_str!("../../playbooks/spark/source_unavailable.md")
+        }
+        HealthState::SinkUnavailable => include_str!("../../playbooks/spark/sink_unavailable.md"),
+        HealthState::CheckpointIncompatible => {
+            include_str!("../../playbooks/spark/checkpoint_incompatible.md")
+        }
+        HealthState::SchemaMismatch => include_str!("../../playbooks/spark/schema_mismatch.md"),
+    }
+}
+
 /// Every placeholder a playbook may use.
 pub const PLACEHOLDERS: &[&str] = &[
     "flow",
@@ -66,6 +83,8 @@ pub struct Context {
     pub checkpoint: Option<String>,
     pub source_path: Option<String>,
     pub sink_path: Option<String>,
+    /// An Apache Spark query: the Spark playbooks ([`spark_text`]).
+    pub spark: bool,
 }
 
 fn path_str(p: &Path) -> String {
@@ -80,6 +99,7 @@ impl Context {
             checkpoint: Some(path_str(&spec.checkpoint)),
             source_path: Some(path_str(spec.source.path())),
             sink_path: crate::checkpoint::compat::sink_table(spec).map(path_str),
+            spark: false,
         }
     }
 }
@@ -191,7 +211,12 @@ pub fn fill(template: &str, values: &BTreeMap<&'static str, String>) -> String {
 
 /// The playbook of `state` with the evidence of `health` filled in.
 pub fn render(state: HealthState, health: &Health, cx: &Context) -> String {
-    fill(text(state), &bindings(health, cx))
+    let template = if cx.spark {
+        spark_text(state)
+    } else {
+        text(state)
+    };
+    fill(template, &bindings(health, cx))
 }
 
 /// The checkable steps of a rendered playbook (`- [ ] ...` lines), in order.
@@ -270,8 +295,11 @@ mod tests {
 
     #[test]
     fn every_playbook_has_the_sections_and_only_known_placeholders() {
-        for state in HealthState::ALL {
-            let t = text(state);
+        let all = HealthState::ALL
+            .iter()
+            .map(|s| (*s, text(*s)))
+            .chain(HealthState::ALL.iter().map(|s| (*s, spark_text(*s))));
+        for (state, t) in all {
             for section in [
                 "## What it means",
                 "## Live evidence",

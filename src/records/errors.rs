@@ -40,12 +40,15 @@ pub enum ErrorKind {
     LedgerError,
     InvalidPlan,
     CheckpointIncompatible,
+    /// An Apache Spark driver stopped writing its event log without ending its queries
+    /// (killed or lost; `weir attach --spark`).
+    DriverLost,
     /// A kind this version does not know (read from a record written by another one).
     Other,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::InvalidPipeline,
         ErrorKind::SchemaChanged,
         ErrorKind::SchemaMismatch,
@@ -61,6 +64,7 @@ impl ErrorKind {
         ErrorKind::LedgerError,
         ErrorKind::InvalidPlan,
         ErrorKind::CheckpointIncompatible,
+        ErrorKind::DriverLost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,7 @@ impl ErrorKind {
             ErrorKind::LedgerError => "ledger_error",
             ErrorKind::InvalidPlan => "invalid_plan",
             ErrorKind::CheckpointIncompatible => "checkpoint_incompatible",
+            ErrorKind::DriverLost => "driver_lost",
             ErrorKind::Other => "other",
         }
     }

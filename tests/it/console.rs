@@ -59,7 +59,7 @@ fn fixture_app(mode: Mode, theme: Theme) -> App {
 }
 
 /// The screen as text, with clock values (`10:06:40Z`) replaced.
-fn screen(session: &Session, w: u16, h: u16) -> String {
+pub(crate) fn screen(session: &Session, w: u16, h: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
     session.render(&mut terminal).unwrap();
     let buf = terminal.backend().buffer();
@@ -107,7 +107,7 @@ fn code(c: KeyCode) -> KeyEvent {
     KeyEvent::new(c, KeyModifiers::NONE)
 }
 
-fn unicode() -> Theme {
+pub(crate) fn unicode() -> Theme {
     Theme {
         color: true,
         ascii: false,
@@ -379,20 +379,20 @@ fn console_attach_is_read_only() {
 
 // --- The real binary in tmux -------------------------------------------------
 
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
     session: String,
 }
 
 impl Tmux {
-    fn available() -> bool {
+    pub(crate) fn available() -> bool {
         Command::new("tmux")
             .arg("-V")
             .output()
             .is_ok_and(|o| o.status.success())
     }
 
-    fn start(name: &str, w: u16, h: u16, dir: &Path, command: &str) -> Tmux {
+    pub(crate) fn start(name: &str, w: u16, h: u16, dir: &Path, command: &str) -> Tmux {
         let t = Tmux {
             socket: format!("weir-test-{}-{name}", std::process::id()),
             session: name.to_string(),
@@ -428,7 +428,7 @@ impl Tmux {
         t
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = Command::new("tmux")
             .args([
                 "-L",
@@ -443,7 +443,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn alternate_on(&self) -> bool {
+    pub(crate) fn alternate_on(&self) -> bool {
         let out = Command::new("tmux")
             .args([
                 "-L",
@@ -459,7 +459,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim() == "1"
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         for k in keys {
             let ok = Command::new("tmux")
                 .args(["-L", &self.socket, "send-keys", "-t", &self.session, k])
@@ -470,7 +470,12 @@ impl Tmux {
         }
     }
 
-    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -528,7 +533,7 @@ path = "lake/bronze/events"
     pipeline
 }
 
-fn weir_bin() -> &'static str {
+pub(crate) fn weir_bin() -> &'static str {
     env!("CARGO_BIN_EXE_weir")
 }
 

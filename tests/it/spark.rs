@@ -1,0 +1,1054 @@
+//! Apache Spark queries in weir's console, inspect, check and health, from real
+//! Spark 4.3 checkpoints and event logs (`tests/fixtures/spark-queries/`, made
+//! by the PySpark scripts in its `gen/`):
+//!
+//! - every fixture's overview and detail at 80x24 and 120x40 (insta), its
+//!   health state and playbook;
+//! - `weir inspect --json` against an independent reader of the same files
+//!   (`tests/spark/oracle.py`);
+//! - `weir check` against the errors real Spark raised restarting damaged copies;
+//! - both renderings of progress (listener `progress.json()`, event log) against
+//!   each other;
+//! - malformed input: a truncated zstd frame, a half-written last line, an
+//!   unknown event type, a future log version, another application's log.
+//!
+//! The live test (a real PySpark query followed in tmux) is `spark_live.rs`.
+
+use std::path::{Path, PathBuf};
+
+use weir::console::action::Action;
+use weir::console::app::{App, Pane};
+use weir::console::session::Session;
+use weir::spark::backlog::PathMap;
+use weir::spark::feed::Options;
+
+use crate::console::{screen, unicode};
+use crate::support::*;
+
+/// A fixture path relative to the package root (the tests' working directory), so
+/// the paths the console shows are the same on every machine.
+fn sq(rel: &str) -> PathBuf {
+    PathBuf::from("tests/fixtures/spark-queries").join(rel)
+}
+
+/// Paths in the fixtures point at the machines that wrote them; make sure no
+/// listing finds a directory of the same name here.
+fn unreachable_map() -> PathMap {
+    PathMap::parse(&[
+        "/tmp/weir-spark-gen=/nonexistent/weir-test".into(),
+        "/data/spark-fixtures=/nonexistent/weir-test".into(),
+    ])
+    .unwrap()
+}
+
+fn options(logs: &[PathBuf], map: PathMap) -> Options {
+    Options {
+        event_logs: logs.to_vec(),
+        path_map: map,
+        stale_after_ms: 30_000,
+        file_clock: false,
+        ..Default::default()
+    }
+}
+
+/// The console over Spark queries with a fixed clock: a minute after the newest batch.
+fn spark_app(checkpoints: &[PathBuf], logs: &[PathBuf], map: PathMap) -> App {
+    let far = 4_102_444_800_000; // 2100-01-01
+    let (probe, _, _) = weir::console::spark::open(
+        checkpoints,
+        options(logs, map.clone()),
+        unicode(),
+        3_600_000,
+        far,
+    )
+    .expect("open");
+    let newest = probe
+        .flows
+        .iter()
+        .filter_map(|f| f.samples.back().map(|s| s.t_ms))
+        .max()
+        .unwrap_or(1_796_033_200_000);
+    let now = newest + 60_000;
+    let (mut app, _, _) =
+        weir::console::spark::open(checkpoints, options(logs, map), unicode(), 3_600_000, now)
+            .expect("open");
+    app.tick(now);
+    app
+}
+
+struct Case {
+    name: &'static str,
+    checkpoints: Vec<&'static str>,
+    logs: Vec<&'static str>,
+    /// (row, health state, playbook title)
+    health: Vec<(&'static str, &'static str)>,
+}
+
+fn cases() -> Vec<Case> {
+    let c = |name, checkpoints: Vec<&'static str>, logs: Vec<&'static str>, health| Case {
+        name,
+        checkpoints,
+        logs,
+        health,
+    };
+    vec![
+        c(
+            "windowed_agg",
+            vec!["windowed_agg/checkpoint"],
+            vec!["windowed_agg/eventlog"],
+            vec![("windowed_agg", "healthy")],
+        ),
+        c(
+            "failed_batch_exception",
+            vec!["failed_batch/exception/checkpoint"],
+            vec!["failed_batch/exception/eventlog"],
+            vec![("failed_batch_exception", "sink_unavailable")],
+        ),
+        c(
+            "failed_batch_killed",
+            vec!["failed_batch/killed/checkpoint"],
+            vec!["failed_batch/killed/eventlog"],
+            vec![("failed_batch_killed", "healthy")],
+        ),
+        c(
+            "failed_batch_recovered",
+            vec!["failed_batch/recovered/checkpoint"],
+            vec!["failed_batch/recovered/eventlog"],
+            vec![("failed_batch_recovered", "healthy")],
+        ),
+        c(
+            "rate_progress",
+            vec![
+                "rate_progress/checkpoint_window",
+                "rate_progress/checkpoint_dedup",
+                "rate_progress/checkpoint_idle",
+            ],
+            vec!["rate_progress/eventlog/local-1796033672291"],
+            vec![
+                ("rate_window", "healthy"),
+                ("rate_dedup", "healthy"),
+                ("idle_file", "healthy"),
+            ],
+        ),
+        c(
+            "rolling_eventlog",
+            vec!["rolling_eventlog/checkpoint"],
+            vec!["rolling_eventlog/eventlog"],
+            vec![],
+        ),
+        c(
+            "dedup_stateful",
+            vec![
+                "dedup_stateful/hdfs_dropdup/checkpoint",
+                "dedup_stateful/hdfs_within_wm/checkpoint",
+            ],
+            vec!["dedup_stateful/eventlog"],
+            vec![],
+        ),
+        c(
+            "join_rocksdb",
+            vec!["join_rocksdb/checkpoint"],
+            vec!["join_rocksdb/eventlog"],
+            vec![("ad_clicks", "healthy")],
+        ),
+        c(
+            "session_window",
+            vec!["session_window/checkpoint"],
+            vec!["session_window/eventlog"],
+            vec![("sessions", "healthy")],
+        ),
+        c(
+            "tws",
+            vec!["tws/checkpoint"],
+            vec!["tws/eventlog"],
+            vec![("plant_counter", "healthy")],
+        ),
+        c(
+            "dedup_v2",
+            vec!["dedup_v2/checkpoint"],
+            vec!["dedup_v2/eventlog"],
+            vec![("dedup_v2", "healthy")],
+        ),
+        c(
+            "named_sources",
+            vec!["named_sources/checkpoint"],
+            vec!["named_sources/eventlog"],
+            vec![("named_union", "healthy")],
+        ),
+        c(
+            "incompatible",
+            vec![
+                "incompatible/agg_fn_change/checkpoint",
+                "incompatible/add_stateful_operator/checkpoint",
+            ],
+            vec!["incompatible/eventlog"],
+            vec![
+                ("agg_fn_change", "checkpoint_incompatible"),
+                ("add_stateful_operator", "checkpoint_incompatible"),
+            ],
+        ),
+        c(
+            "failures",
+            vec![
+                "failures/sink_unavailable/checkpoint",
+                "failures/schema_failfast/checkpoint",
+            ],
+            vec!["failures/eventlog"],
+            vec![
+                ("sink_unavailable", "sink_unavailable"),
+                ("schema_failfast", "schema_mismatch"),
+            ],
+        ),
+    ]
+}
+
+fn health_of(app: &App, row: &str) -> String {
+    let f = app.flows.iter().find(|f| f.name == row).unwrap_or_else(|| {
+        panic!(
+            "no row {row}; rows: {:?}",
+            app.flows.iter().map(|f| &f.name).collect::<Vec<_>>()
+        )
+    });
+    f.health
+        .as_ref()
+        .map_or("-".to_string(), |h| h.state.to_string())
+}
+
+fn snapshots(name: &str, app: App) {
+    let flows: Vec<String> = app.flows.iter().map(|f| f.name.clone()).collect();
+    let mut s = Session::new(app, None);
+    for (w, h) in [(80, 24), (120, 40)] {
+        insta::assert_snapshot!(format!("spark_{name}_overview_{w}x{h}"), screen(&s, w, h));
+    }
+    for flow in flows {
+        s.act(Action::SelectFlow(flow.clone()));
+        for (w, h) in [(80, 24), (120, 40)] {
+            insta::assert_snapshot!(
+                format!("spark_{name}_{flow}_detail_{w}x{h}"),
+                screen(&s, w, h)
+            );
+        }
+        // At 80x24 the panes are one at a time: the history and the timeline too.
+        for pane in [Pane::History, Pane::Timeline] {
+            s.act(Action::GoPane(pane.index() as u8));
+            insta::assert_snapshot!(
+                format!("spark_{name}_{flow}_{}_80x24", pane.short()),
+                screen(&s, 80, 24)
+            );
+        }
+        s.act(Action::Back);
+    }
+}
+
+#[test]
+fn spark_fixtures_in_the_console_with_health_and_playbooks() {
+    for case in cases() {
+        let cps: Vec<PathBuf> = case.checkpoints.iter().map(|c| sq(c)).collect();
+        let logs: Vec<PathBuf> = case.logs.iter().map(|c| sq(c)).collect();
+        let app = spark_app(&cps, &logs, unreachable_map());
+        assert_eq!(
+            app.flows.len(),
+            cps.len(),
+            "{}: one row per checkpoint",
+            case.name
+        );
+        for (row, state) in &case.health {
+            assert_eq!(health_of(&app, row), *state, "{}: {row}", case.name);
+            // The playbook the console opens for it is Spark's, for that state.
+            let f = app.flows.iter().find(|f| f.name == *row).unwrap();
+            assert!(f.spark);
+            let mut a = app.clone();
+            a.selected = a.flows.iter().position(|x| x.name == *row).unwrap();
+            weir::console::update::update(&mut a, Action::OpenPlaybook);
+            let weir::console::app::Overlay::Playbook(view) = &a.overlay else {
+                panic!("no playbook overlay");
+            };
+            let (text, _) = view.rendered(&a);
+            assert!(
+                text.starts_with(&format!("# {state}")) && text.contains("Spark"),
+                "{}: {row}: {}",
+                case.name,
+                &text[..200.min(text.len())]
+            );
+            assert!(
+                !text.contains("weir run "),
+                "Spark playbooks name Spark's commands"
+            );
+        }
+        snapshots(case.name, app);
+    }
+}
+
+#[test]
+fn spark_failed_queries_show_their_error_class_and_pending_batch() {
+    let app = spark_app(
+        &[sq("failed_batch/exception/checkpoint")],
+        &[sq("failed_batch/exception/eventlog")],
+        unreachable_map(),
+    );
+    let f = &app.flows[0];
+    assert_eq!(f.status.label(), "failed");
+    assert_eq!(f.batches.pending(), Some(2), "offsets/2 without commits/2");
+    let err = f.last_error.as_ref().expect("last error").text.clone();
+    assert!(err.contains("FOREACH_BATCH_USER_FUNCTION_ERROR"), "{err}");
+    assert!(err.contains("simulated sink failure in batch 2"), "{err}");
+    // SIGKILL of the driver: no QueryTerminatedEvent; the log stops: lost, batch 2 pending.
+    let app = spark_app(
+        &[sq("failed_batch/killed/checkpoint")],
+        &[sq("failed_batch/killed/eventlog")],
+        unreachable_map(),
+    );
+    let f = &app.flows[0];
+    assert_eq!(f.status.label(), "failed");
+    assert_eq!(f.batches.pending(), Some(2));
+    assert!(
+        f.last_error
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("killed or lost"),
+        "{:?}",
+        f.last_error
+    );
+    // An incompatible restart: Spark's error class on the timeline and in the verdict.
+    let app = spark_app(
+        &[sq("incompatible/agg_fn_change/checkpoint")],
+        &[sq("incompatible/eventlog")],
+        unreachable_map(),
+    );
+    let h = app.flows[0].health.clone().unwrap();
+    assert!(
+        h.evidence.reasons[0].contains("STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"),
+        "{:?}",
+        h.evidence.reasons
+    );
+}
+
+#[test]
+fn spark_lagging_file_source_backlog_from_the_directory_listing() {
+    // The input files' modification times are recorded (git does not keep them).
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let mtimes: std::collections::BTreeMap<String, i64> =
+        serde_json::from_str(&std::fs::read_to_string(sq("lagging/input_mtimes.json")).unwrap())
+            .unwrap();
+    for (name, ms) in &mtimes {
+        let to = input.join(name);
+        std::fs::copy(sq(&format!("lagging/input/{name}")), &to).unwrap();
+        let f = std::fs::File::options().write(true).open(&to).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_millis(*ms as u64))
+            .unwrap();
+    }
+    let map = PathMap::parse(&[format!(
+        "/tmp/weir-spark-gen/lagging/input={}",
+        input.display()
+    )])
+    .unwrap();
+    let app = spark_app(&[sq("lagging/checkpoint")], &[sq("lagging/eventlog")], map);
+    let f = &app.flows[0];
+    let h = f.health.clone().unwrap();
+    assert_eq!(h.state.to_string(), "lagging", "{:?}", h.evidence);
+    assert!(
+        h.evidence.reasons[0].contains("backlog grew"),
+        "{:?}",
+        h.evidence.reasons
+    );
+    // Every batch took one file (maxFilesPerTrigger=1), from the source log.
+    let last = f.last_progress.as_ref().unwrap();
+    assert_eq!(last.weir.num_files, 1);
+    // The backlog after the last batch = files that had arrived minus files logged up to it.
+    let logged = weir::spark::checkpoint::SparkCheckpoint::at(sq("lagging/checkpoint"))
+        .source_log(0, None)
+        .unwrap()
+        .all_entries()
+        .unwrap()
+        .iter()
+        .filter(|e| e.batch_id <= last.batch_id)
+        .count() as u64;
+    let start = chrono::DateTime::parse_from_rfc3339(&last.timestamp)
+        .unwrap()
+        .timestamp_millis();
+    let arrived = mtimes.values().filter(|t| **t <= start).count() as u64;
+    assert_eq!(
+        f.samples.back().unwrap().backlog_files,
+        Some(arrived - logged)
+    );
+    snapshots("lagging", app);
+}
+
+#[test]
+fn spark_source_directory_removed_while_running_is_source_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("f_0000.json"), "{}\n").unwrap();
+    let map = PathMap::parse(&[format!(
+        "/tmp/weir-spark-gen/lagging/input={}",
+        input.display()
+    )])
+    .unwrap();
+    // Listed once while it exists; then it is removed; the next listing finds it gone.
+    let mut feed = weir::spark::feed::Feed::open(
+        &[sq("lagging/checkpoint")],
+        Options {
+            event_logs: vec![sq("lagging/eventlog")],
+            path_map: map,
+            list_every_ms: 0,
+            file_clock: false,
+            ..Default::default()
+        },
+        1_796_187_600_000,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_ne!(
+        feed.health(0).unwrap().state.to_string(),
+        "source_unavailable"
+    );
+    std::fs::remove_dir_all(&input).unwrap();
+    feed.poll(1_796_187_610_000, &mut |_| {});
+    let health = feed.health(0).unwrap();
+    assert_eq!(health.state.to_string(), "source_unavailable");
+    assert!(
+        health.evidence.reasons[0].contains("no longer exists"),
+        "{:?}",
+        health.evidence.reasons
+    );
+}
+
+#[test]
+fn spark_both_progress_renderings_agree() {
+    // The listener's progress.json() lines and the event log's QueryProgressEvents of the
+    // same runs give the same batches, rows and offsets.
+    for (log, listener) in [
+        (
+            "windowed_agg/eventlog",
+            "windowed_agg/progress_round1.jsonl",
+        ),
+        (
+            "rate_progress/eventlog/local-1796033672291",
+            "rate_progress/recentProgress_rate_window.jsonl",
+        ),
+        ("join_rocksdb/eventlog", "join_rocksdb/progress.jsonl"),
+        ("dedup_v2/eventlog", "dedup_v2/progress.jsonl"),
+    ] {
+        let read = |path: PathBuf| {
+            let mut out = Vec::new();
+            let mut feed = weir::spark::feed::Feed::open(
+                &[],
+                options(&[path], unreachable_map()),
+                4_102_444_800_000,
+                &mut |u| {
+                    if let weir::spark::feed::Update::Progress { progress, .. } = u {
+                        out.push(*progress);
+                    }
+                },
+            )
+            .unwrap();
+            feed.poll(4_102_444_800_000, &mut |_| {});
+            out
+        };
+        let from_log = read(sq(log));
+        let from_listener = read(sq(listener));
+        assert!(!from_listener.is_empty(), "{listener}");
+        for p in &from_listener {
+            let q = from_log
+                .iter()
+                .find(|q| q.run_id == p.run_id && q.batch_id == p.batch_id)
+                .unwrap_or_else(|| panic!("{log}: no batch {} of run {}", p.batch_id, p.run_id));
+            assert_eq!(
+                q.num_input_rows, p.num_input_rows,
+                "{log} batch {}",
+                p.batch_id
+            );
+            assert_eq!(q.batch_duration, p.batch_duration);
+            assert_eq!(q.duration_ms, p.duration_ms);
+            assert_eq!(q.event_time, p.event_time);
+            assert_eq!(q.state_operators, p.state_operators);
+            assert_eq!(q.sink, p.sink);
+            for (a, b) in q.sources.iter().zip(&p.sources) {
+                assert_eq!(a.start_offset, b.start_offset);
+                assert_eq!(a.end_offset, b.end_offset);
+                assert_eq!(a.num_input_rows, b.num_input_rows);
+                // Rates: full precision in the log, one decimal in json().
+                assert!((a.processed_rows_per_second - b.processed_rows_per_second).abs() < 0.051);
+            }
+        }
+    }
+}
+
+fn python() -> Option<String> {
+    for p in ["python3", "python"] {
+        if std::process::Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Some(p.to_string());
+        }
+    }
+    None
+}
+
+#[test]
+fn spark_inspect_json_matches_an_independent_reader() {
+    let Some(py) = python() else {
+        panic!("python3 is needed for the inspect oracle (the CI script installs it)");
+    };
+    let oracle = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/oracle.py");
+    for cp in [
+        "windowed_agg/checkpoint",
+        "failed_batch/exception/checkpoint",
+        "failed_batch/recovered/checkpoint",
+        "rate_progress/checkpoint_window",
+        "rate_progress/checkpoint_dedup",
+        "rolling_eventlog/checkpoint",
+        "dedup_stateful/hdfs_dropdup/checkpoint",
+        "dedup_stateful/hdfs_within_wm/checkpoint",
+        "join_rocksdb/checkpoint",
+        "session_window/checkpoint",
+        "tws/checkpoint",
+        "dedup_v2/checkpoint",
+        "named_sources/checkpoint",
+        "lagging/checkpoint",
+    ] {
+        let dir = sq(cp);
+        let out = weir()
+            .args(["inspect", "--json"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cp}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let o = std::process::Command::new(&py)
+            .arg(&oracle)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(w["engine"], "spark");
+        for key in [
+            "query_id",
+            "last_batch_id",
+            "last_committed_batch_id",
+            "pending_batch_id",
+            "watermark_ms",
+            "next_watermark_ms",
+            "offset_log_version",
+            "shuffle_partitions",
+        ] {
+            assert_eq!(w[key], o[key], "{cp}: {key}");
+        }
+        assert_eq!(
+            w["batches"].as_array().unwrap().len() as u64,
+            o["batches"].as_u64().unwrap(),
+            "{cp}"
+        );
+        let ws = w["sources"].as_array().unwrap();
+        for (i, os) in o["sources"].as_array().unwrap().iter().enumerate() {
+            let s = &ws[i];
+            for key in ["name", "kind", "latest_offset", "committed_offset"] {
+                assert_eq!(s[key], os[key], "{cp}: sources[{i}].{key}");
+            }
+            if !os["files"].is_null() {
+                assert_eq!(s["log"]["files"], os["files"], "{cp}: sources[{i}] files");
+            }
+        }
+        let wo = w["state_operators"].as_array().unwrap();
+        let oo = o["state_operators"].as_array().unwrap();
+        assert_eq!(wo.len(), oo.len(), "{cp}: operators");
+        for (a, b) in wo.iter().zip(oo) {
+            for key in [
+                "operator_id",
+                "operator_name",
+                "store_format",
+                "checkpoint_format_version",
+                "min_version",
+                "max_version",
+            ] {
+                assert_eq!(a[key], b[key], "{cp}: state {key}");
+            }
+            let parts: std::collections::BTreeSet<u64> = a["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["partition"].as_u64().unwrap())
+                .collect();
+            assert_eq!(
+                parts.len() as u64,
+                b["partitions"].as_u64().unwrap(),
+                "{cp}"
+            );
+        }
+        assert!(
+            w["problems"].as_array().unwrap().is_empty(),
+            "{cp}: {}",
+            w["problems"]
+        );
+    }
+}
+
+#[test]
+fn spark_inspect_names_the_pending_batch_and_text_form() {
+    let out = weir()
+        .arg("inspect")
+        .arg(sq("failed_batch/exception/checkpoint"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.contains("offsets/2 without commits/2: Spark re-runs batch 2 on restart"),
+        "{text}"
+    );
+    assert!(text.contains("(Apache Spark)"), "{text}");
+    // diff: two batches of one checkpoint.
+    let out = weir()
+        .arg("diff")
+        .arg(sq("windowed_agg/checkpoint"))
+        .args(["--batches", "1", "5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "differences: exit 1\n{text}");
+    assert!(
+        text.contains("source 0 end offset  {\"logOffset\":1} -> {\"logOffset\":5}"),
+        "{text}"
+    );
+    let out = weir()
+        .args(["diff", "--json"])
+        .arg(sq("windowed_agg/checkpoint"))
+        .arg(sq("windowed_agg/checkpoint"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "a checkpoint equals itself");
+}
+
+/// The error class in Spark's text (`[CLASS] ...` after `terminated with exception:`).
+fn spark_class(error: &str) -> Option<String> {
+    let inner = error
+        .split_once("terminated with exception: ")
+        .map_or(error, |(_, r)| r);
+    let head = inner.lines().next().unwrap_or("");
+    let head = head
+        .split_once("Failed to read log file")
+        .map_or(head, |(_, r)| r);
+    weir::spark::errors::class_in(head)
+}
+
+#[test]
+fn spark_check_predicts_what_spark_said_at_restart() {
+    let root = sq("restart_checks");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let dir = e.unwrap().path();
+        let damage = dir.join("damage.json");
+        let cp = if damage.is_file() {
+            // A copy of the base checkpoint, damaged as the generator damaged it.
+            let name = dir.file_name().unwrap();
+            let cp = tmp.path().join(name);
+            damaged_copy(&root, &damage, &cp);
+            cp
+        } else {
+            dir.join("checkpoint")
+        };
+        if !cp.is_dir() {
+            continue;
+        }
+        seen += 1;
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let spark_error = std::fs::read_to_string(dir.join("error.txt")).ok();
+        // The queries' progress records name their stateful operators (a deleted state/
+        // directory is not visible in the files alone).
+        let out = weir()
+            .args(["check", "--json", "--event-log"])
+            .arg(root.join("progress.jsonl"))
+            .arg(&cp)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{name}: {}", String::from_utf8_lossy(&out.stderr)));
+        let compatible = v["compatible"].as_bool().unwrap();
+        match &spark_error {
+            None => {
+                assert!(compatible, "{name}: Spark restarted fine; weir says {v:#}");
+                assert_eq!(out.status.code(), Some(0));
+            }
+            Some(text) => {
+                assert!(
+                    !compatible,
+                    "{name}: Spark failed ({text}); weir says compatible"
+                );
+                assert_eq!(out.status.code(), Some(1));
+                let predicted: Vec<Option<String>> = v["reasons"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["spark_error_class"].as_str().map(str::to_string))
+                    .collect();
+                let actual = spark_class(text);
+                assert!(
+                    predicted.contains(&actual),
+                    "{name}: Spark raised {actual:?}; weir predicted {predicted:?}\n{text}"
+                );
+                assert_eq!(v["playbook"], "checkpoint_incompatible");
+            }
+        }
+    }
+    assert!(seen >= 10, "restart scenarios: {seen}");
+}
+
+/// `damage.json` of a restart scenario (written by `gen/cases.py`): the base checkpoint
+/// it starts from and the damage done (`rm`, `truncate` to N characters,
+/// `set_first_line`), applied to a copy at `to`.
+fn damaged_copy(root: &Path, damage: &Path, to: &Path) {
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(damage).unwrap()).unwrap();
+    copy_dir(&root.join(spec["base"].as_str().unwrap()), to);
+    for op in spec["damage"].as_array().unwrap() {
+        let path = to.join(op[1].as_str().unwrap());
+        match op[0].as_str().unwrap() {
+            "rm" if path.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+            "rm" => std::fs::remove_file(&path).unwrap(),
+            "truncate" => {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let keep = op[2].as_u64().unwrap() as usize;
+                std::fs::write(&path, &text[..keep.min(text.len())]).unwrap();
+            }
+            "set_first_line" => {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rest = text.split_once('\n').map_or("", |(_, r)| r);
+                std::fs::write(&path, format!("{}\n{rest}", op[2].as_str().unwrap())).unwrap();
+            }
+            other => panic!("{}: unknown damage {other}", damage.display()),
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+fn timeline(app: &App, row: usize) -> String {
+    app.flows[row]
+        .timeline
+        .iter()
+        .map(|e| e.text.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn spark_malformed_input_is_named_and_the_rest_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 1. A truncated zstd frame in a finished application's rolling log.
+    let log = tmp.path().join("truncated");
+    copy_dir(
+        &sq("windowed_agg/eventlog/eventlog_v2_local-1796033239533"),
+        &log,
+    );
+    let events = log.join("events_1_local-1796033239533.zstd");
+    let bytes = std::fs::read(&events).unwrap();
+    std::fs::write(&events, &bytes[..bytes.len() - 60]).unwrap();
+    let app = spark_app(
+        &[sq("windowed_agg/checkpoint")],
+        std::slice::from_ref(&log),
+        unreachable_map(),
+    );
+    let t = timeline(&app, 0);
+    assert!(t.contains("ends inside a zstd frame"), "{t}");
+    assert!(t.contains("the file was cut short"), "{t}");
+    assert!(
+        !app.flows[0].samples.is_empty() && t.contains("starting"),
+        "the rest is shown:\n{t}"
+    );
+    // 2. A half-written last line, an unknown event type and a line that is not an event,
+    //    in a finished legacy (uncompressed) log.
+    let legacy = tmp.path().join("local-1796033672291");
+    let mut text =
+        std::fs::read_to_string(sq("rate_progress/eventlog/local-1796033672291")).unwrap();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let mut damaged = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        damaged.push_str(l);
+        damaged.push('\n');
+        if i == 3 {
+            damaged.push_str("{\"Event\":\"org.apache.spark.sql.streaming.StreamingQueryListener$QueryRewoundEvent\",\"id\":\"x\"}\n");
+            damaged.push_str("garbage that is not json\n");
+        }
+    }
+    damaged.push_str("{\"Event\":\"org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent\",\"progress\":{\"id\":\"9aea");
+    std::fs::write(&legacy, damaged).unwrap();
+    let app = spark_app(
+        &[sq("rate_progress/checkpoint_window")],
+        std::slice::from_ref(&legacy),
+        unreachable_map(),
+    );
+    let t = timeline(&app, 0);
+    assert!(
+        t.contains("unknown streaming event type \"QueryRewoundEvent\""),
+        "{t}"
+    );
+    assert!(t.contains("not a Spark listener event"), "{t}");
+    assert!(t.contains("half-written line"), "{t}");
+    assert_eq!(
+        app.flows[0].samples.back().unwrap().batch_id,
+        14,
+        "the rest is shown:\n{t}"
+    );
+    // 3. A checkpoint written by a future Spark (offsets v99).
+    let cp = tmp.path().join("future");
+    copy_dir(&sq("windowed_agg/checkpoint"), &cp);
+    let off = cp.join("offsets/5");
+    let body = std::fs::read_to_string(&off).unwrap();
+    std::fs::write(&off, body.replacen("v1", "v99", 1)).unwrap();
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(&cp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("offsets/5") && problems.contains("v99"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION"),
+        "{problems}"
+    );
+    assert_eq!(v["last_batch_id"], 5, "the rest is read");
+    let app = spark_app(
+        std::slice::from_ref(&cp),
+        &[sq("windowed_agg/eventlog")],
+        unreachable_map(),
+    );
+    assert_eq!(health_of(&app, "windowed_agg"), "checkpoint_incompatible");
+    // 4. Another application's event log.
+    let app = spark_app(
+        &[sq("windowed_agg/checkpoint")],
+        &[sq("failed_batch/exception/eventlog")],
+        unreachable_map(),
+    );
+    let notices: Vec<String> = weir::console::app::merged_events(&app, i64::MAX, 100)
+        .iter()
+        .map(|e| e.text.clone())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("runs none of the attached queries")
+                && n.contains("failed_batch_exception")),
+        "{notices:?}"
+    );
+    assert!(app.flows[0].samples.is_empty());
+}
+
+#[test]
+fn spark_attach_refuses_missing_paths_with_a_clear_message() {
+    let out = weir()
+        .args(["attach", "--spark", "/nonexistent/checkpoint"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such checkpoint directory"));
+    let out = weir()
+        .args(["attach", "--event-log", "/nonexistent/log"])
+        .arg(sq("windowed_agg/checkpoint"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no such event log"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One zstd frame per line, as a flushing writer leaves them.
+fn zstd_frames(lines: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend(zstd::encode_all(format!("{l}\n").as_bytes(), 3).unwrap());
+    }
+    out
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn spark_follows_a_rolling_zstd_log_as_it_grows_rolls_ends_and_restarts() {
+    // The events of rate_progress (three queries in one application), rewritten as the
+    // rolling zstd layout of a running application and handed to the feed in steps: a
+    // torn frame, the rest of events_1, a roll to events_2, the application's end, then
+    // a restart of one query as a new application in the same spark.eventLog.dir.
+    let text = std::fs::read_to_string(sq("rate_progress/eventlog/local-1796033672291")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let terminated = lines
+        .iter()
+        .position(|l| l.contains("QueryTerminatedEvent"))
+        .unwrap();
+    let half = terminated / 2;
+    let batches_in = |ls: &[&str]| -> Vec<u64> {
+        ls.iter()
+            .filter(|l| l.contains("QueryProgressEvent") && l.contains("\"name\":\"rate_window\""))
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["progress"]["batchId"].as_u64().unwrap()
+            })
+            .collect()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let events = tmp.path().join("spark-events");
+    let app = "local-1796033672291";
+    let dir = events.join(format!("eventlog_v2_{app}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("appstatus_{app}.inprogress")), "").unwrap();
+    let events_1 = dir.join(format!("events_1_{app}.zstd"));
+    let events_2 = dir.join(format!("events_2_{app}.zstd"));
+    let torn = zstd_frames(&lines[half..half + 1]);
+    append(&events_1, &zstd_frames(&lines[..half]));
+    append(&events_1, &torn[..torn.len() / 2]);
+
+    let cps = [
+        sq("rate_progress/checkpoint_window"),
+        sq("rate_progress/checkpoint_dedup"),
+        sq("rate_progress/checkpoint_idle"),
+    ];
+    let seen = std::cell::RefCell::new(Vec::<(usize, u64)>::new());
+    let statuses = std::cell::RefCell::new(Vec::<(usize, String)>::new());
+    let problems = std::cell::RefCell::new(Vec::<String>::new());
+    let mut out = |u: weir::spark::feed::Update| match u {
+        weir::spark::feed::Update::Progress { query, progress } => {
+            seen.borrow_mut().push((query, progress.batch_id))
+        }
+        weir::spark::feed::Update::Status { query, status, .. } => statuses
+            .borrow_mut()
+            .push((query, status.label().to_string())),
+        weir::spark::feed::Update::Note {
+            kind: weir::spark::feed::NoteKind::Problem,
+            text,
+            ..
+        } => problems.borrow_mut().push(text),
+        _ => {}
+    };
+    let opts = Options {
+        event_logs: vec![events.clone()],
+        path_map: unreachable_map(),
+        stale_after_ms: i64::MAX / 4,
+        list_every_ms: 0,
+        file_clock: false,
+        ..Default::default()
+    };
+    let window = |seen: &Vec<(usize, u64)>| -> Vec<u64> {
+        seen.iter()
+            .filter(|(q, _)| *q == 0)
+            .map(|(_, b)| *b)
+            .collect()
+    };
+    let mut now = 1_796_033_700_000;
+    let mut feed = weir::spark::feed::Feed::open(&cps, opts, now, &mut out).unwrap();
+    // 1. The complete frames are read; the torn one waits (the file may still grow).
+    assert!(!batches_in(&lines[..half]).is_empty());
+    assert_eq!(window(&seen.borrow()), batches_in(&lines[..half]));
+    assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+    let last = |statuses: &Vec<(usize, String)>, q: usize| {
+        statuses
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == q)
+            .map(|(_, s)| s.clone())
+    };
+    assert_eq!(last(&statuses.borrow(), 0).as_deref(), Some("idle"));
+    // 2. The rest of the frame and of events_1, then Spark rolls to events_2.
+    let mid = (half + 1 + terminated) / 2;
+    append(&events_1, &torn[torn.len() / 2..]);
+    append(&events_1, &zstd_frames(&lines[half + 1..mid]));
+    append(&events_2, &zstd_frames(&lines[mid..terminated]));
+    now += 1_000;
+    feed.poll(now, &mut out);
+    assert_eq!(window(&seen.borrow()), batches_in(&lines[..terminated]));
+    assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+    assert_eq!(
+        feed.last_progress(0).unwrap().batch_id,
+        *batches_in(&lines).last().unwrap()
+    );
+    // 3. The queries terminate and the application ends.
+    append(&events_2, &zstd_frames(&lines[terminated..]));
+    std::fs::rename(
+        dir.join(format!("appstatus_{app}.inprogress")),
+        dir.join(format!("appstatus_{app}")),
+    )
+    .unwrap();
+    now += 1_000;
+    feed.poll(now, &mut out);
+    for q in 0..3 {
+        assert_eq!(
+            last(&statuses.borrow(), q).as_deref(),
+            Some("stopped"),
+            "row {q}"
+        );
+    }
+    // 4. rate_window restarts: a new application in the same directory, a new run id,
+    //    its next batch.
+    let started = lines
+        .iter()
+        .find(|l| l.contains("QueryStartedEvent") && l.contains("rate_window"))
+        .unwrap();
+    let last_progress = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("QueryProgressEvent") && l.contains("\"name\":\"rate_window\""))
+        .unwrap();
+    let mut p: serde_json::Value = serde_json::from_str(last_progress).unwrap();
+    let old_run = p["progress"]["runId"].as_str().unwrap().to_string();
+    let new_run = "00000000-0000-4000-8000-000000000001";
+    let next = p["progress"]["batchId"].as_u64().unwrap() + 1;
+    p["progress"]["batchId"] = next.into();
+    p["progress"]["runId"] = new_run.into();
+    let restart_app = "local-1796033999999";
+    let rdir = events.join(format!("eventlog_v2_{restart_app}"));
+    std::fs::create_dir_all(&rdir).unwrap();
+    std::fs::write(rdir.join(format!("appstatus_{restart_app}.inprogress")), "").unwrap();
+    let p = p.to_string();
+    let started = started.replace(&old_run, new_run);
+    append(
+        &rdir.join(format!("events_1_{restart_app}.zstd")),
+        &zstd_frames(&[lines[0], &started, &p]),
+    );
+    now += 1_000;
+    feed.poll(now, &mut out);
+    assert_eq!(feed.last_progress(0).unwrap().batch_id, next);
+    assert_eq!(feed.last_progress(0).unwrap().run_id, new_run);
+    assert_eq!(last(&statuses.borrow(), 0).as_deref(), Some("idle"));
+    assert_eq!(last(&statuses.borrow(), 1).as_deref(), Some("stopped"));
+    assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+}
