@@ -77,7 +77,14 @@ fn the_demo_pipeline_passes_the_drill_and_is_not_touched() {
     assert_eq!(flow["rows_in"], expected);
     // Every failpoint was hit once, and the crashed batches were replayed.
     assert_eq!(report["failpoints_hit"], 4, "{report:#}");
-    assert!(flow["batches_replayed"].as_u64().unwrap() >= 4, "{flow:#}");
+    // A replay killed between its commit and its progress record (a random SIGKILL can
+    // land there) is counted in batches_without_progress instead.
+    assert!(
+        flow["batches_replayed"].as_u64().unwrap()
+            + flow["batches_without_progress"].as_u64().unwrap()
+            >= 4,
+        "{flow:#}"
+    );
     // One Delta version per batch, as in the crash-free run; the txn records the last batch.
     assert_eq!(flow["delta_version"], flow["reference_delta_version"]);
     assert_eq!(flow["txn_version"], flow["last_committed_batch"]);
