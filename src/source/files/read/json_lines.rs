@@ -407,6 +407,59 @@ fn mark_numbers(text: &str) -> Option<String> {
     })
 }
 
+/// A value's compact JSON text with its markers undone: a number marker is the number
+/// as written (`1.50`, not `"1.50"` nor `1.5`), a non-finite marker its token as a string.
+fn json_text(value: &Value) -> String {
+    use crate::schema::infer::{NON_FINITE_MARK, NUMBER_MARK};
+    let text = value.to_string();
+    if !text.contains([NUMBER_MARK, NON_FINITE_MARK]) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    // serde_json writes a marker string as `"` + marker + literal + `"` (a literal
+    // holds no quote or backslash, so the next `"` ends it).
+    while let Some(i) = rest.find(['"']) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let marked = after
+            .strip_prefix(NUMBER_MARK)
+            .map(|t| (t, true))
+            .or_else(|| after.strip_prefix(NON_FINITE_MARK).map(|t| (t, false)));
+        match marked.and_then(|(t, number)| t.find('"').map(|end| (t, end, number))) {
+            Some((t, end, true)) => {
+                out.push_str(&t[..end]);
+                rest = &t[end + 1..];
+            }
+            Some((t, end, false)) => {
+                out.push('"');
+                out.push_str(&t[..end]);
+                out.push('"');
+                rest = &t[end + 1..];
+            }
+            None => {
+                // An ordinary string: copy it whole (escapes included).
+                let mut end = 0;
+                let bytes = after.as_bytes();
+                while end < bytes.len() {
+                    match bytes[end] {
+                        b'\\' => end += 2,
+                        b'"' => break,
+                        _ => end += 1,
+                    }
+                }
+                let end = end.min(after.len());
+                out.push('"');
+                out.push_str(&after[..end]);
+                out.push('"');
+                rest = after.get(end + 1..).unwrap_or_default();
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether a type holds a decimal anywhere (so its JSON numbers are read exactly).
 fn has_decimal(data_type: &DataType) -> bool {
     match data_type {
@@ -755,10 +808,8 @@ impl Shape {
                     _ => Value::String(s),
                 },
                 Value::Bool(b) => Value::String(if b { "true" } else { "false" }.into()),
-                mut other => {
-                    unmark(&mut other);
-                    Value::String(other.to_string())
-                }
+                // An object or array as its compact JSON text, numbers as written.
+                other => Value::String(json_text(&other)),
             }),
             Shape::Int { min, max } => {
                 let v = match &value {
@@ -1075,6 +1126,20 @@ mod tests {
         );
         assert_eq!(d_row["n"], json!(5.0));
         assert_eq!(d.num_rows_rescued, 1);
+    }
+
+    #[test]
+    fn a_string_column_keeps_nested_numbers_as_written() {
+        let spec = json_spec("amount DECIMAL(10,2), raw STRING");
+        let d = decode_text(
+            "{\"amount\":1.50,\"raw\":{\"x\":1.50,\"s\":\"a\\\"b\",\"n\":[NaN,2e3,3]}}\n",
+            &spec,
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&d.batches),
+            [["1.50", r#"{"x":1.50,"s":"a\"b","n":["NaN",2e3,3]}"#]]
+        );
     }
 
     #[test]
