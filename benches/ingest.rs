@@ -29,61 +29,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod support;
+
 use arrow::csv::ReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use support::{measured, median};
 
 const SCHEMA: &str = "year INT, month INT, day INT, dep_time INT, sched_dep_time INT, dep_delay DOUBLE, \
 arr_time INT, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, flight INT, tailnum STRING, \
 origin STRING, dest STRING, air_time DOUBLE, distance DOUBLE, hour INT, minute INT, time_hour TIMESTAMP";
 
-/// Runs `cmd` as a child of a fresh process so getrusage(RUSAGE_CHILDREN) is this
-/// child's alone; returns (seconds, max RSS in KiB, stdout).
-fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
-    let start = Instant::now();
-    let exe = std::env::current_exe().expect("current exe");
-    let mut wrapper = std::process::Command::new(exe);
-    wrapper
-        .arg("--measure")
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            wrapper.env(k, v);
-        }
-    }
-    let out = wrapper
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("measure");
-    let secs = start.elapsed().as_secs_f64();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "benchmarked command failed: {stderr}");
-    let rss = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("MAXRSS_KIB "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    (secs, rss, out.stdout)
-}
-
-fn measure_mode(args: &[String]) -> ! {
-    let status = std::process::Command::new(&args[0])
-        .args(&args[1..])
-        .status()
-        .expect("spawn");
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .expect("rusage");
-    eprintln!("MAXRSS_KIB {}", usage.max_rss());
-    std::process::exit(status.code().unwrap_or(1));
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--measure") {
-        measure_mode(&args[1..]);
-    }
+    support::measure_mode_if_asked();
     // `cargo bench` passes `--bench`; other arguments are ignored.
     let base =
         std::env::var("WEIR_BENCH_DIR").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into());
@@ -146,12 +105,6 @@ fn main() {
         "{{\"case\":\"ratio\",\"weir_vs_limit\":{:.3}}}",
         best_limit / best_weir
     );
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[s.len() / 2]
 }
 
 fn report(case: &str, rows: u64, bytes: u64, secs: &[f64], peak_rss: Option<u64>) {

@@ -5,74 +5,40 @@
 //! JSON events (`event_id, key, event_time, amount`; 10,000 keys) into a 4-partition
 //! topic. Then, on that same topic:
 //!
-//! 1. **weir**: the release binary, `weir run --headless` with `available_now`,
-//!    `format = "json"` and a given schema, into a fresh Delta table, with
-//!    `max_offsets_per_trigger` = 500,000 and = 100,000 (peak memory follows the
-//!    bound, not the backlog). Wall time and peak RSS (getrusage of the child).
-//! 2. **Spark** (when `bench/spark/kafka-setup.sh` made the PySpark 4.2.0 venv
+//! 1. **The console's lag** (`bench_lag`): `kafka-lag-measure`, what one lag
+//!    measurement costs; `kafka-lag-visible`, the time from a record produced to the
+//!    console's model counting it (the console's own follower), idle and while a
+//!    `weir run` ingests the big topic.
+//! 2. **weir**: `weir run --headless` with `available_now`, `format = "json"` and a
+//!    given schema, into a fresh Delta table, for each `max_offsets_per_trigger` of
+//!    `WEIR_BENCH_KAFKA_LIMITS` (default `500000,100000,1700000`) on the whole
+//!    backlog, and the first one again on the topic's last quarter: peak RSS
+//!    (getrusage of the child) follows the limit, not the backlog. Wall time, rows/s,
+//!    and per setting the medians of the runs (`kafka-ingest-median`).
+//! 3. **Spark** (when `bench/spark/kafka-setup.sh` made the PySpark 4.2.0 venv
 //!    `~/.cache/weir-delta-venv` and the jars of `jars/spark-kafka/pom.xml`):
 //!    `bench/spark/bench_spark_kafka.py`, Spark's Kafka source with `from_json` and
 //!    `maxOffsetsPerTrigger` = 500,000, `availableNow`, `local[2]`, into Delta, under
-//!    `/var/tmp/weir-spark.lock`.
+//!    `/var/tmp/weir-spark.lock`, `WEIR_BENCH_RUNS` warm runs in one JVM.
 //!
 //! Prints one JSON line per measurement. `WEIR_BENCH_RUNS` (default 2) runs each.
 //! `WEIR_BIN` names the weir binary to measure (default: this build's);
-//! `WEIR_BENCH_KAFKA_ENGINES` = `weir`, `spark` or `weir,spark` (default).
+//! `WEIR_BENCH_KAFKA_ENGINES` = `weir`, `spark` or `weir,spark` (default);
+//! `WEIR_BENCH_KAFKA_LAG_SAMPLES` (default 20) records per lag measurement.
+
+mod support;
 
 use std::path::Path;
 use std::time::Instant;
 
+use support::{measured, median, round2};
 use weir::source::kafka::broker::{BENCH_JVM_OPTS, LocalBroker};
 
 const SCHEMA: &str = "event_id BIGINT, key STRING, event_time TIMESTAMP, amount DOUBLE";
 const TOPIC: &str = "bench-events";
 
-/// Runs `cmd` as a child of a fresh process so getrusage(RUSAGE_CHILDREN) is this
-/// child's alone; returns (seconds, max RSS in KiB, stdout).
-fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
-    let start = Instant::now();
-    let exe = std::env::current_exe().expect("current exe");
-    let mut wrapper = std::process::Command::new(exe);
-    wrapper
-        .arg("--measure")
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            wrapper.env(k, v);
-        }
-    }
-    let out = wrapper
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("measure");
-    let secs = start.elapsed().as_secs_f64();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "benchmarked command failed: {stderr}");
-    let rss = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("MAXRSS_KIB "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    (secs, rss, out.stdout)
-}
-
-fn measure_mode(args: &[String]) -> ! {
-    let status = std::process::Command::new(&args[0])
-        .args(&args[1..])
-        .status()
-        .expect("spawn");
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .expect("rusage");
-    eprintln!("MAXRSS_KIB {}", usage.max_rss());
-    std::process::exit(status.code().unwrap_or(1));
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--measure") {
-        measure_mode(&args[1..]);
-    }
+    support::measure_mode_if_asked();
     let events: u64 = std::env::var("WEIR_BENCH_KAFKA_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -114,51 +80,55 @@ fn main() {
             "partitions": 4, "wall_s": round2(t.elapsed().as_secs_f64())})
     );
 
-    // What the console's lag follower does twice a second: the latest offsets of every
-    // partition and the timestamps of the newest and the oldest unread record.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mut lag_ms = Vec::new();
-    rt.block_on(async {
-        use weir::source::kafka::{
-            KafkaConnection, KafkaSource, KafkaSourceOptions, Subscription, lag,
-        };
-        let mut source = KafkaSource::new(KafkaSourceOptions::new(
-            KafkaConnection::plaintext(&broker.bootstrap),
-            Subscription::Topics(vec![TOPIC.into()]),
-        ))
-        .expect("source");
-        let committed: weir::source::kafka::PartitionOffsets = (0..4)
-            .map(|p| (weir::source::kafka::TopicPartition::new(TOPIC, p), 0))
-            .collect();
-        for _ in 0..20 {
-            let t = Instant::now();
-            lag::measure(&mut source, Some(&committed))
-                .await
-                .expect("lag");
-            lag_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
-    });
-    lag_ms.sort_by(f64::total_cmp);
-    println!(
-        "{}",
-        serde_json::json!({"case": "kafka-lag-measure", "partitions": 4, "median_ms": round2(lag_ms[lag_ms.len() / 2]),
-            "max_ms": round2(lag_ms[lag_ms.len() - 1]), "poll_interval_ms": 500, "frame_ms": 250})
-    );
+    bench_lag(&rt, &broker.bootstrap);
 
     // `WEIR_BENCH_KAFKA_ENGINES`: `weir,spark` (default), or one of them.
     let engines = std::env::var("WEIR_BENCH_KAFKA_ENGINES").unwrap_or_else(|_| "weir,spark".into());
-    for max in [500_000u64, 100_000] {
-        if !engines.contains("weir") {
-            break;
+    // `WEIR_BENCH_KAFKA_LIMITS`: the `max_offsets_per_trigger` values to run, the first
+    // one also on a quarter of the backlog (the topic's last quarter): peak memory
+    // follows the limit, not the backlog.
+    let limits: Vec<u64> = std::env::var("WEIR_BENCH_KAFKA_LIMITS")
+        .unwrap_or_else(|_| "500000,100000,1700000".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    if engines.contains("weir") {
+        let latest = rt.block_on(latest_offsets(&broker.bootstrap));
+        let quarter: Vec<(i32, i64)> = latest.iter().map(|(p, l)| (*p, l - l / 4)).collect();
+        let quarter_rows: u64 = latest.iter().map(|(_, l)| (l / 4) as u64).sum();
+        let starting = serde_json::json!({ TOPIC: quarter
+            .iter()
+            .map(|(p, o)| (p.to_string(), serde_json::json!(o)))
+            .collect::<serde_json::Map<_, _>>() })
+        .to_string();
+        let mut cases: Vec<(u64, Option<&str>, u64)> =
+            limits.iter().map(|max| (*max, None, produced)).collect();
+        if let Some(first) = limits.first() {
+            cases.insert(1, (*first, Some(starting.as_str()), quarter_rows));
         }
-        for run in 0..runs {
-            let (secs, rss, rows) = run_weir(weir, &broker.bootstrap, max);
-            assert_eq!(rows, produced, "weir read every event once");
+        for (max, start, expected) in cases {
+            let mut secs = Vec::new();
+            let mut rss = Vec::new();
+            for run in 0..runs {
+                let (s, r, rows) = run_weir(weir, &broker.bootstrap, max, start);
+                assert_eq!(rows, expected, "weir read every event once");
+                println!(
+                    "{}",
+                    serde_json::json!({"case": "kafka-ingest", "engine": "weir", "run": run,
+                        "max_offsets_per_trigger": max, "backlog": expected, "rows": rows, "wall_s": round2(s),
+                        "rows_per_s": (rows as f64 / s).round(), "peak_rss_mib": r / 1024})
+                );
+                secs.push(s);
+                rss.push((r / 1024) as f64);
+            }
             println!(
                 "{}",
-                serde_json::json!({"case": "kafka-ingest", "engine": "weir", "run": run,
-                    "max_offsets_per_trigger": max, "rows": rows, "wall_s": round2(secs),
-                    "rows_per_s": (rows as f64 / secs).round(), "peak_rss_mib": rss / 1024})
+                serde_json::json!({"case": "kafka-ingest-median", "engine": "weir", "runs": runs,
+                    "max_offsets_per_trigger": max, "backlog": expected,
+                    "median_wall_s": round2(median(&secs)),
+                    "median_rows_per_s": (expected as f64 / median(&secs)).round(),
+                    "median_peak_rss_mib": median(&rss), "max_peak_rss_mib": rss.iter().copied().fold(0.0, f64::max)})
             );
         }
     }
@@ -198,34 +168,23 @@ fn main() {
     }
 }
 
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
-
 /// One `available_now` run into a fresh table; (seconds, peak RSS KiB, rows read).
-fn run_weir(weir: &str, bootstrap: &str, max_offsets: u64) -> (f64, u64, u64) {
+/// `starting`: Spark's per-partition starting offsets JSON (default `earliest`).
+fn run_weir(
+    weir: &str,
+    bootstrap: &str,
+    max_offsets: u64,
+    starting: Option<&str>,
+) -> (f64, u64, u64) {
+    let starting = match starting {
+        Some(json) => format!("'{json}'"),
+        None => "\"earliest\"".into(),
+    };
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
     std::fs::write(
         &pipeline,
-        format!(
-            r#"
-[[flow]]
-name = "bench_events"
-trigger = "available_now"
-[flow.source]
-type = "kafka"
-bootstrap_servers = "{bootstrap}"
-subscribe = ["{TOPIC}"]
-starting_offsets = "earliest"
-max_offsets_per_trigger = {max_offsets}
-format = "json"
-schema = "{SCHEMA}"
-[flow.sink]
-type = "delta"
-path = "lake/events"
-"#
-        ),
+        ingest_pipeline(bootstrap, max_offsets, &starting),
     )
     .expect("pipeline");
     let (secs, rss, stdout) = measured(
@@ -240,4 +199,223 @@ path = "lake/events"
         .filter_map(|v| v["numInputRows"].as_u64())
         .sum();
     (secs, rss, rows)
+}
+
+/// The latest offset of each partition of [`TOPIC`].
+async fn latest_offsets(bootstrap: &str) -> Vec<(i32, i64)> {
+    use weir::source::kafka::{KafkaClient, KafkaConnection, TopicPartition};
+    let client = KafkaClient::connect(&KafkaConnection::plaintext(bootstrap))
+        .await
+        .expect("connect");
+    let parts: Vec<TopicPartition> = client.topics().await.expect("topics")[TOPIC]
+        .iter()
+        .map(|p| TopicPartition::new(TOPIC, *p))
+        .collect();
+    client
+        .offsets(parts.iter(), true)
+        .await
+        .expect("offsets")
+        .into_iter()
+        .map(|(tp, o)| (tp.partition, o))
+        .collect()
+}
+
+/// The console's lag: what one measurement costs (`kafka-lag-measure`), and how long
+/// after a record is produced the console's model has a lag that counts it
+/// (`kafka-lag-visible`): the console's own follower (`console::follow::kafka_lag`,
+/// every `KAFKA_LAG_INTERVAL`) on a topic of 4 partitions, one record produced at a
+/// time at varying moments of the follower's interval; idle, then while a `weir run`
+/// ingests the big topic in another process. A frame draws the model at most
+/// `DATA_FRAME` + `FRAME` later.
+fn bench_lag(rt: &tokio::runtime::Runtime, bootstrap: &str) {
+    use weir::console::app::Report;
+    use weir::console::event_loop::{DATA_FRAME, FRAME};
+    use weir::console::follow::{KAFKA_LAG_INTERVAL, kafka_lag};
+    use weir::source::kafka::lag::LagProbe;
+    use weir::source::kafka::{
+        KafkaClient, KafkaConnection, KafkaSource, KafkaSourceOptions, PartitionOffsets,
+        Subscription, TopicPartition,
+    };
+
+    let samples: usize = std::env::var("WEIR_BENCH_KAFKA_LAG_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    // One measurement, on the big topic with nothing committed: the first one asks
+    // every timestamp, the next ones only the latest offsets (nothing moved).
+    let mut lag_ms = Vec::new();
+    let mut first_ms = 0.0;
+    rt.block_on(async {
+        let mut source = KafkaSource::new(KafkaSourceOptions::new(
+            KafkaConnection::plaintext(bootstrap),
+            Subscription::Topics(vec![TOPIC.into()]),
+        ))
+        .expect("source");
+        let committed: PartitionOffsets =
+            (0..4).map(|p| (TopicPartition::new(TOPIC, p), 0)).collect();
+        let mut probe = LagProbe::new();
+        for i in 0..samples {
+            let t = Instant::now();
+            probe
+                .measure(&mut source, Some(&committed))
+                .await
+                .expect("lag");
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            if i == 0 {
+                first_ms = ms;
+            } else {
+                lag_ms.push(ms);
+            }
+        }
+    });
+    println!(
+        "{}",
+        serde_json::json!({"case": "kafka-lag-measure", "partitions": 4, "first_ms": round2(first_ms),
+            "median_ms": round2(median(&lag_ms)), "max_ms": round2(lag_ms.iter().copied().fold(0.0, f64::max)),
+            "poll_interval_ms": KAFKA_LAG_INTERVAL.as_millis()})
+    );
+
+    const LAG_TOPIC: &str = "bench-lag";
+    let dir = tempfile::tempdir().expect("tmp");
+    let pipeline = dir.path().join("pipeline.toml");
+    let text = format!(
+        r#"
+[[flow]]
+name = "lag"
+[flow.source]
+type = "kafka"
+bootstrap_servers = "{bootstrap}"
+subscribe = ["{LAG_TOPIC}"]
+[flow.sink]
+type = "delta"
+path = "lake/lag"
+"#
+    );
+    let spec = weir::pipeline::parse(&pipeline, &text).expect("pipeline");
+    let weir::spec::SourceSpec::Kafka(kafka) = spec.flows[0].source.clone() else {
+        panic!("a Kafka source")
+    };
+    let weir_bin = std::env::var("WEIR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_weir").into());
+    for load in ["idle", "weir ingest running"] {
+        let mut ingest = (load != "idle").then(|| {
+            let d = tempfile::tempdir().expect("tmp");
+            let p = d.path().join("pipeline.toml");
+            std::fs::write(&p, ingest_pipeline(bootstrap, 500_000, "\"earliest\""))
+                .expect("pipeline");
+            let child = std::process::Command::new(&weir_bin)
+                .args(["run", "--headless"])
+                .arg(&p)
+                .env("WEIR_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("weir run");
+            (d, child)
+        });
+        if ingest.is_some() {
+            // Into its first batch.
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
+        let visible: Vec<f64> = rt.block_on(async {
+            let client = KafkaClient::connect(&KafkaConnection::plaintext(bootstrap))
+                .await
+                .expect("connect");
+            client.create_topic(LAG_TOPIC, 4, 1).await.expect("topic");
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let follower = tokio::spawn(kafka_lag(
+                "lag".into(),
+                kafka.clone(),
+                dir.path().join("checkpoint"),
+                KAFKA_LAG_INTERVAL,
+                tx,
+            ));
+            let total = |r: &Report| match r {
+                Report::KafkaLag { lag: Ok(l), .. } => {
+                    Some(l.iter().map(|p| p.latest).sum::<i64>())
+                }
+                _ => None,
+            };
+            // The follower's first measurement.
+            let mut seen = loop {
+                if let Some(t) = rx.recv().await.as_ref().and_then(total) {
+                    break t;
+                }
+            };
+            let mut out = Vec::new();
+            for i in 0..samples {
+                // A different moment of the follower's interval each time.
+                tokio::time::sleep(std::time::Duration::from_millis(
+                    300 + (i as u64 * 137) % 500,
+                ))
+                .await;
+                while let Ok(r) = rx.try_recv() {
+                    if let Some(t) = total(&r) {
+                        seen = t;
+                    }
+                }
+                let tp = TopicPartition::new(LAG_TOPIC, (i % 4) as i32);
+                let record = rskafka::record::Record {
+                    key: Some(format!("k{i}").into_bytes()),
+                    value: Some(br#"{"lag":1}"#.to_vec()),
+                    headers: Default::default(),
+                    timestamp: rskafka::chrono::Utc::now(),
+                };
+                client
+                    .produce(
+                        &tp,
+                        vec![record],
+                        rskafka::client::partition::Compression::NoCompression,
+                    )
+                    .await
+                    .expect("produce");
+                let t = Instant::now();
+                loop {
+                    let r = rx.recv().await.expect("the follower reports");
+                    if let Some(total) = total(&r)
+                        && total > seen
+                    {
+                        seen = total;
+                        break;
+                    }
+                }
+                out.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            follower.abort();
+            out
+        });
+        if let Some((_dir, mut child)) = ingest.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let max = visible.iter().copied().fold(0.0, f64::max);
+        let frame = (DATA_FRAME + FRAME).as_millis() as f64;
+        println!(
+            "{}",
+            serde_json::json!({"case": "kafka-lag-visible", "load": load, "samples": visible.len(),
+                "poll_interval_ms": KAFKA_LAG_INTERVAL.as_millis(),
+                "median_ms": round2(median(&visible)), "max_ms": round2(max),
+                "frame_bound_ms": frame, "max_with_frame_ms": round2(max + frame)})
+        );
+    }
+}
+
+/// A pipeline reading [`TOPIC`] with `available_now` into a Delta table.
+fn ingest_pipeline(bootstrap: &str, max_offsets: u64, starting: &str) -> String {
+    format!(
+        r#"
+[[flow]]
+name = "bench_events"
+trigger = "available_now"
+[flow.source]
+type = "kafka"
+bootstrap_servers = "{bootstrap}"
+subscribe = ["{TOPIC}"]
+starting_offsets = {starting}
+max_offsets_per_trigger = {max_offsets}
+format = "json"
+schema = "{SCHEMA}"
+[flow.sink]
+type = "delta"
+path = "lake/events"
+"#
+    )
 }

@@ -278,6 +278,11 @@ pub fn kafka_committed(checkpoint: &Path) -> Option<crate::source::kafka::Partit
     }
 }
 
+/// How often the console measures a Kafka flow's lag: a moved latest offset shows
+/// within this, one measurement and a data frame (`event_loop::DATA_FRAME`), under
+/// the one second of issue 19 (`cargo bench --bench kafka`, `kafka-lag-visible`).
+pub const KAFKA_LAG_INTERVAL: Duration = Duration::from_millis(500);
+
 /// Measures a Kafka flow's per-partition lag every `interval` and reports it (or why
 /// the cluster could not be asked: `source_unavailable`).
 pub async fn kafka_lag(
@@ -298,9 +303,16 @@ pub async fn kafka_lag(
     let Ok(mut source) = crate::source::kafka::KafkaSource::new(options) else {
         return;
     };
+    // Every `interval` from the start of the last measurement (not from its end), so a
+    // moved latest offset is seen within `interval` plus one measurement.
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut probe = crate::source::kafka::lag::LagProbe::new();
     loop {
+        ticks.tick().await;
         let committed = kafka_committed(&checkpoint);
-        let lag = crate::source::kafka::lag::measure(&mut source, committed.as_ref())
+        let lag = probe
+            .measure(&mut source, committed.as_ref())
             .await
             .map_err(|e| e.to_string());
         let report = Report::KafkaLag {
@@ -311,7 +323,6 @@ pub async fn kafka_lag(
         if tx.send(report).await.is_err() {
             return;
         }
-        tokio::time::sleep(interval).await;
     }
 }
 

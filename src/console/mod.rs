@@ -189,7 +189,7 @@ pub async fn run_flows_with_notices(
                 f.name.clone(),
                 k.clone(),
                 f.checkpoint.clone(),
-                Duration::from_millis(500),
+                follow::KAFKA_LAG_INTERVAL,
                 tx.clone(),
             ))),
             _ => None,

@@ -162,31 +162,24 @@ impl KafkaInput {
             return Ok(BatchRead::default());
         }
         let ranges = self.source.ranges(&batch.start, &batch.end).await?;
-        let read = self.source.read(&ranges).await?;
+        // With `format`, values are decoded chunk by chunk as they are fetched.
+        let read = self
+            .source
+            .read_decoded(&ranges, self.decoder.as_ref())
+            .await?;
         let num_offsets_lost = read.offsets_lost();
         let mut out = BatchRead {
             num_rows: read.num_rows,
             num_bytes: read.num_bytes,
             num_offsets_lost,
+            num_rows_rescued: read.num_rows_rescued,
+            num_records_corrupt: read.num_records_corrupt,
+            type_mismatches: read.type_mismatches,
+            batches: read.batches,
             ..Default::default()
         };
-        match &self.decoder {
-            None => out.batches = read.batches,
-            Some(decoder) => {
-                let decoder = decoder.clone();
-                let batches = read.batches;
-                let decoded = tokio::task::spawn_blocking(move || decoder.decode(&batches))
-                    .await
-                    .map_err(|e| Error::Source {
-                        path: self.spec.locator.clone(),
-                        message: format!("a decoder task failed: {e}"),
-                    })??;
-                out.num_rows = decoded.batches.iter().map(|b| b.num_rows() as u64).sum();
-                out.num_rows_rescued = decoded.num_rows_rescued;
-                out.num_records_corrupt = decoded.num_records_corrupt;
-                out.type_mismatches = decoded.type_mismatches;
-                out.batches = decoded.batches;
-            }
+        if self.decoder.is_some() {
+            out.num_rows = out.batches.iter().map(|b| b.num_rows() as u64).sum();
         }
         Ok(out)
     }

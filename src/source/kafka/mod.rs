@@ -46,13 +46,22 @@ pub use offset::{
 };
 use rows::RowsBuilder;
 
-/// Bytes one fetch request asks for per partition (Kafka's `max.partition.fetch.bytes`
-/// is 1 MiB; larger requests cost fewer round trips on a backlog).
-pub const FETCH_MAX_BYTES: i32 = 8 * 1024 * 1024;
+/// Bytes one fetch request asks for per partition: Kafka's `max.partition.fetch.bytes`
+/// default (the broker still returns a first record batch larger than this whole).
+/// A fetch's records are turned into Arrow rows and dropped before the next fetch, so
+/// this bounds what a partition being read holds besides its rows.
+pub const FETCH_MAX_BYTES: i32 = 1024 * 1024;
 /// How long a fetch waits for data the broker does not have yet.
 const FETCH_MAX_WAIT_MS: i32 = 500;
-/// Rows per record batch handed to the engine.
-const ROWS_PER_BATCH: usize = 65_536;
+/// Rows per chunk: the record batches handed to the engine. With `format`, each chunk's
+/// values are decoded as soon as it is full (while the next one is fetched) and its raw
+/// rows dropped, so a batch holds its decoded rows and, per partition being read, at
+/// most one fetch and two raw chunks.
+pub const ROWS_PER_CHUNK: usize = 16_384;
+/// Key, value and header bytes after which a chunk is full even with fewer rows.
+pub const BYTES_PER_CHUNK: u64 = 4 * 1024 * 1024;
+/// Partitions read at once by a batch (each a task with its own fetches).
+pub const PARTITIONS_IN_FLIGHT: usize = 4;
 /// Default time a request may keep failing before the source is `source_unavailable`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -459,11 +468,14 @@ impl KafkaClient {
     /// Reads `[range.from, range.until)` of one partition into rows of Spark's schema.
     /// Offsets Kafka no longer has are data loss: an error with `fail_on_data_loss`,
     /// otherwise skipped and returned in [`RangeRead::losses`].
+    /// With `decoder`, the rows are the decoded values' (chunk by chunk, see
+    /// [`ROWS_PER_CHUNK`]).
     pub async fn read_range(
         &self,
         range: &OffsetRange,
         fail_on_data_loss: bool,
         include_headers: bool,
+        decoder: Option<value::ValueDecoder>,
     ) -> Result<RangeRead> {
         let pc = self.partition(&range.tp).await?;
         read_partition(
@@ -472,6 +484,7 @@ impl KafkaClient {
             range.clone(),
             fail_on_data_loss,
             include_headers,
+            decoder,
         )
         .await
     }
@@ -586,7 +599,9 @@ fn tls_config(connection: &KafkaConnection) -> Result<rustls::ClientConfig> {
 /// One partition's rows of a batch.
 #[derive(Debug, Default)]
 pub struct RangeRead {
+    /// Spark's Kafka rows, or with a decoder the decoded values' rows.
     pub batches: Vec<RecordBatch>,
+    /// Records read.
     pub num_rows: u64,
     /// Key, value and header bytes.
     pub num_bytes: u64,
@@ -594,6 +609,88 @@ pub struct RangeRead {
     pub losses: Vec<DataLoss>,
     /// The last record read: its offset and timestamp (ms).
     pub last: Option<(i64, i64)>,
+    /// With a decoder: what decoding found (rescued rows, corrupt records, type mismatches).
+    pub decoded: value::Decoded,
+}
+
+/// Adds `more` to `into`, one entry per field, file and types (a partition's chunks
+/// are one file: `kafka:<topic>/<partition>`).
+fn merge_mismatches(
+    into: &mut Vec<crate::source::files::read::FieldMismatch>,
+    more: Vec<crate::source::files::read::FieldMismatch>,
+) {
+    for m in more {
+        match into.iter_mut().find(|e| {
+            e.path == m.path && e.file == m.file && e.expected == m.expected && e.found == m.found
+        }) {
+            Some(e) => e.count += m.count,
+            None => into.push(m),
+        }
+    }
+}
+
+/// Where a partition's full chunks go: kept as they are, or with a decoder decoded on a
+/// blocking thread while the next chunk is fetched (at most one chunk decoding at a
+/// time), the raw chunk dropped once decoded.
+struct Chunks {
+    decoder: Option<value::ValueDecoder>,
+    decoding: Option<tokio::task::JoinHandle<Result<value::Decoded>>>,
+    out: RangeRead,
+}
+
+impl Chunks {
+    fn new(decoder: Option<value::ValueDecoder>) -> Self {
+        Chunks {
+            decoder,
+            decoding: None,
+            out: RangeRead::default(),
+        }
+    }
+
+    /// Waits for the chunk being decoded, if any, and keeps its rows.
+    async fn settle(&mut self) -> Result<()> {
+        if let Some(task) = self.decoding.take() {
+            let d = task.await.map_err(|e| Error::Source {
+                path: PathBuf::from("kafka"),
+                message: format!("a decoder task failed: {e}"),
+            })??;
+            let out = &mut self.out.decoded;
+            out.batches.extend(d.batches);
+            out.num_rows_rescued += d.num_rows_rescued;
+            out.num_records_corrupt += d.num_records_corrupt;
+            merge_mismatches(&mut out.type_mismatches, d.type_mismatches);
+        }
+        Ok(())
+    }
+
+    /// Takes the rows built so far as a chunk.
+    async fn push(&mut self, rows: &mut RowsBuilder) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.out.num_bytes += rows.bytes();
+        self.out.num_rows += rows.len() as u64;
+        let chunk = rows.finish()?;
+        match self.decoder.clone() {
+            None => self.out.batches.push(chunk),
+            Some(decoder) => {
+                self.settle().await?;
+                self.decoding = Some(tokio::task::spawn_blocking(move || {
+                    decoder.decode(std::slice::from_ref(&chunk))
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<RangeRead> {
+        self.settle().await?;
+        let mut out = self.out;
+        if self.decoder.is_some() {
+            out.batches = std::mem::take(&mut out.decoded.batches);
+        }
+        Ok(out)
+    }
 }
 
 fn is_offset_out_of_range(e: &ClientError) -> bool {
@@ -612,9 +709,10 @@ async fn read_partition(
     range: OffsetRange,
     fail_on_data_loss: bool,
     include_headers: bool,
+    decoder: Option<value::ValueDecoder>,
 ) -> Result<RangeRead> {
     let tp = &range.tp;
-    let mut out = RangeRead::default();
+    let mut chunks = Chunks::new(decoder);
     let mut rows = RowsBuilder::new(&tp.topic, tp.partition, include_headers);
     let mut offset = range.from;
     let lost = |out: &mut RangeRead, from: i64, until: i64, why: &str| -> Result<()> {
@@ -661,7 +759,7 @@ async fn read_partition(
                 if earliest > offset {
                     let until = earliest.min(range.until);
                     lost(
-                        &mut out,
+                        &mut chunks.out,
                         offset,
                         until,
                         &format!(
@@ -675,7 +773,7 @@ async fn read_partition(
                     .await
                     .map_err(|e| unavailable(connection, &format!("offsets of {tp}"), e))?;
                 lost(
-                    &mut out,
+                    &mut chunks.out,
                     offset,
                     range.until,
                     &format!(
@@ -695,7 +793,7 @@ async fn read_partition(
         if records.is_empty() {
             if offset >= high_watermark {
                 lost(
-                    &mut out,
+                    &mut chunks.out,
                     offset,
                     range.until,
                     &format!("the partition now ends at {high_watermark}"),
@@ -725,23 +823,18 @@ async fn read_partition(
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_slice())),
             );
-            out.last = Some((r.offset, ts));
-            if rows.len() >= ROWS_PER_BATCH {
-                out.num_bytes += rows.bytes();
-                out.num_rows += rows.len() as u64;
-                out.batches.push(rows.finish()?);
+            chunks.out.last = Some((r.offset, ts));
+            if rows.len() >= ROWS_PER_CHUNK || rows.bytes() >= BYTES_PER_CHUNK {
+                chunks.push(&mut rows).await?;
             }
         }
         offset = records
             .last()
             .map_or(offset + 1, |r| (r.offset + 1).max(offset + 1));
+        drop(records);
     }
-    if !rows.is_empty() {
-        out.num_bytes += rows.bytes();
-        out.num_rows += rows.len() as u64;
-        out.batches.push(rows.finish()?);
-    }
-    Ok(out)
+    chunks.push(&mut rows).await?;
+    chunks.finish().await
 }
 
 /// The rows of a batch, over all its ranges.
@@ -755,6 +848,11 @@ pub struct KafkaRead {
     pub losses: Vec<DataLoss>,
     /// Per partition: the last record read (offset, timestamp ms).
     pub last: BTreeMap<TopicPartition, (i64, i64)>,
+    /// Read with a decoder: rows whose values were rescued, corrupt records, and
+    /// values whose type disagrees with their column.
+    pub num_rows_rescued: u64,
+    pub num_records_corrupt: u64,
+    pub type_mismatches: Vec<crate::source::files::read::FieldMismatch>,
 }
 
 impl KafkaRead {
@@ -832,6 +930,12 @@ impl KafkaSource {
         let c = Arc::new(KafkaClient::connect(&self.options.connection).await?);
         self.client = Some(c.clone());
         Ok(c)
+    }
+
+    /// Drops the connection: the next call connects again (after the cluster was
+    /// unreachable).
+    pub fn forget_client(&mut self) {
+        self.client = None;
     }
 
     /// Runs `f` with the client; after an unavailable cluster the next call reconnects.
@@ -974,6 +1078,47 @@ impl KafkaSource {
             .collect())
     }
 
+    /// What a restart from `committed` would find lost, asking the cluster now (read
+    /// only; `weir check`): partitions gone (topic deleted, partitions no longer
+    /// subscribed), offsets gone back (topic recreated), offsets retention or
+    /// DeleteRecords removed before they were read (the partition now starts after the
+    /// committed offset), and new partitions that no longer start at 0.
+    pub async fn losses_since(&mut self, committed: &PartitionOffsets) -> Result<Vec<DataLoss>> {
+        let latest = self.latest_offsets(None).await?;
+        let existing: BTreeSet<TopicPartition> = latest.keys().cloned().collect();
+        let new: BTreeSet<TopicPartition> = existing
+            .iter()
+            .filter(|tp| !committed.contains_key(*tp))
+            .cloned()
+            .collect();
+        let new_earliest = self.earliest_offsets(&new).await?;
+        let (_, mut losses) = offset::offset_ranges(committed, &latest, &new_earliest);
+        let kept: BTreeSet<TopicPartition> = committed
+            .keys()
+            .filter(|tp| existing.contains(*tp))
+            .cloned()
+            .collect();
+        let earliest = self.earliest_offsets(&kept).await?;
+        for (tp, &start) in &earliest {
+            if let Some(&from) = committed.get(tp)
+                && start > from
+                && latest.get(tp).is_none_or(|l| *l >= from)
+            {
+                losses.push(DataLoss {
+                    tp: tp.clone(),
+                    from: Some(from),
+                    until: Some(start),
+                    message: format!(
+                        "offsets [{from}, {start}) of partition {tp} were deleted before they were read \
+                         (retention or deleted records: the partition now starts at {start})"
+                    ),
+                });
+            }
+        }
+        losses.sort_by(|a, b| a.tp.cmp(&b.tp));
+        Ok(losses)
+    }
+
     /// Spark's `latestOffset(start, readLimit)`: the end offset of the next batch, or
     /// `None` when there is nothing new (or `min_offsets_per_trigger` says wait).
     /// `available_now` pins the latest offsets at its first plan; `once` and
@@ -1064,30 +1209,41 @@ impl KafkaSource {
         Ok(BatchRanges { ranges, losses })
     }
 
-    /// Reads the ranges, one task per partition.
+    /// Reads the ranges in Spark's Kafka rows, one task per partition.
     pub async fn read(&mut self, ranges: &BatchRanges) -> Result<KafkaRead> {
+        self.read_decoded(ranges, None).await
+    }
+
+    /// Reads the ranges, one task per partition, at most [`PARTITIONS_IN_FLIGHT`] at
+    /// once; with `decoder`, each partition's chunks are decoded as they fill, so the
+    /// batch holds its decoded rows and not its raw records as well.
+    pub async fn read_decoded(
+        &mut self,
+        ranges: &BatchRanges,
+        decoder: Option<&value::ValueDecoder>,
+    ) -> Result<KafkaRead> {
+        use futures::StreamExt;
         let fail = self.options.fail_on_data_loss;
         let headers = self.options.include_headers;
         let ranges = ranges.clone();
+        let decoder = decoder.cloned();
         self.with_client(|client| async move {
-            let tasks: Vec<_> = ranges
-                .ranges
-                .iter()
-                .cloned()
-                .map(|range| {
-                    let client = client.clone();
-                    tokio::spawn(async move {
-                        let r = client.read_range(&range, fail, headers).await;
-                        (range.tp, r)
-                    })
+            let tasks = futures::stream::iter(ranges.ranges.iter().cloned().map(|range| {
+                let client = client.clone();
+                let decoder = decoder.clone();
+                tokio::spawn(async move {
+                    let r = client.read_range(&range, fail, headers, decoder).await;
+                    (range.tp, r)
                 })
-                .collect();
+            }))
+            .buffered(PARTITIONS_IN_FLIGHT);
+            futures::pin_mut!(tasks);
             let mut out = KafkaRead {
                 losses: ranges.losses.clone(),
                 ..Default::default()
             };
-            for t in tasks {
-                let (tp, r) = t.await.map_err(|e| Error::KafkaUnavailable {
+            while let Some(t) = tasks.next().await {
+                let (tp, r) = t.map_err(|e| Error::KafkaUnavailable {
                     bootstrap: client.connection.bootstrap(),
                     message: format!("a fetch task failed: {e}"),
                 })?;
@@ -1096,6 +1252,9 @@ impl KafkaSource {
                 out.num_bytes += r.num_bytes;
                 out.batches.extend(r.batches);
                 out.losses.extend(r.losses);
+                out.num_rows_rescued += r.decoded.num_rows_rescued;
+                out.num_records_corrupt += r.decoded.num_records_corrupt;
+                out.type_mismatches.extend(r.decoded.type_mismatches);
                 if let Some(last) = r.last {
                     out.last.insert(tp, last);
                 }
