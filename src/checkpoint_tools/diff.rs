@@ -177,11 +177,18 @@ pub fn diff(a: Side, b: Side) -> Diff {
         .collect();
     let mut changes: Vec<Change> = Vec::new();
     for (f, x, y) in rows.drain(..) {
+        // Kafka offsets are compared topic by topic and partition by partition below.
+        if f == "end offset" && kafka_offsets(&a).is_some() && kafka_offsets(&b).is_some() {
+            continue;
+        }
         changes.push(Change {
             field: f.to_string(),
             a: x,
             b: y,
         });
+    }
+    if let (Some(x), Some(y)) = (kafka_offsets(&a), kafka_offsets(&b)) {
+        changes.extend(kafka_changes(&x, &y));
     }
     for (f, x, y) in op_rows {
         changes.push(Change {
@@ -198,6 +205,54 @@ pub fn diff(a: Side, b: Side) -> Diff {
         changes,
         schema_changes,
     }
+}
+
+/// A side's end offset as a Kafka source's (`None`: not a Kafka source).
+fn kafka_offsets(side: &Side) -> Option<crate::source::kafka::PartitionOffsets> {
+    side.end_offset
+        .as_ref()
+        .and_then(|v| crate::source::kafka::KafkaSourceOffset::from_json(v).ok())
+        .map(|o| o.partitions)
+}
+
+/// Kafka offsets side by side: the topics (a changed subscription), then each
+/// partition whose offset differs, one only side has (a partition that went away or
+/// was added), or whose offset went back from A to B (a recreated topic, or B older).
+fn kafka_changes(
+    a: &crate::source::kafka::PartitionOffsets,
+    b: &crate::source::kafka::PartitionOffsets,
+) -> Vec<Change> {
+    let topics = |m: &crate::source::kafka::PartitionOffsets| {
+        m.keys()
+            .map(|tp| tp.topic.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut out = vec![Change {
+        field: "kafka topics".into(),
+        a: topics(a),
+        b: topics(b),
+    }];
+    let tps: std::collections::BTreeSet<&crate::source::kafka::TopicPartition> =
+        a.keys().chain(b.keys()).collect();
+    for tp in tps {
+        let (x, y) = (a.get(tp), b.get(tp));
+        let (x_text, y_text) = match (x, y) {
+            (Some(x), Some(y)) if y < x => (x.to_string(), format!("{y} (went back)")),
+            (Some(x), Some(y)) => (x.to_string(), y.to_string()),
+            (Some(x), None) => (x.to_string(), "- (partition gone)".into()),
+            (None, Some(y)) => ("- (no partition)".into(), y.to_string()),
+            (None, None) => continue,
+        };
+        out.push(Change {
+            field: format!("kafka {tp}"),
+            a: x_text,
+            b: y_text,
+        });
+    }
+    out
 }
 
 fn schema_changes(a: Option<&str>, b: Option<&str>) -> Vec<String> {
@@ -255,4 +310,39 @@ pub fn render(d: &Diff) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::kafka::{PartitionOffsets, TopicPartition};
+
+    fn offsets(entries: &[(&str, i32, i64)]) -> PartitionOffsets {
+        entries
+            .iter()
+            .map(|(t, p, o)| (TopicPartition::new(*t, *p), *o))
+            .collect()
+    }
+
+    #[test]
+    fn kafka_offsets_are_compared_by_topic_and_partition() {
+        let a = offsets(&[("events", 0, 10), ("events", 1, 7), ("old", 0, 3)]);
+        let b = offsets(&[("events", 0, 20), ("events", 1, 5), ("events", 2, 4)]);
+        let changes: Vec<(String, String, String)> = kafka_changes(&a, &b)
+            .into_iter()
+            .filter(|c| c.a != c.b)
+            .map(|c| (c.field, c.a, c.b))
+            .collect();
+        let row = |f: &str, a: &str, b: &str| (f.to_string(), a.to_string(), b.to_string());
+        assert_eq!(
+            changes,
+            vec![
+                row("kafka topics", "events,old", "events"),
+                row("kafka events-0", "10", "20"),
+                row("kafka events-1", "7", "5 (went back)"),
+                row("kafka events-2", "- (no partition)", "4"),
+                row("kafka old-0", "3", "- (partition gone)"),
+            ]
+        );
+    }
 }

@@ -79,6 +79,90 @@ pub struct SourceReport {
     pub watermark_ms: Option<i64>,
     /// This source's watermark is the flow's (the last batch's progress record says).
     pub holds_watermark: bool,
+    /// A Kafka source: its offsets per partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaReport>,
+}
+
+/// A Kafka source's position, per partition (offsets are the next record to read).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KafkaReport {
+    pub partitions: Vec<KafkaPartitionReport>,
+    /// Offsets skipped as lost (`fail_on_data_loss = false`) over the progress records
+    /// kept (`numOffsetsLost`).
+    pub offsets_lost: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KafkaPartitionReport {
+    pub topic: String,
+    pub partition: i32,
+    /// Where the first batch started (`sources/<i>/0`).
+    pub initial: Option<i64>,
+    /// The end of the last committed batch: where a restart reads from.
+    pub committed: Option<i64>,
+    /// The end of a planned, uncommitted batch (re-run by the next start).
+    pub pending: Option<i64>,
+    /// The partition's latest offset when the last batch was planned (its progress).
+    pub latest: Option<i64>,
+}
+
+/// The Kafka view of source `index`, when its offsets are Kafka's.
+fn kafka_report(
+    cp: &Checkpoint,
+    index: usize,
+    committed: Option<&serde_json::Value>,
+    planned: Option<&serde_json::Value>,
+    progress: &BTreeMap<u64, crate::records::StreamingQueryProgress>,
+) -> Option<KafkaReport> {
+    use crate::source::kafka::{KafkaSourceOffset, PartitionOffsets};
+    let parse = |v: Option<&serde_json::Value>| -> Option<PartitionOffsets> {
+        v.and_then(|v| KafkaSourceOffset::from_json(v).ok())
+            .map(|o| o.partitions)
+    };
+    let initial = crate::source::kafka::read_initial_offsets(
+        &crate::engine::input::source_dir(cp, index).join("0"),
+    )
+    .ok()
+    .flatten()
+    .map(|o| o.partitions);
+    let committed = parse(committed);
+    let planned = parse(planned);
+    if initial.is_none() && committed.is_none() && planned.is_none() {
+        return None;
+    }
+    let last = progress.values().next_back();
+    let latest = parse(
+        last.and_then(|p| p.sources.get(index))
+            .map(|s| &s.latest_offset),
+    );
+    let offsets_lost = progress
+        .values()
+        .filter_map(|p| p.sources.get(index))
+        .filter_map(|s| s.metrics.get("numOffsetsLost"))
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum();
+    let mut tps: std::collections::BTreeSet<crate::source::kafka::TopicPartition> =
+        std::collections::BTreeSet::new();
+    for m in [&initial, &committed, &planned].into_iter().flatten() {
+        tps.extend(m.keys().cloned());
+    }
+    let at = |m: &Option<PartitionOffsets>, tp| m.as_ref().and_then(|m| m.get(tp).copied());
+    let pending = planned.filter(|p| Some(p) != committed.as_ref());
+    Some(KafkaReport {
+        partitions: tps
+            .iter()
+            .map(|tp| KafkaPartitionReport {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                initial: at(&initial, tp),
+                committed: at(&committed, tp),
+                pending: at(&pending, tp),
+                latest: at(&latest, tp),
+            })
+            .collect(),
+        offsets_lost,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -193,6 +277,10 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
     }
     let last_batch_id = offsets_ids.last().copied();
     let last_committed_batch_id = commit_ids.last().copied();
+    let committed_offsets: Vec<Option<serde_json::Value>> = last_committed_batch_id
+        .and_then(|id| cp.read_offsets(id).ok())
+        .map(|s| s.offsets)
+        .unwrap_or_default();
     let pending_batch_id = last_batch_id.filter(|id| Some(*id) != last_committed_batch_id);
     let ledger = match Ledger::open_read_only(&cp.ledger_path()) {
         Ok(Some(l)) => match l.stats() {
@@ -253,6 +341,13 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                 ledger: ledger.clone(),
                 watermark_ms: source_watermarks.first().copied().flatten(),
                 holds_watermark: holders.first().copied().unwrap_or(false),
+                kafka: kafka_report(
+                    &cp,
+                    0,
+                    committed_offsets.first().and_then(Option::as_ref),
+                    latest_offsets.first().and_then(Option::as_ref),
+                    &progress,
+                ),
             }];
             // A union's other sources, or a stream-stream join's right side (`sources/1/`).
             for (i, offset) in latest_offsets.iter().enumerate().skip(1) {
@@ -285,6 +380,13 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                     ledger,
                     watermark_ms: source_watermarks.get(i).copied().flatten(),
                     holds_watermark: holders.get(i).copied().unwrap_or(false),
+                    kafka: kafka_report(
+                        &cp,
+                        i,
+                        committed_offsets.get(i).and_then(Option::as_ref),
+                        offset.as_ref(),
+                        &progress,
+                    ),
                 });
             }
             sources

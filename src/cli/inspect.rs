@@ -127,6 +127,31 @@ pub fn render_text(i: &Inspection) -> String {
                 }
             ));
         }
+        if let Some(k) = &s.kafka {
+            out.push_str(
+                "            kafka partition      initial    committed    pending    latest at last batch\n",
+            );
+            for p in &k.partitions {
+                out.push_str(&format!(
+                    "            {:<20} {:<10} {:<12} {:<10} {}\n",
+                    format!("{}-{}", p.topic, p.partition),
+                    opt(p.initial),
+                    opt(p.committed),
+                    opt(p.pending),
+                    match (p.latest, p.committed.or(p.initial)) {
+                        (Some(l), Some(c)) => format!("{l} ({} behind)", (l - c).max(0)),
+                        (Some(l), None) => l.to_string(),
+                        _ => "-".into(),
+                    }
+                ));
+            }
+            if k.offsets_lost > 0 {
+                out.push_str(&format!(
+                    "            {} offset(s) skipped as lost (fail_on_data_loss = false; numOffsetsLost)\n",
+                    k.offsets_lost
+                ));
+            }
+        }
         // Source 0's ledger is printed below; another source's (a join's right side) here.
         if n > 0
             && let Some(l) = &s.ledger

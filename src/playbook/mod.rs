@@ -329,6 +329,22 @@ mod tests {
     }
 
     #[test]
+    fn kafka_sources_have_their_checks_and_actions() {
+        let source = text(HealthState::SourceUnavailable);
+        let steps = steps(source);
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.contains("Kafka: are the brokers reachable"))
+        );
+        assert!(steps.iter().any(|s| s.contains("partition gone")));
+        assert!(source.contains("`fail_on_data_loss = false`"));
+        assert!(source.contains("numOffsetsLost"));
+        assert!(text(HealthState::Lagging).contains("max_offsets_per_trigger"));
+        assert!(text(HealthState::CheckpointIncompatible).contains("kafka:Subscribe["));
+    }
+
+    #[test]
     fn evidence_is_filled_and_unknowns_say_na() {
         let health = Health {
             state: HealthState::Lagging,

@@ -281,6 +281,59 @@ async fn inspect_shows_the_offsets_and_a_changed_subscription_is_refused() {
         30,
         "{j}"
     );
+    // Per partition: where it started, the committed offset, the latest at the last batch.
+    let parts = j["sources"][0]["kafka"]["partitions"]
+        .as_array()
+        .expect("kafka partitions");
+    assert_eq!(parts.len(), PARTITIONS as usize, "{j}");
+    assert!(
+        parts.iter().all(|p| p["topic"] == topic.as_str()
+            && p["initial"] == 0
+            && p["committed"] == 10
+            && p["pending"].is_null()
+            && p["latest"] == 10),
+        "{j}"
+    );
+    let text = weir().arg("inspect").arg(&checkpoint).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("kafka partition") && text.contains(&format!("{topic}-2")),
+        "{text}"
+    );
+    // `weir diff` of two batches: each partition's offset side by side.
+    produce(&c, &topic, 30, 60, 0).await;
+    let out = run(&p, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff = weir()
+        .args(["diff", "--json"])
+        .arg(&checkpoint)
+        .args(["--batches", "0", "1"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&diff.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&diff.stderr)));
+    let fields: Vec<&str> = d["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert!(!fields.contains(&"end offset"), "{d}");
+    let partition0 = d["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == format!("kafka {topic}-0").as_str())
+        .unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(
+        (&partition0["a"], &partition0["b"]),
+        (&"10".into(), &"20".into()),
+        "{d}"
+    );
     let other = topic_name("other");
     c.create_topic(&other, 1, 1).await.unwrap();
     let changed = std::fs::read_to_string(&p)
@@ -421,6 +474,18 @@ async fn deleted_offsets_fail_the_flow_or_are_skipped_and_counted() {
     c.delete_records(&TopicPartition::new(&topic, 0), 16)
         .await
         .unwrap();
+    // `weir check` asks the cluster: the restart would fail on the deleted range.
+    let check = weir().args(["check", "--json"]).arg(&p).output().unwrap();
+    assert!(!check.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let v = if v.is_array() { v[0].clone() } else { v };
+    let reasons = v["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("offsets [10, 16) of partition {topic}-0"))
+            && reasons.contains("deleted before they were read"),
+        "{v}"
+    );
+    assert_eq!(v["playbook"], "source_unavailable", "{v}");
     let failed = run(&p, None);
     assert!(!failed.status.success());
     let stderr = String::from_utf8_lossy(&failed.stderr);
@@ -434,6 +499,17 @@ async fn deleted_offsets_fail_the_flow_or_are_skipped_and_counted() {
         "format = \"json\"\nfail_on_data_loss = false",
     );
     std::fs::write(&p, lenient).unwrap();
+    // With fail_on_data_loss = false the loss is a note, not a reason.
+    let check = weir().args(["check", "--json"]).arg(&p).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let v = if v.is_array() { v[0].clone() } else { v };
+    assert!(check.status.success(), "{v}");
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains(&format!("offsets [10, 16) of partition {topic}-0")),
+        "{v}"
+    );
     let out = run(&p, None);
     assert!(
         out.status.success(),
@@ -455,6 +531,13 @@ async fn deleted_offsets_fail_the_flow_or_are_skipped_and_counted() {
         .map(|v| v.parse::<u64>().unwrap())
         .sum();
     assert_eq!(counted, 6, "the skipped offsets are counted");
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/events"))
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["sources"][0]["kafka"]["offsets_lost"], 6, "{j}");
 }
 
 /// Partitions added to the topic while the flow runs are read from their start.

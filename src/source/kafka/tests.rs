@@ -453,3 +453,173 @@ async fn lag_is_latest_minus_committed_in_messages_and_time() {
     assert_eq!(before_first_commit[0].messages, 10);
     assert_eq!(before_first_commit[0].lag_ms, None);
 }
+
+/// Produces `n` JSON records `{"p":..,"i":..}` into partition `p`, in produce requests
+/// of 2,000.
+async fn produce_many(c: &KafkaClient, topic: &str, p: i32, n: usize) {
+    let records: Vec<Record> = (0..n)
+        .map(|i| {
+            record(
+                &format!("p{p}-{i}"),
+                &format!("{{\"p\":{p},\"i\":{i}}}"),
+                1_700_000_000_000 + i as i64,
+            )
+        })
+        .collect();
+    for chunk in records.chunks(2_000) {
+        c.produce(
+            &TopicPartition::new(topic, p),
+            chunk.to_vec(),
+            Compression::Lz4,
+        )
+        .await
+        .expect("produce");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_read_and_decoded_in_bounded_chunks() {
+    let c = client().await;
+    let topic = topic_name("chunks");
+    c.create_topic(&topic, 2, 1).await.unwrap();
+    let per_partition = ROWS_PER_CHUNK * 2 + 100;
+    for p in 0..2 {
+        produce_many(&c, &topic, p, per_partition).await;
+    }
+    let mut opts = options(&topic);
+    opts.starting_offsets = StartingOffsets::Earliest;
+    let mut src = KafkaSource::new(opts).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let start = src
+        .initial_offsets(&dir.path().join("sources/0/0"))
+        .await
+        .unwrap();
+    let end = src
+        .plan(&start, Trigger::AvailableNow, 0)
+        .await
+        .unwrap()
+        .expect("a batch");
+    let ranges = src.ranges(&start, &end).await.unwrap();
+
+    // Spark's rows: chunks of at most ROWS_PER_CHUNK rows, every record once.
+    let raw = src.read(&ranges).await.unwrap();
+    assert_eq!(raw.num_rows, 2 * per_partition as u64);
+    assert_eq!(raw.batches.len(), 2 * 3, "3 chunks per partition");
+    assert!(raw.batches.iter().all(|b| b.num_rows() <= ROWS_PER_CHUNK));
+    assert_eq!(
+        keys(&raw).iter().collect::<BTreeSet<_>>().len(),
+        2 * per_partition
+    );
+
+    // With `format = "json"`: the same chunks, each decoded on its own.
+    let decoder = value::ValueDecoder::new(&crate::spec::KafkaValueFormat {
+        format: crate::spec::FileFormat::Json,
+        schema: Arc::new(crate::schema::parse_ddl("p INT, i BIGINT").unwrap()),
+        csv: Default::default(),
+        text: Default::default(),
+    });
+    let decoded = src.read_decoded(&ranges, Some(&decoder)).await.unwrap();
+    assert_eq!(decoded.num_rows, 2 * per_partition as u64);
+    assert_eq!(decoded.batches.len(), 2 * 3);
+    assert!(
+        decoded
+            .batches
+            .iter()
+            .all(|b| b.num_rows() <= ROWS_PER_CHUNK)
+    );
+    assert!(
+        decoded
+            .batches
+            .iter()
+            .all(|b| b.schema() == *decoder.schema())
+    );
+    let mut seen = BTreeSet::new();
+    for b in &decoded.batches {
+        let p = b.column_by_name("p").unwrap().as_primitive::<Int32Type>();
+        let i = b.column_by_name("i").unwrap().as_primitive::<Int64Type>();
+        let meta = b.column_by_name("_metadata").unwrap().as_struct();
+        let offset = meta
+            .column_by_name("offset")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            assert_eq!(i.value(r), offset.value(r), "row and record stay together");
+            seen.insert((p.value(r), i.value(r)));
+        }
+    }
+    assert_eq!(seen.len(), 2 * per_partition);
+    assert_eq!(decoded.num_rows_rescued, 0);
+}
+
+#[tokio::test]
+async fn a_lag_probe_sees_the_latest_offset_move_and_asks_timestamps_again() {
+    let c = client().await;
+    let topic = topic_name("probe");
+    c.create_topic(&topic, 2, 1).await.unwrap();
+    produce(&c, &topic, 2, 10).await;
+    let mut source = KafkaSource::new(options(&topic)).unwrap();
+    let committed: PartitionOffsets = (0..2)
+        .map(|p| (TopicPartition::new(topic.clone(), p), 4))
+        .collect();
+    let mut probe = lag::LagProbe::new();
+    let first = probe.measure(&mut source, Some(&committed)).await.unwrap();
+    assert_eq!(
+        (first[0].latest, first[0].messages, first[0].lag_ms),
+        (10, 6, Some(5))
+    );
+    // Nothing moved: the same answer (from the timestamps it remembers).
+    assert_eq!(
+        probe.measure(&mut source, Some(&committed)).await.unwrap(),
+        first
+    );
+    // A record 100 ms newer on partition 0: counted, and its timestamp asked.
+    c.produce(
+        &TopicPartition::new(&topic, 0),
+        vec![record("late", "{}", 1_700_000_000_109)],
+        Compression::NoCompression,
+    )
+    .await
+    .unwrap();
+    let moved = probe.measure(&mut source, Some(&committed)).await.unwrap();
+    assert_eq!(
+        (moved[0].latest, moved[0].messages, moved[0].lag_ms),
+        (11, 7, Some(105))
+    );
+    assert_eq!(moved[1], first[1]);
+}
+
+#[tokio::test]
+async fn losses_since_names_deleted_ranges_and_partitions_gone() {
+    let c = client().await;
+    let topic = topic_name("losses");
+    c.create_topic(&topic, 2, 1).await.unwrap();
+    produce(&c, &topic, 2, 20).await;
+    let mut source = KafkaSource::new(options(&topic)).unwrap();
+    let mut committed: PartitionOffsets = (0..2)
+        .map(|p| (TopicPartition::new(topic.clone(), p), 5))
+        .collect();
+    assert!(source.losses_since(&committed).await.unwrap().is_empty());
+    // Retention (DeleteRecords) past the committed offset of partition 1, and a
+    // partition the checkpoint has that the cluster no longer has.
+    c.delete_records(&TopicPartition::new(&topic, 1), 12)
+        .await
+        .unwrap();
+    committed.insert(TopicPartition::new(topic.clone(), 7), 3);
+    let losses = source.losses_since(&committed).await.unwrap();
+    assert_eq!(losses.len(), 2, "{losses:?}");
+    assert_eq!(
+        (losses[0].tp.partition, losses[0].from, losses[0].until),
+        (1, Some(5), Some(12))
+    );
+    assert!(
+        losses[0].message.contains("deleted before they were read"),
+        "{}",
+        losses[0].message
+    );
+    assert_eq!(losses[1].tp.partition, 7);
+    assert!(
+        losses[1].message.contains("is gone"),
+        "{}",
+        losses[1].message
+    );
+}
