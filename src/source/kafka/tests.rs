@@ -520,7 +520,8 @@ async fn a_batch_is_read_and_decoded_in_bounded_chunks() {
     });
     let decoded = src.read_decoded(&ranges, Some(&decoder)).await.unwrap();
     assert_eq!(decoded.num_rows, 2 * per_partition as u64);
-    assert_eq!(decoded.batches.len(), 2 * 3);
+    // (The JSON decoder may split a chunk's rows into smaller batches.)
+    assert!(decoded.batches.len() >= 2 * 3);
     assert!(
         decoded
             .batches
