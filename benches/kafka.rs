@@ -307,6 +307,7 @@ path = "lake/lag"
                 .arg(&p)
                 .env("WEIR_LOG", "warn")
                 .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
                 .spawn()
                 .expect("weir run");
             (d, child)
