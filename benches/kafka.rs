@@ -7,7 +7,7 @@
 //!
 //! 1. **The console's lag** (`bench_lag`): `kafka-lag-measure`, what one lag
 //!    measurement costs; `kafka-lag-visible`, the time from a record produced to the
-//!    console's model counting it (the console's own follower), idle and while a
+//!    console's model counting it (the console's own follower, on its thread), idle and while a
 //!    `weir run` ingests the big topic.
 //! 2. **weir**: `weir run --headless` with `available_now`, `format = "json"` and a
 //!    given schema, into a fresh Delta table, for each `max_offsets_per_trigger` of
@@ -151,8 +151,23 @@ fn main() {
                 .arg("--jars")
                 .arg(&jars),
         );
+        let mut walls = Vec::new();
         for line in String::from_utf8_lossy(&stdout).lines() {
             println!("{line}");
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+                && v["engine"] == "spark"
+                && let Some(w) = v["query_wall_s"].as_f64()
+            {
+                walls.push(w);
+            }
+        }
+        if !walls.is_empty() {
+            println!(
+                "{}",
+                serde_json::json!({"case": "kafka-ingest-median", "engine": "spark", "runs": walls.len(),
+                    "max_offsets_per_trigger": 500_000, "median_wall_s": round2(median(&walls)),
+                    "median_rows_per_s": (produced as f64 / median(&walls)).round()})
+            );
         }
         println!(
             "{}",
@@ -222,7 +237,7 @@ async fn latest_offsets(bootstrap: &str) -> Vec<(i32, i64)> {
 
 /// The console's lag: what one measurement costs (`kafka-lag-measure`), and how long
 /// after a record is produced the console's model has a lag that counts it
-/// (`kafka-lag-visible`): the console's own follower (`console::follow::kafka_lag`,
+/// (`kafka-lag-visible`): the console's own follower (`console::follow::spawn_kafka_lag`,
 /// every `KAFKA_LAG_INTERVAL`) on a topic of 4 partitions, one record produced at a
 /// time at varying moments of the follower's interval; idle, then while a `weir run`
 /// ingests the big topic in another process. A frame draws the model at most
@@ -230,7 +245,7 @@ async fn latest_offsets(bootstrap: &str) -> Vec<(i32, i64)> {
 fn bench_lag(rt: &tokio::runtime::Runtime, bootstrap: &str) {
     use weir::console::app::Report;
     use weir::console::event_loop::{DATA_FRAME, FRAME};
-    use weir::console::follow::{KAFKA_LAG_INTERVAL, kafka_lag};
+    use weir::console::follow::{KAFKA_LAG_INTERVAL, spawn_kafka_lag};
     use weir::source::kafka::lag::LagProbe;
     use weir::source::kafka::{
         KafkaClient, KafkaConnection, KafkaSource, KafkaSourceOptions, PartitionOffsets,
@@ -322,13 +337,13 @@ path = "lake/lag"
                 .expect("connect");
             client.create_topic(LAG_TOPIC, 4, 1).await.expect("topic");
             let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-            let follower = tokio::spawn(kafka_lag(
+            let follower = spawn_kafka_lag(
                 "lag".into(),
                 kafka.clone(),
                 dir.path().join("checkpoint"),
                 KAFKA_LAG_INTERVAL,
                 tx,
-            ));
+            );
             let total = |r: &Report| match r {
                 Report::KafkaLag { lag: Ok(l), .. } => {
                     Some(l.iter().map(|p| p.latest).sum::<i64>())
@@ -380,7 +395,7 @@ path = "lake/lag"
                 }
                 out.push(t.elapsed().as_secs_f64() * 1000.0);
             }
-            follower.abort();
+            drop(follower);
             out
         });
         if let Some((_dir, mut child)) = ingest.take() {

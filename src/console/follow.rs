@@ -283,6 +283,43 @@ pub fn kafka_committed(checkpoint: &Path) -> Option<crate::source::kafka::Partit
 /// the one second of issue 19 (`cargo bench --bench kafka`, `kafka-lag-visible`).
 pub const KAFKA_LAG_INTERVAL: Duration = Duration::from_millis(500);
 
+/// [`kafka_lag`] on a thread of its own with a current-thread runtime, so a batch that
+/// keeps the engine's runtime busy (decoding, the Delta write) does not delay the lag
+/// pane. Stops when the returned sender is dropped (or the console's receiver is).
+pub fn spawn_kafka_lag(
+    flow: String,
+    spec: crate::spec::KafkaSourceSpec,
+    checkpoint: PathBuf,
+    interval: Duration,
+    tx: mpsc::Sender<Report>,
+) -> tokio::sync::oneshot::Sender<()> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("weir-kafka-lag".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::warn!("the Kafka lag of flow {flow} is not measured: {e}");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                tokio::select! {
+                    _ = kafka_lag(flow, spec, checkpoint, interval, tx) => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("the Kafka lag is not measured: no thread: {e}");
+    }
+    stop
+}
+
 /// Measures a Kafka flow's per-partition lag every `interval` and reports it (or why
 /// the cluster could not be asked: `source_unavailable`).
 pub async fn kafka_lag(

@@ -181,17 +181,18 @@ pub async fn run_flows_with_notices(
             ))
         })
         .collect();
-    // Kafka flows: per-partition lag measured against the cluster twice a second.
+    // Kafka flows: per-partition lag measured against the cluster twice a second, each
+    // on a thread of its own (independent of the engine's runtime).
     let lag_followers: Vec<_> = flows
         .iter()
         .filter_map(|f| match &f.source {
-            crate::spec::SourceSpec::Kafka(k) => Some(tokio::spawn(follow::kafka_lag(
+            crate::spec::SourceSpec::Kafka(k) => Some(follow::spawn_kafka_lag(
                 f.name.clone(),
                 k.clone(),
                 f.checkpoint.clone(),
                 follow::KAFKA_LAG_INTERVAL,
                 tx.clone(),
-            ))),
+            )),
             _ => None,
         })
         .collect();
@@ -215,9 +216,11 @@ pub async fn run_flows_with_notices(
         done: Some(launched.done),
     };
     let end = event_loop::run(&mut session, &mut screen.terminal, feeds).await;
-    for f in followers.into_iter().chain(lag_followers) {
+    for f in followers {
         f.abort();
     }
+    // Stops the Kafka lag threads.
+    drop(lag_followers);
     if let Some(t) = notice_task {
         t.abort();
     }
