@@ -1105,7 +1105,7 @@ impl Generator {
                     "    query = _trigger(writer.foreachBatch(merge), args, {}).start()",
                     py(name)
                 );
-                notes.push("delta_merge: foreachBatch + Delta MERGE on the keys (null-safe <=>), after weir's in-batch reduction (greatest order_by, then the row read last: Spark's read order); idempotent by txnAppId = query id, txnVersion = batch id".into());
+                notes.push("delta_merge: foreachBatch + Delta MERGE on the keys (null-safe <=>; with order_by, WHEN MATCHED AND (t.o IS NULL OR s.o >= t.o)), after weir's in-batch reduction (greatest order_by, then the row read last: Spark's read order); idempotent by txnAppId = query id, txnVersion = batch id".into());
             }
             SinkSpec::Memory { name: table } => {
                 let _ = writeln!(

@@ -81,9 +81,15 @@ def _merge(spark, df, table, app_id, batch_id, keys, order_by, null_safe, partit
     cond = " AND ".join("t.`{0}` {1} s.`{0}`".format(k.replace("`", "``"), op) for k in keys)
     spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
     spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    # weir's cross-batch rule: an older row never overwrites a newer one (nulls oldest,
+    # ties to the later batch).
+    newer = None
+    if order_by:
+        o = order_by.replace("`", "``")
+        newer = "t.`{0}` IS NULL OR s.`{0}` >= t.`{0}`".format(o)
     try:
         (DeltaTable.forPath(spark, table).alias("t").merge(df.alias("s"), cond)
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+         .whenMatchedUpdateAll(condition=newer).whenNotMatchedInsertAll().execute())
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")

@@ -140,7 +140,8 @@ impl DeltaSink {
     /// without `order_by` a key with several rows fails the batch before anything is
     /// written ([`super::merge`]). The first batch creates the table. Keys match with
     /// SQL's `=` (a null key matches nothing: the row is inserted), or with `<=>` when
-    /// `null_safe`.
+    /// `null_safe`. With `order_by` a matched table row is updated only when the batch's
+    /// row is not older (`t.o IS NULL OR s.o >= t.o`).
     pub async fn merge_batch(
         &mut self,
         batch_id: u64,
@@ -206,6 +207,16 @@ impl DeltaSink {
                 path: self.path.display().to_string(),
                 message: "a delta_merge sink needs at least one key".into(),
             })?;
+        // With `order_by`, a matched row is updated only when the batch's row is not
+        // older than the table's: `t.o IS NULL OR s.o >= t.o` (Delta's documented
+        // "latest wins" upsert, `WHEN MATCHED AND s.o > t.o`, with the in-batch rule's
+        // nulls-oldest and ties-to-the-later-arrival): a replayed or late batch never
+        // overwrites a newer row with an older one.
+        let newer = order_by.map(|o| {
+            qualified("t", o)
+                .is_null()
+                .or(qualified("s", o).gt_eq(qualified("t", o)))
+        });
         let commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
         let unqualified = |c: &str| datafusion::common::Column::new_unqualified(c);
@@ -217,6 +228,9 @@ impl DeltaSink {
             .with_target_alias("t")
             .with_commit_properties(commit)
             .when_matched_update(|mut update| {
+                if let Some(newer) = newer {
+                    update = update.predicate(newer);
+                }
                 for c in &columns {
                     update = update.update(unqualified(c), qualified("s", c));
                 }

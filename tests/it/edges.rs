@@ -768,6 +768,50 @@ async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
     );
 }
 
+/// With `order_by`, a later batch never overwrites a newer table row with an older one
+/// (the MERGE updates only when `t.o IS NULL OR s.o >= t.o`): an older change is
+/// ignored, a tie goes to the later batch, a null order value is the oldest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_with_order_by_never_overwrites_a_newer_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = write_pipeline(
+        dir,
+        &MERGE
+            .replace(
+                "id BIGINT, status STRING",
+                "id BIGINT, v BIGINT, status STRING",
+            )
+            .replace("keys = [\"id\"]", "keys = [\"id\"]\norder_by = \"v\""),
+    );
+    let landing = dir.join("landing");
+    let cols = ["id", "v", "status"];
+    land(
+        &landing,
+        "a.csv",
+        b"id,v,status\n1,5,new\n2,,unordered\n3,7,kept\n",
+    );
+    run_ok(&p);
+    // Older than the table (1), newer than a null (2), null against a value (3).
+    land(
+        &landing,
+        "b.csv",
+        b"id,v,status\n1,3,stale\n2,1,ordered\n3,,nulled\n",
+    );
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &cols, "id").await,
+        ["1,5,new", "2,1,ordered", "3,7,kept"]
+    );
+    // A tie goes to the later batch (as the later arrival wins inside a batch).
+    land(&landing, "c.csv", b"id,v,status\n1,5,tie\n3,8,newer\n");
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&dir.join("table"), &cols, "id").await,
+        ["1,5,tie", "2,1,ordered", "3,8,newer"]
+    );
+}
+
 /// Float keys are normalised as Spark does (`NormalizeFloatingNumbers`): `-0.0` and
 /// `0.0` are one key, NaN and NaN are one key, in group-by, dedup and join keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
