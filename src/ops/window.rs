@@ -37,6 +37,11 @@ pub struct WindowSpec {
     pub args: Vec<String>,
 }
 
+/// The most windows one row may belong to (`ceil(window / slide)`): a sliding window
+/// copies each row once per window, so `window(ts, '100000 days', '1 us')` is refused
+/// when the flow is loaded instead of exhausting memory on the first batch.
+pub const MAX_WINDOWS_PER_ROW: i64 = 10_000;
+
 /// The timestamp type of window bounds.
 pub fn window_bound_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("UTC")))
@@ -82,6 +87,14 @@ impl WindowSpec {
             return Err(format!(
                 "`{trimmed}`: the slide ({}) must not be longer than the window ({})",
                 durations[1].0, durations[0].0
+            ));
+        }
+        let windows_per_row = size_us / slide_us + i64::from(size_us % slide_us != 0);
+        if windows_per_row > MAX_WINDOWS_PER_ROW {
+            return Err(format!(
+                "`{trimmed}`: a row would belong to {windows_per_row} windows (window / slide); \
+                 at most {MAX_WINDOWS_PER_ROW} are allowed, since each row is copied once per window: \
+                 use a longer slide or a shorter window"
             ));
         }
         if start_offset_us.abs() >= slide_us {
@@ -145,8 +158,8 @@ impl WindowSpec {
         let last_start: Int64Array =
             ts.unary(|t| t.saturating_sub(t.saturating_sub(offset).rem_euclid(slide)));
         let valid = is_not_null(&ts).map_err(arrow)?;
-        let windows_per_row = (size + slide - 1) / slide;
-        let mut parts = Vec::with_capacity(windows_per_row as usize);
+        let windows_per_row = size / slide + i64::from(size % slide != 0);
+        let mut parts = Vec::with_capacity(windows_per_row.clamp(0, MAX_WINDOWS_PER_ROW) as usize);
         for k in 0..windows_per_row {
             let start: Int64Array = last_start.unary(|s| s.saturating_sub(k.saturating_mul(slide)));
             let end: Int64Array = start.unary(|s| s.saturating_add(size));
@@ -271,22 +284,25 @@ fn unquote_ident(text: &str) -> String {
     t.to_string()
 }
 
+/// `text` without a leading `INTERVAL` keyword (case-insensitive; never slices inside a
+/// character of user text).
+fn strip_interval(text: &str) -> &str {
+    match (text.get(..8), text.get(8..)) {
+        (Some(head), Some(rest)) if !rest.is_empty() && head.eq_ignore_ascii_case("interval") => {
+            rest.trim()
+        }
+        _ => text,
+    }
+}
+
 /// `'10 minutes'` or `INTERVAL '10 minutes'` -> ("10 minutes", microseconds).
 fn duration_literal(text: &str) -> std::result::Result<(String, i64), String> {
-    let mut t = text.trim();
-    if t.len() > 8 && t[..8].eq_ignore_ascii_case("interval") {
-        t = t[8..].trim();
-    }
+    let t = strip_interval(text.trim());
     let inner = t
         .strip_prefix('\'')
         .and_then(|s| s.strip_suffix('\''))
         .ok_or_else(|| format!("{text} is not a duration string such as '5 minutes'"))?;
-    let inner = inner.trim();
-    let inner = if inner.len() > 8 && inner[..8].eq_ignore_ascii_case("interval") {
-        inner[8..].trim()
-    } else {
-        inner
-    };
+    let inner = strip_interval(inner.trim());
     let d = crate::spec::units::HumanDuration::parse(inner)?;
     let us = i64::try_from(d.0.as_micros()).map_err(|_| format!("{text} is too long"))?;
     Ok((inner.to_string(), us))

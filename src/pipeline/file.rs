@@ -28,7 +28,7 @@ pub struct FlowFile {
     /// `{ column = "event_time", delay = "10 minutes" }` (Spark's `withWatermark`).
     pub watermark: Option<WatermarkFile>,
     /// Grouping keys (SQL), may include `window(col, '5 minutes'[, '1 minute'])`.
-    pub group_by: Option<Vec<String>>,
+    pub group_by: Option<Vec<Spanned<String>>>,
     /// Aggregate expressions with `AS name`.
     pub aggregates: Option<Vec<String>>,
     /// Key columns of `dropDuplicates` (empty = all columns).

@@ -337,6 +337,14 @@ fn resolve_flow(
             .parse::<OutputMode>()
             .map_err(|msg| cx.error(m.span(), msg))?,
     };
+    // Window specs are user text: checked here, without the schema, so a bad one is an
+    // error at its file:line (never a panic or an allocation failure in the first batch).
+    let mut group_by = Vec::new();
+    for item in flow.group_by.unwrap_or_default() {
+        crate::ops::window::WindowSpec::parse_item(item.get_ref())
+            .map_err(|m| cx.error(item.span(), format!("flow {name:?}: {m}")))?;
+        group_by.push(item.into_inner());
+    }
     let stateful = StatefulSpec {
         flow: name.clone(),
         watermark: flow.watermark.map(|w| WatermarkSpec {
@@ -344,7 +352,7 @@ fn resolve_flow(
             delay_ms: w.delay.as_millis(),
             max_future_ms: w.max_future.map(|d| d.as_millis()),
         }),
-        group_by: flow.group_by.unwrap_or_default(),
+        group_by,
         aggregates: flow.aggregates.unwrap_or_default(),
         drop_duplicates: flow.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
         drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,

@@ -171,3 +171,84 @@ type = "memory"
     );
     assert!(stderr.contains("needs an aggregation"), "{stderr}");
 }
+
+/// User text never panics: window and duration strings with non-ASCII characters, and
+/// a sliding window that would copy each row into billions of windows, are `weir
+/// validate` errors naming the file, line, key and flow (exit 2), not a crash.
+#[test]
+fn hostile_window_and_duration_strings_are_errors_not_panics() {
+    let base = r#"[[flow]]
+name = "agg"
+trigger = TRIGGER
+group_by = [GROUP]
+aggregates = ["count(*) AS n"]
+[flow.watermark]
+column = "ts"
+delay = DELAY
+max_future = "1 hour"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "ts TIMESTAMP, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#;
+    let ok = |s: &str| {
+        s.replace("TRIGGER", "\"available_now\"")
+            .replace("GROUP", "\"window(ts, '1 hour')\"")
+            .replace("DELAY", "\"10 seconds\"")
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            ok(base).replace("'1 hour'", "'1 hourü'"),
+            "p.toml:4:13: flow[0].group_by",
+        ),
+        (
+            ok(base).replace("'1 hour'", "'interval 1 hourü'"),
+            "flow[0].group_by",
+        ),
+        (ok(base).replace("'1 hour'", "'ü'"), "flow[0].group_by"),
+        (
+            ok(base).replace("'1 hour'", "'100000 days', '1 us'"),
+            "at most 10000 are allowed",
+        ),
+        (
+            ok(base).replace("\"10 seconds\"", "\"10 secondsü\""),
+            "p.toml:8:9: flow[0].watermark.delay",
+        ),
+        (
+            ok(base).replace("\"1 hour\"\n", "\"1 hï\"\n"),
+            "flow[0].watermark.max_future",
+        ),
+        (
+            ok(base).replace("\"available_now\"", "{ processing_time = \"5 ßeconds\" }"),
+            "flow[0].trigger",
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p.toml");
+    std::fs::write(&p, ok(base)).unwrap();
+    let out = weir().arg("validate").arg(&p).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (text, expect) in cases {
+        std::fs::write(&p, &text).unwrap();
+        let out = weir().arg("validate").arg(&p).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{text}\n{stderr}");
+        assert!(
+            stderr.contains(expect),
+            "expected {expect:?}:\n{text}\n{stderr}"
+        );
+    }
+    // The flow's name is in the window errors.
+    std::fs::write(&p, ok(base).replace("'1 hour'", "'1 hourü'")).unwrap();
+    let out = weir().arg("validate").arg(&p).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("flow \"agg\""));
+}
