@@ -137,13 +137,18 @@ impl AggregatePlan {
                 });
                 window = Some(w);
             } else {
+                // Each fragment parsed on its own; the query holds only their renderings.
                 let (expr, _) = split_alias(item);
-                select.push(item.trim().to_string());
-                group.push(expr);
+                let bad = |m: String| format!("group_by `{item}`: {m}");
+                select.push(super::sql_fragment(item, true).map_err(bad)?);
+                group.push(super::sql_fragment(&expr, false).map_err(bad)?);
                 canonical.push(normalize(item));
             }
         }
-        select.extend(spec.aggregates.iter().map(|a| a.trim().to_string()));
+        for a in &spec.aggregates {
+            select
+                .push(super::sql_fragment(a, true).map_err(|m| format!("aggregates `{a}`: {m}"))?);
+        }
         let preagg_schema = match &window {
             Some(w) => w.output_schema(input_schema),
             None => input_schema.clone(),

@@ -281,7 +281,7 @@ fn quote(name: &str) -> String {
 }
 
 /// The `FROM` clause: `batch` and its joins.
-pub fn from_clause(joins: &[JoinSpec]) -> String {
+pub fn from_clause(joins: &[JoinSpec]) -> std::result::Result<String, String> {
     let mut sql = "batch".to_string();
     for j in joins {
         // Columns of one name: `USING`, so an unqualified reference to them is not ambiguous.
@@ -290,11 +290,15 @@ pub fn from_clause(joins: &[JoinSpec]) -> String {
                 "USING ({})",
                 cols.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ")
             ),
-            JoinOn::Condition(c) => format!("ON {c}"),
+            JoinOn::Condition(c) => format!(
+                "ON {}",
+                super::sql_fragment(c, false)
+                    .map_err(|m| format!("join `{}` on `{c}`: {m}", j.alias))?
+            ),
         };
         sql.push_str(&format!(" {} {} {}", j.how.sql(), quote(&j.alias), cond));
     }
-    sql
+    Ok(sql)
 }
 
 /// The default select list of a flow with joins: the stream's columns, then each
@@ -395,7 +399,7 @@ mod tests {
             ),
         ];
         assert_eq!(
-            from_clause(&joins),
+            from_clause(&joins).unwrap(),
             "batch LEFT JOIN \"airlines\" USING (\"carrier\") \
              LEFT JOIN \"dest_airport\" ON batch.dest = dest_airport.faa"
         );

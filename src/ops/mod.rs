@@ -38,17 +38,44 @@ use crate::schema::METADATA_COLUMN;
 /// Checks that `sql` is one SQL expression (or a select item with an alias when
 /// `select_item`), without resolving column names.
 pub fn check_sql_syntax(sql: &str, select_item: bool) -> std::result::Result<(), String> {
+    sql_fragment(sql, select_item).map(|_| ())
+}
+
+/// One SQL expression (or select item) of a pipeline file, parsed on its own with
+/// DataFusion's SQL parser and rendered back from its syntax tree: the statements weir
+/// builds contain only these renderings, never the text as written, so a fragment can
+/// never reach into the rest of the statement. Comments (`--`, `/* */`) and anything
+/// after the expression are refused: `on = "a.id = b.id --"` would otherwise hide the
+/// flow's `where`.
+pub fn sql_fragment(sql: &str, select_item: bool) -> std::result::Result<String, String> {
+    use datafusion::sql::sqlparser::tokenizer::{Tokenizer, Whitespace};
     let dialect = GenericDialect {};
-    let mut parser = Parser::new(&dialect)
-        .try_with_sql(sql)
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize()
         .map_err(|e| e.to_string())?;
-    if select_item {
-        parser.parse_select_item().map_err(|e| e.to_string())?;
-    } else {
-        parser.parse_expr().map_err(|e| e.to_string())?;
+    if let Some(comment) = tokens.iter().find_map(|t| match t {
+        Token::Whitespace(
+            w @ (Whitespace::SingleLineComment { .. } | Whitespace::MultiLineComment(_)),
+        ) => Some(w.to_string()),
+        _ => None,
+    }) {
+        return Err(format!(
+            "a comment (`{}`) is not allowed in a pipeline expression: each key holds one expression, \
+             and a comment would hide what follows it; remove it",
+            comment.trim_end()
+        ));
     }
+    let mut parser = Parser::new(&dialect).with_tokens(tokens);
+    let rendered = if select_item {
+        parser
+            .parse_select_item()
+            .map_err(|e| e.to_string())?
+            .to_string()
+    } else {
+        parser.parse_expr().map_err(|e| e.to_string())?.to_string()
+    };
     match parser.peek_token().token {
-        Token::EOF => Ok(()),
+        Token::EOF => Ok(rendered),
         other => Err(format!("unexpected `{other}` after the expression")),
     }
 }
@@ -62,6 +89,8 @@ pub struct Projection {
     data_columns: Vec<String>,
     dims: join::Dimensions,
     sql: Option<String>,
+    /// Why the SQL could not be built (a fragment that is not one expression).
+    invalid: Option<String>,
     ctx: SessionContext,
 }
 
@@ -101,15 +130,30 @@ impl Projection {
             data_columns,
             dims: join::Dimensions::new(flow, joins),
             sql: None,
+            invalid: None,
             ctx: SessionContext::new_with_config(config),
         };
-        p.sql = p.build_sql();
+        p.rebuild_sql();
         p
     }
 
-    fn build_sql(&self) -> Option<String> {
+    fn rebuild_sql(&mut self) {
+        match self.build_sql() {
+            Ok(sql) => {
+                self.sql = sql;
+                self.invalid = None;
+            }
+            Err(message) => {
+                self.sql = None;
+                self.invalid = Some(message);
+            }
+        }
+    }
+
+    /// The query over `batch`, built from the parsed fragments ([`sql_fragment`]).
+    fn build_sql(&self) -> std::result::Result<Option<String>, String> {
         if self.where_.is_none() && self.select.is_none() && self.dims.is_empty() {
-            return None;
+            return Ok(None);
         }
         let joined = !self.dims.is_empty();
         let stream_items = || -> String {
@@ -140,20 +184,31 @@ impl Projection {
                 .iter()
                 .map(|item| {
                     if item.trim() == "*" {
-                        stream_items()
+                        Ok(stream_items())
                     } else {
-                        item.clone()
+                        sql_fragment(item, true).map_err(|m| format!("select `{item}`: {m}"))
                     }
                 })
-                .collect::<Vec<_>>()
+                .collect::<std::result::Result<Vec<_>, _>>()?
                 .join(", "),
         };
         let specs: Vec<JoinSpec> = self.dims.specs().cloned().collect();
-        let mut sql = format!("SELECT {items} FROM {}", join::from_clause(&specs));
+        let mut sql = format!("SELECT {items} FROM {}", join::from_clause(&specs)?);
         if let Some(w) = &self.where_ {
+            let w = sql_fragment(w, false).map_err(|m| format!("where `{w}`: {m}"))?;
             sql.push_str(&format!(" WHERE {w}"));
         }
-        Some(sql)
+        Ok(Some(sql))
+    }
+
+    fn invalid_error(&self) -> Result<()> {
+        match &self.invalid {
+            Some(message) => Err(Error::Plan {
+                flow: self.flow.clone(),
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Re-reads dimensions that changed (and re-plans the SQL when one did).
@@ -162,7 +217,7 @@ impl Projection {
             return Ok(());
         }
         if self.dims.refresh(&self.ctx).await? {
-            self.sql = self.build_sql();
+            self.rebuild_sql();
         }
         Ok(())
     }
@@ -186,12 +241,13 @@ impl Projection {
 
     /// Whether the projection changes batches at all.
     pub fn is_identity(&self) -> bool {
-        self.sql.is_none()
+        self.sql.is_none() && self.invalid.is_none()
     }
 
     /// Applies `where` and `select` to one micro-batch. Without either, drops `_metadata`.
     pub async fn apply(&mut self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
         self.prepare().await?;
+        self.invalid_error()?;
         let Some(sql) = &self.sql else {
             return batches
                 .into_iter()
@@ -227,6 +283,7 @@ impl Projection {
     /// Plans the query against a schema without data, to report errors before anything runs.
     pub async fn check(&mut self, input: &SchemaRef) -> Result<SchemaRef> {
         self.prepare().await?;
+        self.invalid_error()?;
         let Some(sql) = &self.sql else {
             let fields: Vec<_> = input
                 .fields()

@@ -217,7 +217,11 @@ fn session() -> SessionContext {
 
 /// The SQL pieces of a join flow: select items, `FROM` for the inner pairs and for the
 /// null-extended rows.
-fn sql_parts(plan: &JoinPlan<'_>, left: &SchemaRef, right: &SchemaRef) -> (String, String, String) {
+fn sql_parts(
+    plan: &JoinPlan<'_>,
+    left: &SchemaRef,
+    right: &SchemaRef,
+) -> std::result::Result<(String, String, String), String> {
     let join = plan.join;
     let left_columns: Vec<String> = left.fields().iter().map(|f| f.name().clone()).collect();
     let as_dim = JoinSpec {
@@ -241,23 +245,30 @@ fn sql_parts(plan: &JoinPlan<'_>, left: &SchemaRef, right: &SchemaRef) -> (Strin
             .iter()
             .map(|i| {
                 if i.trim() == "*" {
-                    stream_items()
+                    Ok(stream_items())
                 } else {
-                    i.clone()
+                    super::sql_fragment(i, true).map_err(|m| format!("select `{i}`: {m}"))
                 }
             })
-            .collect::<Vec<_>>()
+            .collect::<std::result::Result<Vec<_>, _>>()?
             .join(", "),
     };
     let inner = super::join::from_clause(&[JoinSpec {
         how: JoinType::Inner,
         ..as_dim.clone()
-    }]);
+    }])?;
     let outer = super::join::from_clause(&[JoinSpec {
         how: JoinType::Left,
         ..as_dim
-    }]);
-    (items, inner, outer)
+    }])?;
+    Ok((items, inner, outer))
+}
+
+/// The flow's `where`, parsed on its own and rendered from its syntax tree.
+fn where_sql(plan: &JoinPlan<'_>) -> std::result::Result<Option<String>, String> {
+    plan.where_
+        .map(|w| super::sql_fragment(w, false).map_err(|m| format!("where `{w}`: {m}")))
+        .transpose()
 }
 
 /// The planned SQL of a join flow.
@@ -309,7 +320,9 @@ fn plan_sql(
     }
     let left_state_schema = state_schema(&left_schema, true);
     let right_state_schema = state_schema(&right_schema, false);
-    let (items, from_inner, from_outer) = sql_parts(plan, &left_schema, &right_schema);
+    let (items, from_inner, from_outer) =
+        sql_parts(plan, &left_schema, &right_schema).map_err(plan_error)?;
+    let where_ = where_sql(plan).map_err(plan_error)?;
     let ctx = session();
     let mut op_schema = None;
     // Plan the output against empty tables: unknown columns fail here, before a batch.
@@ -325,7 +338,7 @@ fn plan_sql(
             &right_state_schema,
             Vec::new(),
         )?;
-        let sql = query_text(&items, from, None, plan.where_);
+        let sql = query_text(&items, from, None, where_.as_deref());
         let schema = futures::executor::block_on(ctx.sql(&sql))
             .map(|df| Arc::new(df.schema().as_arrow().clone()))
             .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
@@ -476,7 +489,7 @@ impl StreamJoinOperator {
             sql_items,
             sql_from_inner,
             sql_from_outer,
-            where_: plan.where_.map(str::to_string),
+            where_: where_sql(plan).map_err(plan_error)?,
             ctx,
             left_store,
             right_store,

@@ -30,7 +30,7 @@ pub struct FlowFile {
     /// Grouping keys (SQL), may include `window(col, '5 minutes'[, '1 minute'])`.
     pub group_by: Option<Vec<Spanned<String>>>,
     /// Aggregate expressions with `AS name`.
-    pub aggregates: Option<Vec<String>>,
+    pub aggregates: Option<Vec<Spanned<String>>>,
     /// Key columns of `dropDuplicates` (empty = all columns).
     pub drop_duplicates: Option<Spanned<Vec<String>>>,
     #[serde(default)]

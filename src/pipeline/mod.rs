@@ -341,9 +341,27 @@ fn resolve_flow(
     // error at its file:line (never a panic or an allocation failure in the first batch).
     let mut group_by = Vec::new();
     for item in flow.group_by.unwrap_or_default() {
-        crate::ops::window::WindowSpec::parse_item(item.get_ref())
+        let window = crate::ops::window::WindowSpec::parse_item(item.get_ref())
             .map_err(|m| cx.error(item.span(), format!("flow {name:?}: {m}")))?;
+        if window.is_none() {
+            crate::ops::check_sql_syntax(item.get_ref(), true).map_err(|m| {
+                cx.error(
+                    item.span(),
+                    format!("invalid SQL expression in `group_by`: {m}; each entry is one expression or window(...)"),
+                )
+            })?;
+        }
         group_by.push(item.into_inner());
+    }
+    let mut aggregates = Vec::new();
+    for item in flow.aggregates.unwrap_or_default() {
+        crate::ops::check_sql_syntax(item.get_ref(), true).map_err(|m| {
+            cx.error(
+                item.span(),
+                format!("invalid SQL expression in `aggregates`: {m}; each entry is one aggregate, e.g. \"count(*) AS n\""),
+            )
+        })?;
+        aggregates.push(item.into_inner());
     }
     let stateful = StatefulSpec {
         flow: name.clone(),
@@ -353,7 +371,7 @@ fn resolve_flow(
             max_future_ms: w.max_future.map(|d| d.as_millis()),
         }),
         group_by,
-        aggregates: flow.aggregates.unwrap_or_default(),
+        aggregates,
         drop_duplicates: flow.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
         drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,
         output_mode,

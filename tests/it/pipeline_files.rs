@@ -252,3 +252,89 @@ path = "table"
     let out = weir().arg("validate").arg(&p).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("flow \"agg\""));
 }
+
+/// SQL fragments of a pipeline file are parsed one by one: a comment in `on` cannot hide
+/// the flow's `where` (`on = "batch.id = dim.id --"` used to drop the filter silently),
+/// and comments or trailing tokens in any SQL key are refused naming the key.
+#[test]
+fn sql_comments_in_pipeline_expressions_are_refused_naming_the_key() {
+    let base = r#"[[flow]]
+name = "j"
+trigger = "available_now"
+where = "v > 1"
+select = ["batch.id", "v", "name"]
+[[flow.join]]
+table = "dim.csv"
+alias = "dim"
+on = "batch.id = dim.id"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, v BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("landing")).unwrap();
+    std::fs::write(dir.join("landing/a.csv"), "id,v\n1,1\n2,5\n").unwrap();
+    std::fs::write(dir.join("dim.csv"), "id,name\n1,a\n2,b\n").unwrap();
+    let p = dir.join("p.toml");
+    let cases = [
+        (
+            base.replace("dim.id\"", "dim.id --\""),
+            "p.toml:9:6: flow[0].join[0].on",
+        ),
+        (
+            base.replace("\"v > 1\"", "\"v > 1 /* or everything */\""),
+            "flow[0].where",
+        ),
+        (
+            base.replace("\"name\"]", "\"name --\"]"),
+            "flow[0].select[2]",
+        ),
+        (
+            base.replace("dim.id\"", "dim.id OR TRUE) --\""),
+            "flow[0].join[0].on",
+        ),
+    ];
+    for (text, key) in &cases {
+        std::fs::write(&p, text).unwrap();
+        let out = weir().arg("validate").arg(&p).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}\n{stderr}");
+        assert!(stderr.contains(key), "expected {key:?}:\n{stderr}");
+        let out = weir().args(["run", "--headless"]).arg(&p).output().unwrap();
+        assert!(!out.status.success(), "run accepted:\n{text}");
+        assert!(!dir.join("table").exists(), "nothing is written");
+    }
+    assert!(
+        String::from_utf8_lossy(
+            &weir()
+                .arg("validate")
+                .arg({
+                    std::fs::write(&p, &cases[0].0).unwrap();
+                    &p
+                })
+                .output()
+                .unwrap()
+                .stderr
+        )
+        .contains("comment")
+    );
+    // Without the comment the flow runs and its `where` filters.
+    std::fs::write(&p, base).unwrap();
+    let out = weir().args(["run", "--headless"]).arg(&p).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(delta_rows(&dir.join("table")));
+    let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(n, 1, "only v > 1 remains");
+}
