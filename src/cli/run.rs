@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
 use tokio::sync::watch;
@@ -156,8 +157,16 @@ pub fn select_flows(pipeline: &Pipeline, only: Option<&str>) -> Result<Vec<FlowS
 /// Installs SIGINT/SIGTERM handling: the first signal asks for a graceful stop,
 /// the second aborts at once.
 pub fn stop_on_signals() -> watch::Receiver<bool> {
+    stop_channel().1
+}
+
+/// [`stop_on_signals`], with a sender for other reasons to stop (a closed stdout).
+fn stop_channel() -> (Arc<watch::Sender<bool>>, watch::Receiver<bool>) {
     let (tx, rx) = watch::channel(false);
+    let tx = Arc::new(tx);
+    let signals = tx.clone();
     tokio::spawn(async move {
+        let tx = signals;
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
             signal(SignalKind::interrupt()),
@@ -181,7 +190,37 @@ pub fn stop_on_signals() -> watch::Receiver<bool> {
             }
         }
     });
-    rx
+    (tx, rx)
+}
+
+/// Prints each progress record on stdout as one JSON line. When stdout is closed (the
+/// reader of a pipe went away: `weir run --headless ... | head -1`), the progress output
+/// ends and the run stops after the current batch, as a first SIGINT does: like `tail`
+/// or `yes`, weir does not keep working for a reader that is gone, but it never dies
+/// mid-batch (the batch in flight commits, and nothing is lost). Shared by all flows.
+pub fn progress_to_stdout(
+    stop: Arc<watch::Sender<bool>>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+) -> crate::engine::ProgressCallback {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    Box::new(move |p: &StreamingQueryProgress| {
+        if closed.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(line) = serde_json::to_string(p) else {
+            return;
+        };
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush())
+            && !closed.swap(true, Ordering::Relaxed)
+        {
+            eprintln!(
+                "weir: stdout is closed ({e}); no more progress records; stopping after the current batch"
+            );
+            let _ = stop.send(true);
+        }
+    })
 }
 
 /// Runs flows: one after the other in dependency order with `available_now`/`once`
@@ -191,19 +230,13 @@ pub async fn run_flows(
     trigger: Option<Trigger>,
     print_progress: bool,
 ) -> Vec<(String, crate::Result<FlowSummary>)> {
-    let stop = stop_on_signals();
+    let (stop_tx, stop) = stop_channel();
+    let stdout_closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let make_options = |stop: watch::Receiver<bool>| RunOptions {
         trigger,
         stop: Some(stop),
-        on_progress: if print_progress {
-            Some(Box::new(|p: &StreamingQueryProgress| {
-                if let Ok(line) = serde_json::to_string(p) {
-                    println!("{line}");
-                }
-            }))
-        } else {
-            None
-        },
+        on_progress: print_progress
+            .then(|| progress_to_stdout(stop_tx.clone(), stdout_closed.clone())),
         ..Default::default()
     };
     let draining = flows.iter().all(|f| {

@@ -128,9 +128,16 @@ pub fn start_replay(
 
 fn progress_printer(print: bool) -> Option<crate::engine::ProgressCallback> {
     print.then(|| {
-        Box::new(|p: &StreamingQueryProgress| {
+        // A closed stdout (`| head -1`) ends the progress output, never the demo.
+        let mut closed = false;
+        Box::new(move |p: &StreamingQueryProgress| {
+            use std::io::Write;
+            if closed {
+                return;
+            }
             if let Ok(line) = serde_json::to_string(p) {
-                println!("{line}");
+                let mut out = std::io::stdout().lock();
+                closed = writeln!(out, "{line}").and_then(|()| out.flush()).is_err();
             }
         }) as crate::engine::ProgressCallback
     })

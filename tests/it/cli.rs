@@ -168,3 +168,69 @@ fn spark_checkpoint_files_are_read_by_inspect() {
     assert_eq!(j["watermark_ms"], 1772362150000_i64);
     assert_eq!(j["sources"][0]["latest_offset"]["logOffset"], 5);
 }
+
+/// `weir run --headless ... | head -1`: a closed stdout ends the progress output and
+/// the run stops cleanly after the batch in flight (exit 0, no panic); the next run
+/// ingests the rest, each row exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_run_survives_a_closed_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            landing.join(format!("f{i}.csv")),
+            format!("id,v\n{i},1\n{}0,2\n", i + 1),
+        )
+        .unwrap();
+    }
+    let p = dir.join("p.toml");
+    std::fs::write(
+        &p,
+        r#"[[flow]]
+name = "f"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, v BIGINT"
+max_files_per_trigger = 1
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    )
+    .unwrap();
+    // The reader is gone before the first record is written: every write fails (EPIPE).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&p)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("stdout is closed"), "{stderr}");
+    let rows: usize = delta_rows(&dir.join("table"))
+        .await
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(rows, 2, "one batch (one file) committed, then a clean stop");
+    // The next run goes on from there: every row once.
+    let out = weir().args(["run", "--headless"]).arg(&p).output().unwrap();
+    assert!(out.status.success());
+    let batches = delta_rows(&dir.join("table")).await;
+    let ids = sql(
+        &batches,
+        "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t",
+    )
+    .await;
+    assert_eq!(column_strings(&ids, "n"), ["6"]);
+    assert_eq!(column_strings(&ids, "d"), ["6"]);
+}
