@@ -211,6 +211,8 @@ pub struct FilesSourceFile {
     pub max_files_per_trigger: Option<Spanned<u64>>,
     pub max_bytes_per_trigger: Option<ByteSize>,
     pub min_file_age: Option<HumanDuration>,
+    /// `"never"` (default) or `"inside_root"` (docs/sources.md#symbolic-links).
+    pub follow_symlinks: Option<Spanned<String>>,
     #[serde(default)]
     pub allow_overwrites: bool,
     pub csv: Option<CsvFile>,

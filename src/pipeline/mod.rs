@@ -937,6 +937,7 @@ fn resolve_kafka(
         ("max_files_per_trigger", src.max_files_per_trigger.is_some()),
         ("max_bytes_per_trigger", src.max_bytes_per_trigger.is_some()),
         ("min_file_age", src.min_file_age.is_some()),
+        ("follow_symlinks", src.follow_symlinks.is_some()),
         ("allow_overwrites", src.allow_overwrites),
         ("schema_evolution", src.schema_evolution.is_some()),
         ("schema_hints", src.schema_hints.is_some()),
@@ -1287,6 +1288,10 @@ fn resolve_files(
             )
         })?),
     };
+    let follow_symlinks = match &files.follow_symlinks {
+        None => crate::spec::FollowSymlinks::default(),
+        Some(f) => f.get_ref().parse().map_err(|m| cx.error(f.span(), m))?,
+    };
     let max_files_per_trigger = match &files.max_files_per_trigger {
         None => DEFAULT_MAX_FILES_PER_TRIGGER,
         Some(n) if *n.get_ref() == 0 => {
@@ -1348,6 +1353,7 @@ fn resolve_files(
         max_files_per_trigger,
         max_bytes_per_trigger: files.max_bytes_per_trigger.map(|b| b.0),
         min_file_age: files.min_file_age.map(|d| d.0).unwrap_or(Duration::ZERO),
+        follow_symlinks,
         allow_overwrites: files.allow_overwrites,
         text,
         partition_columns,
@@ -1492,6 +1498,7 @@ fn resolve_delta(
         ),
         ("path_glob_filter", src.path_glob_filter.is_some()),
         ("min_file_age", src.min_file_age.is_some()),
+        ("follow_symlinks", src.follow_symlinks.is_some()),
         ("allow_overwrites", src.allow_overwrites),
         ("csv", src.csv.is_some()),
         ("schema_evolution", src.schema_evolution.is_some()),

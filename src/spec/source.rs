@@ -59,6 +59,8 @@ pub struct FilesSource {
     pub max_files_per_trigger: u64,
     pub max_bytes_per_trigger: Option<u64>,
     pub min_file_age: Duration,
+    /// Symbolic links below `path`: skipped (default) or followed inside the root.
+    pub follow_symlinks: FollowSymlinks,
     pub allow_overwrites: bool,
     pub schema_evolution: EvolutionMode,
     pub schema_hints: Option<String>,
@@ -298,6 +300,31 @@ impl TextEncoding {
 }
 
 /// Auto Loader's `cloudFiles.schemaEvolutionMode`, named in snake case in pipeline files.
+/// How a files source's listing treats symbolic links below its `path`
+/// (docs/sources.md#symbolic-links).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowSymlinks {
+    /// Links are skipped (and logged once): a link to `/etc/shadow` or `/` is never read.
+    #[default]
+    Never,
+    /// Links whose real target is inside the source's path are followed; each real
+    /// directory and file is listed once (loops and aliases are cut).
+    InsideRoot,
+}
+
+impl std::str::FromStr for FollowSymlinks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "never" => Ok(FollowSymlinks::Never),
+            "inside_root" => Ok(FollowSymlinks::InsideRoot),
+            other => Err(format!(
+                "invalid follow_symlinks {other:?}; use \"never\" (the default: links are skipped) or \"inside_root\" (links whose target is inside the source's path are followed)"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EvolutionMode {

@@ -275,3 +275,80 @@ async fn column_names_delta_forbids_are_refused_before_anything_is_committed() {
         "the batch is re-run after a fix"
     );
 }
+
+/// Symbolic links in a landing directory are not followed by default: a link to a
+/// secret outside the source, to a directory outside it, a loop and an alias directory
+/// are all skipped (the run succeeds, each real file is ingested once).
+/// `follow_symlinks = "inside_root"` follows links whose target is inside the source's
+/// path, each real file once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symlinks_in_the_landing_directory_are_not_followed() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(landing.join("sub")).unwrap();
+    std::fs::create_dir_all(landing.join(".staging")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(landing.join("a.csv"), "id,src\n1,a\n").unwrap();
+    std::fs::write(landing.join("sub/b.csv"), "id,src\n2,b\n").unwrap();
+    std::fs::write(landing.join(".staging/c.csv"), "id,src\n3,staged\n").unwrap();
+    std::fs::write(outside.join("shadow.csv"), "id,src\n666,secret\n").unwrap();
+    std::fs::write(outside.join("o.csv"), "id,src\n667,outside\n").unwrap();
+    symlink(outside.join("shadow.csv"), landing.join("shadow.csv")).unwrap();
+    symlink(&outside, landing.join("root")).unwrap();
+    symlink(".", landing.join("loop")).unwrap();
+    symlink("sub", landing.join("alias")).unwrap();
+    symlink("a.csv", landing.join("a_again.csv")).unwrap();
+    symlink(".staging/c.csv", landing.join("c.csv")).unwrap();
+    let pipeline = |extra: &str| {
+        format!(
+            r#"[[flow]]
+name = "f"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, src STRING"
+{extra}
+[flow.sink]
+type = "delta"
+path = "table"
+"#
+        )
+    };
+    let run = |text: &str| {
+        let p = dir.join("p.toml");
+        std::fs::write(&p, text).unwrap();
+        let _ = std::fs::remove_dir_all(dir.join("table"));
+        let _ = std::fs::remove_dir_all(dir.join("_checkpoints"));
+        let out = weir().args(["run", "--headless"]).arg(&p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ids = || async {
+        let rows = delta_rows(&dir.join("table")).await;
+        column_strings(&sql(&rows, "SELECT id FROM t ORDER BY id").await, "id")
+    };
+    run(&pipeline(""));
+    assert_eq!(ids().await, ["1", "2"]);
+    run(&pipeline("follow_symlinks = \"never\""));
+    assert_eq!(ids().await, ["1", "2"]);
+    run(&pipeline("follow_symlinks = \"inside_root\""));
+    assert_eq!(
+        ids().await,
+        ["1", "2", "3"],
+        "the staged file once, nothing outside"
+    );
+    // A bad value names the key.
+    let p = dir.join("p.toml");
+    std::fs::write(&p, pipeline("follow_symlinks = \"always\"")).unwrap();
+    let out = weir().arg("validate").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("flow[0].source.follow_symlinks"));
+}

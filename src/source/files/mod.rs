@@ -10,6 +10,8 @@
 //!   directory `_c=1`), and ending in `._COPYING_` (Hadoop's in-flight copies), at every depth;
 //! - names not matching `path_glob_filter` (matched against the path relative to the source);
 //! - files modified within `min_file_age` (they may still be being written);
+//! - symbolic links, unless `follow_symlinks = "inside_root"` (then links whose real
+//!   target is inside the root are followed, each real directory and file once);
 //! - with `modified_after` (Auto Loader's `modifiedAfter`), files modified at or before it;
 //! - 0-byte files, which are not recorded either, so a placeholder created
 //!   before its content is picked up once it has content;
@@ -38,7 +40,7 @@ use futures::StreamExt;
 
 use crate::error::{Error, Result};
 use crate::schema::METADATA_COLUMN;
-use crate::spec::FilesSource;
+use crate::spec::{FilesSource, FollowSymlinks};
 use ledger::{FileOutcome, Ledger, ListedFile};
 
 use read::{FileMeta, ReadSpec};
@@ -156,7 +158,7 @@ impl FileSource {
         // for it (reported as source_unavailable by the engine), as a Delta source
         // waits for its table.
         if !landing_missing(&root) {
-            list_dir(&root, &root, &self.options, now_ms, &mut found)?;
+            list_tree(&self.options, now_ms, &mut found)?;
         }
         let mut listing = Listing::default();
         let known = self
@@ -330,7 +332,7 @@ pub fn skip_existing_files(
     }
     let mut files = Vec::new();
     if !landing_missing(&options.path) {
-        list_dir(&options.path, &options.path, options, now_ms, &mut files)?;
+        list_tree(options, now_ms, &mut files)?;
     }
     // Files the ledger knows already (a crash between the two writes) are not recorded twice.
     let known = ledger.lookup_many(files.iter().map(|f| f.path.as_str()))?;
@@ -355,7 +357,7 @@ pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> R
         return Ok(());
     }
     let now = crate::clock::now_ms();
-    list_dir(&options.path, &options.path, options, now, out)
+    list_tree(options, now, out)
 }
 
 /// Whether a source's landing directory does not exist (yet): nothing to list, the
@@ -387,66 +389,205 @@ pub fn select(candidates: &[ListedFile], options: &FilesSource, bounded: bool) -
     selection
 }
 
-fn list_dir(
-    root: &Path,
-    dir: &Path,
-    options: &FilesSource,
+/// One listing of a source's tree.
+struct Walk<'a> {
+    root: &'a Path,
+    options: &'a FilesSource,
     now_ms: i64,
-    out: &mut Vec<ListedFile>,
-) -> Result<()> {
-    let entries = std::fs::read_dir(dir).map_err(|source| Error::SourceIo {
-        path: dir.to_path_buf(),
+    min_age_ms: i64,
+    /// `Some` when links inside the root are followed (`follow_symlinks = "inside_root"`).
+    follow: Option<Follow>,
+}
+
+/// What a listing that follows links has seen, by real (canonical) path: a directory or
+/// file reached twice (a loop, an alias) is listed once.
+struct Follow {
+    root: PathBuf,
+    dirs: std::collections::HashSet<PathBuf>,
+    files: std::collections::HashSet<PathBuf>,
+    /// Links found, followed after the tree without links was listed, so that a file is
+    /// listed under its own path rather than under a link's.
+    pending: VecDeque<PathBuf>,
+}
+
+/// Lists the source's `path` recursively. Symbolic links below it are skipped unless
+/// `follow_symlinks = "inside_root"`, which follows those whose target is inside the
+/// root (each real directory and file once). The root itself may be a link.
+fn list_tree(options: &FilesSource, now_ms: i64, out: &mut Vec<ListedFile>) -> Result<()> {
+    let root = options.path.as_path();
+    let follow = match options.follow_symlinks {
+        FollowSymlinks::Never => None,
+        FollowSymlinks::InsideRoot => {
+            let real = canonical(root)?;
+            Some(Follow {
+                dirs: std::collections::HashSet::from([real.clone()]),
+                root: real,
+                files: std::collections::HashSet::new(),
+                pending: VecDeque::new(),
+            })
+        }
+    };
+    let mut walk = Walk {
+        root,
+        options,
+        now_ms,
+        min_age_ms: i64::try_from(options.min_file_age.as_millis()).unwrap_or(i64::MAX),
+        follow,
+    };
+    walk.list_dir(root, out)?;
+    while let Some(link) = walk.follow.as_mut().and_then(|f| f.pending.pop_front()) {
+        walk.follow_link(&link, out)?;
+    }
+    Ok(())
+}
+
+fn canonical(path: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(path).map_err(|source| Error::SourceIo {
+        path: path.to_path_buf(),
         source,
-    })?;
-    let min_age_ms = i64::try_from(options.min_file_age.as_millis()).unwrap_or(i64::MAX);
-    for entry in entries {
-        let entry = entry.map_err(|source| Error::SourceIo {
+    })
+}
+
+/// Logs a skipped symbolic link once per process (a listing runs every trigger).
+fn warn_link_skipped(path: &Path, why: &str) {
+    static SEEN: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    let first = seen
+        .lock()
+        .map(|mut s| s.insert(path.to_path_buf()))
+        .unwrap_or(false);
+    if first {
+        tracing::warn!(path = %path.display(), "symbolic link in a files source skipped: {why} (docs/sources.md#symbolic-links)");
+    }
+}
+
+impl Walk<'_> {
+    fn list_dir(&mut self, dir: &Path, out: &mut Vec<ListedFile>) -> Result<()> {
+        let entries = std::fs::read_dir(dir).map_err(|source| Error::SourceIo {
             path: dir.to_path_buf(),
             source,
         })?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if hidden_name(&name) {
-            continue;
+        let mut paths = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|source| Error::SourceIo {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            paths.push(entry.path());
         }
-        let path = entry.path();
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            // Vanished between listing and stat: it will be seen (or not) next time.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(Error::SourceIo { path, source }),
+        // Sorted: which name of an aliased file is listed never depends on the directory's order.
+        paths.sort();
+        for path in paths {
+            let hidden = path
+                .file_name()
+                .is_none_or(|n| hidden_name(&n.to_string_lossy()));
+            if hidden {
+                continue;
+            }
+            // The entry itself, not what a link points to.
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                // Vanished between listing and stat: it will be seen (or not) next time.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(Error::SourceIo { path, source }),
+            };
+            if meta.file_type().is_symlink() {
+                match &mut self.follow {
+                    Some(follow) => follow.pending.push_back(path),
+                    None => warn_link_skipped(
+                        &path,
+                        "links are not followed (follow_symlinks = \"never\", the default)",
+                    ),
+                }
+                continue;
+            }
+            self.entry(path, meta, out)?;
+        }
+        Ok(())
+    }
+
+    /// A link found by [`Self::list_dir`], with `follow_symlinks = "inside_root"`.
+    fn follow_link(&mut self, link: &Path, out: &mut Vec<ListedFile>) -> Result<()> {
+        let Some(follow) = &self.follow else {
+            return Ok(());
         };
+        let real = match std::fs::canonicalize(link) {
+            Ok(r) => r,
+            // Dangling, a loop the kernel refuses (ELOOP), or no permission.
+            Err(e) => {
+                warn_link_skipped(link, &format!("its target cannot be resolved ({e})"));
+                return Ok(());
+            }
+        };
+        if !real.starts_with(&follow.root) {
+            warn_link_skipped(link, "it points outside the source's path");
+            return Ok(());
+        }
+        match std::fs::metadata(&real) {
+            Ok(meta) => self.entry(link.to_path_buf(), meta, out),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(Error::SourceIo {
+                path: link.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// A directory (listed) or file (kept if the filters let it through) at `path`,
+    /// where `meta` describes what it is (a link's target when followed).
+    fn entry(
+        &mut self,
+        path: PathBuf,
+        meta: std::fs::Metadata,
+        out: &mut Vec<ListedFile>,
+    ) -> Result<()> {
+        let options = self.options;
         if meta.is_dir() {
-            list_dir(root, &path, options, now_ms, out)?;
-            continue;
+            if let Some(follow) = &mut self.follow {
+                // A loop (a link to an ancestor) or an alias of a listed directory.
+                if !follow.dirs.insert(canonical(&path)?) {
+                    return Ok(());
+                }
+            }
+            return self.list_dir(&path, out);
         }
         if !meta.is_file() || meta.len() == 0 {
-            continue;
+            return Ok(());
         }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if let Some(glob) = &options.path_glob_filter {
-            let relative = path.strip_prefix(root).unwrap_or(&path);
-            let file_name_matches = glob.matches(&name);
-            if !glob.matches_path(relative) && !file_name_matches {
-                continue;
+            let relative = path.strip_prefix(self.root).unwrap_or(&path);
+            if !glob.matches_path(relative) && !glob.matches(&name) {
+                return Ok(());
             }
         }
         let mtime_ms = crate::clock::modified_ms(&meta);
-        if min_age_ms > 0 && now_ms.saturating_sub(mtime_ms) < min_age_ms {
-            continue;
+        if self.min_age_ms > 0 && self.now_ms.saturating_sub(mtime_ms) < self.min_age_ms {
+            return Ok(());
         }
         if options
             .modified_after_ms
             .is_some_and(|after| mtime_ms <= after)
         {
-            continue;
+            return Ok(());
+        }
+        if let Some(follow) = &mut self.follow {
+            // The same file under a second name (a link to a listed file).
+            if !follow.files.insert(canonical(&path)?) {
+                return Ok(());
+            }
         }
         out.push(ListedFile {
             path: path.to_string_lossy().into_owned(),
             size: meta.len(),
             modification_time_ms: mtime_ms,
         });
+        Ok(())
     }
-    Ok(())
 }
 
 /// Whether a listing skips a file or directory name, as Spark's file index does
