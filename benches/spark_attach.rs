@@ -16,14 +16,23 @@
 //! progress events of the task) and `mixed` (each batch also has the job, SQL
 //! plan and task events a real log carries, about 8 KB per batch).
 //!
-//! `cargo bench --bench spark_attach` (needs tmux)
+//! `cargo bench --bench spark_attach` (needs tmux). `WEIR_BENCH_BATCHES` (default
+//! 100000) sizes the inputs (a quick check in debug: `WEIR_BENCH_BATCHES=2000
+//! WEIR_BENCH_FOLLOW_SECS=5 cargo bench --profile dev --bench spark_attach`);
+//! `WEIR_BENCH_CASES` picks the cases (default `progress,mixed`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BATCHES: u64 = 100_000;
+/// Batches of the inputs: `WEIR_BENCH_BATCHES`, default 100,000.
+fn batches() -> u64 {
+    std::env::var("WEIR_BENCH_BATCHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000)
+}
 const QUERY_ID: &str = "9aea4676-078e-44fa-af0a-3733616841f3";
 const RUN_ID: &str = "b874878b-0fc0-4fae-a325-dbb4ed6db959";
 const APP: &str = "local-1796000000000";
@@ -159,7 +168,7 @@ fn inputs(case: &str) -> (PathBuf, PathBuf) {
         std::env::var("WEIR_BENCH_INPUTS").unwrap_or_else(|_| "/var/tmp/weir-bench-inputs".into()),
     )
     .join("spark-attach")
-    .join(case);
+    .join(format!("{case}-{}", batches()));
     let cp = root.join("checkpoint");
     let logs = root.join("events");
     if root.join("READY").exists() {
@@ -173,7 +182,7 @@ fn inputs(case: &str) -> (PathBuf, PathBuf) {
     std::fs::write(cp.join("sources/0/0"), format!("v1\n{T0}")).unwrap();
     let started = Instant::now();
     let mut log = Log::create(&logs.join(format!("eventlog_v2_{APP}")));
-    for b in 0..BATCHES {
+    for b in 0..batches() {
         write_batch_files(&cp, b);
         if case == "mixed" {
             log.write(&other_events(b));
@@ -183,7 +192,8 @@ fn inputs(case: &str) -> (PathBuf, PathBuf) {
     log.enc.finish().unwrap();
     std::fs::write(root.join("READY"), "").unwrap();
     eprintln!(
-        "generated {case}: {BATCHES} batches in {:.1} s",
+        "generated {case}: {} batches in {:.1} s",
+        batches(),
         started.elapsed().as_secs_f64()
     );
     (cp, logs)
@@ -229,6 +239,7 @@ fn weir_pid(socket: &str) -> Option<u32> {
 
 fn run(case: &str) {
     let (cp, logs) = inputs(case);
+    let batches = batches();
     let follow_secs: u64 = std::env::var("WEIR_BENCH_FOLLOW_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -260,7 +271,7 @@ fn run(case: &str) {
         .status()
         .unwrap();
     assert!(ok.success());
-    let last = (BATCHES - 1).to_string();
+    let last = (batches - 1).to_string();
     let first_frame = loop {
         let screen = tmux(&socket, &["capture-pane", "-p", "-t", "b"]);
         if screen.contains(&last) && screen.contains("rate_window") {
@@ -289,7 +300,7 @@ fn run(case: &str) {
     let ticks0 = cpu_ticks(pid);
     let t0 = Instant::now();
     for i in 0..follow_secs {
-        let b = BATCHES + i;
+        let b = batches + i;
         write_batch_files(&cp, b);
         log.write(&other_events(b));
         log.write(&progress_event(b));
@@ -310,16 +321,17 @@ fn run(case: &str) {
         })
         .unwrap_or(100.0);
     let cpu_pct = ticks as f64 / hz / secs * 100.0;
+    let rss_after_mb = proc_field(pid, "status", "VmHWM:").unwrap_or(0) as f64 / 1024.0;
     let screen = tmux(&socket, &["capture-pane", "-p", "-t", "b"]);
-    let followed = screen.contains(&(BATCHES + follow_secs - 2).to_string())
-        || screen.contains(&(BATCHES + follow_secs - 1).to_string());
+    let followed = screen.contains(&(batches + follow_secs - 2).to_string())
+        || screen.contains(&(batches + follow_secs - 1).to_string());
     let _ = tmux(&socket, &["kill-server"]);
     // Leave the inputs as generated for the next run.
     let _ = log.enc.finish();
     let _ = std::fs::remove_file(logs.join(format!("eventlog_v2_{APP}/events_1000_{APP}.zstd")));
     for i in 0..follow_secs {
-        let _ = std::fs::remove_file(cp.join("offsets").join((BATCHES + i).to_string()));
-        let _ = std::fs::remove_file(cp.join("commits").join((BATCHES + i).to_string()));
+        let _ = std::fs::remove_file(cp.join("offsets").join((batches + i).to_string()));
+        let _ = std::fs::remove_file(cp.join("commits").join((batches + i).to_string()));
     }
     let log_bytes: u64 = std::fs::read_dir(logs.join(format!("eventlog_v2_{APP}")))
         .unwrap()
@@ -331,10 +343,11 @@ fn run(case: &str) {
         "{}",
         serde_json::json!({
             "case": format!("spark_attach_{case}"),
-            "batches": BATCHES,
+            "batches": batches,
             "event_log_bytes": log_bytes,
             "first_frame_ms": first_frame.as_millis() as u64,
             "peak_rss_mb": (rss_mb * 10.0).round() / 10.0,
+            "peak_rss_after_follow_mb": (rss_after_mb * 10.0).round() / 10.0,
             "follow_secs": follow_secs,
             "follow_cpu_pct": (cpu_pct * 100.0).round() / 100.0,
             "followed_live_batches": followed,

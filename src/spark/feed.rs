@@ -27,7 +27,7 @@ use crate::records::StreamingQueryProgress;
 use crate::records::{ErrorFacts, Health};
 use crate::spec::HealthConfig;
 
-use super::backlog::{FileBacklog, PathMap, described_path};
+use super::backlog::{FileBacklog, OffsetBacklog, PathMap, described_path};
 use super::checkpoint::{SourceKind, SparkCheckpoint, batch_ids};
 use super::eventlog::{AppLog, AppTail, Event, Located, LogNote, discover};
 
@@ -798,13 +798,23 @@ impl Feed {
     }
 
     /// Fills what Spark's record lacks and weir's classifier reads: a file source's backlog
-    /// (`numFilesOutstanding`, `numBytesOutstanding`) and the batch's files (`weir.numFiles`).
+    /// (`numFilesOutstanding`, `numBytesOutstanding`), the batch's files (`weir.numFiles`),
+    /// and the backlog of Kafka (`numOffsetsBehindLatest`), Delta (`numVersionsBehind`) and
+    /// rate (`numRowsBehindLatest`) sources from their latest and end offsets.
     fn enrich(&mut self, q: usize, p: &mut StreamingQueryProgress, start_ms: i64) {
         let s = &mut self.states[q];
         let mut files = 0;
         let mut bytes = 0;
         let mut any = false;
         for (i, src) in p.sources.iter_mut().enumerate() {
+            // Kafka, Delta, rate: Spark's latest offset against the batch's end offset.
+            if let Some(b) =
+                OffsetBacklog::of(&src.description, &src.end_offset, &src.latest_offset)
+            {
+                for (k, v) in b.metrics() {
+                    src.metrics.entry(k.into()).or_insert(v);
+                }
+            }
             let Some(b) = s.backlogs.get_mut(&i) else {
                 continue;
             };
