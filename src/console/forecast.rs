@@ -15,6 +15,9 @@ use crate::records::BacklogUnit;
 use super::format;
 use super::model::Sample;
 
+/// A sample's backlog in the unit the forecast counts.
+type BacklogOf = Box<dyn Fn(&Sample) -> Option<u64>>;
+
 /// How far back the forecast looks.
 pub const FORECAST_SPAN_MS: i64 = 120_000;
 
@@ -99,15 +102,14 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
     };
     // Files when the source counts files; otherwise the backlog in its own unit (Kafka
     // offsets and rate rows are rows one for one; Delta versions have no row count).
-    let (unit, value): (BacklogUnit, Box<dyn Fn(&Sample) -> Option<u64>>) =
-        match (last.backlog_files, last.backlog_unit) {
-            (Some(_), _) => (BacklogUnit::Files, Box::new(|s: &Sample| s.backlog_files)),
-            (None, Some(u)) => (
-                u,
-                Box::new(move |s: &Sample| s.backlog.filter(|_| s.backlog_unit == Some(u))),
-            ),
-            (None, None) => return Forecast::Unknown,
-        };
+    let (unit, value): (BacklogUnit, BacklogOf) = match (last.backlog_files, last.backlog_unit) {
+        (Some(_), _) => (BacklogUnit::Files, Box::new(|s: &Sample| s.backlog_files)),
+        (None, Some(u)) => (
+            u,
+            Box::new(move |s: &Sample| s.backlog.filter(|_| s.backlog_unit == Some(u))),
+        ),
+        (None, None) => return Forecast::Unknown,
+    };
     let Some(backlog) = value(last) else {
         return Forecast::Unknown;
     };
