@@ -31,6 +31,9 @@ use super::backlog::{FileBacklog, OffsetBacklog, PathMap, described_path};
 use super::checkpoint::{SourceKind, SparkCheckpoint, batch_ids};
 use super::eventlog::{AppLog, AppTail, Event, Located, LogNote, discover};
 
+/// Events read from a log before they are applied (memory: about 4 KB each).
+const EVENTS_PER_STEP: usize = 2_000;
+
 /// How the feed reads.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -403,11 +406,21 @@ impl Feed {
         for a in 0..self.apps.len() {
             let mut events: Vec<Located> = Vec::new();
             let mut notes: Vec<LogNote> = Vec::new();
-            self.apps[a]
-                .0
-                .poll(&mut |e| events.push(e), &mut |n| notes.push(n));
-            for e in events {
-                self.apply(a, e, now_ms, out);
+            // In steps of a few thousand events, each applied before the next is read: a
+            // log of 100,000 progress records is never held whole.
+            loop {
+                let more =
+                    self.apps[a]
+                        .0
+                        .poll_some(EVENTS_PER_STEP, &mut |e| events.push(e), &mut |n| {
+                            notes.push(n)
+                        });
+                for e in events.drain(..) {
+                    self.apply(a, e, now_ms, out);
+                }
+                if !more {
+                    break;
+                }
             }
             for n in notes {
                 let text = format!("{}: {}", n.path.display(), n.text);
