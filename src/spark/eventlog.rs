@@ -841,10 +841,9 @@ mod tests {
         let mut tail = FileTail::new(path.clone(), false).unwrap();
         let mut events = Vec::new();
         let mut notes = Vec::new();
-        tail.poll(&mut usize::MAX, &mut |e| events.push(e), &mut |n| {
-            notes.push(n)
-        })
-        .unwrap();
+        let mut budget = usize::MAX;
+        tail.poll(&mut budget, &mut |e| events.push(e), &mut |n| notes.push(n))
+            .unwrap();
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[1].line, 5);
         assert!(matches!(events[1].event, Event::QueryIdle { .. }));
