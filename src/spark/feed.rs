@@ -959,7 +959,7 @@ impl Feed {
         // Restart findings, only for a query that is not running (Spark has what it needs while it runs).
         if !self.states[q].alive && self.states[q].checked_at_commit != Some(committed) {
             self.states[q].checked_at_commit = Some(committed);
-            if let Ok(v) = super::check::check(cp.root()) {
+            if let Ok(v) = super::check::restart_check(cp.root()) {
                 let findings: Vec<String> = v
                     .reasons
                     .iter()
