@@ -43,6 +43,25 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A malformed record in a source read with `mode = "failfast"` (Spark's FAILFAST):
+    /// the batch stops before anything is written and the checkpoint does not advance.
+    #[error(
+        "source {path}, {location}: malformed record: {message} (record: {record}); \
+         mode = \"failfast\" stopped the batch before anything was written (the checkpoint did not advance). {hint}"
+    )]
+    MalformedRecord {
+        /// The file (or `kafka:<topic>/<partition>`).
+        path: PathBuf,
+        /// `line N` (files) or `offset N` (Kafka).
+        location: String,
+        /// What is wrong with the record.
+        message: String,
+        /// The record's text (quoted, cut to 200 characters).
+        record: String,
+        /// What to do.
+        hint: String,
+    },
+
     /// The source or its configuration cannot produce a schema (e.g. no files to infer from).
     #[error("source {path}: {message}")]
     Source { path: PathBuf, message: String },
@@ -146,7 +165,9 @@ impl Error {
             Error::Pipeline(_) | Error::Sql { .. } | Error::SinkSchemaMismatch { .. } => {
                 Domain::User
             }
-            Error::SchemaChanged { .. } | Error::SchemaMismatch { .. } => Domain::User,
+            Error::SchemaChanged { .. }
+            | Error::SchemaMismatch { .. }
+            | Error::MalformedRecord { .. } => Domain::User,
             Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => {
                 Domain::User
             }
@@ -183,6 +204,7 @@ impl Error {
             Error::Pipeline(_) => ErrorKind::InvalidPipeline,
             Error::SchemaChanged { .. } => ErrorKind::SchemaChanged,
             Error::SchemaMismatch { .. } => ErrorKind::SchemaMismatch,
+            Error::MalformedRecord { .. } => ErrorKind::MalformedRecord,
             Error::Checkpoint { .. } => ErrorKind::CheckpointCorrupt,
             Error::CheckpointLocked { .. } => ErrorKind::CheckpointLocked,
             Error::SourceIo { .. } | Error::KafkaUnavailable { .. } => ErrorKind::SourceUnavailable,
@@ -208,6 +230,7 @@ impl Error {
             | Error::SinkIo { path, .. }
             | Error::Io { path, .. }
             | Error::StateIncompatible { path, .. }
+            | Error::MalformedRecord { path, .. }
             | Error::Ledger { path, .. } => Some(path),
             Error::CheckpointLocked { checkpoint, .. } => Some(checkpoint),
             Error::Delta { path, .. } | Error::SinkSchemaMismatch { path, .. } => {

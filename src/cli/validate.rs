@@ -120,6 +120,24 @@ pub fn run(path: &Path) -> ExitCode {
                     continue;
                 }
             };
+            // Column names a Delta table cannot store without column mapping: refused
+            // now, with the fixes, rather than at the first batch.
+            let unmapped_table = match &flow.sink {
+                SinkSpec::Delta {
+                    path: table,
+                    column_mapping_mode: None,
+                    ..
+                }
+                | SinkSpec::DeltaMerge { path: table, .. } => Some(table),
+                _ => None,
+            };
+            if let Some(table) = unmapped_table.filter(|t| !t.join("_delta_log").exists())
+                && let Err(e) = crate::sink::delta::check_column_names(table, &projected)
+            {
+                eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name);
+                ok = false;
+                continue;
+            }
             if let Err(e) = plan::check_operator(flow, &projected, None) {
                 let message = match e {
                     crate::Error::Plan { message, .. } => message,

@@ -95,6 +95,7 @@ impl Sinks {
                     merge_schema: false,
                     idempotent: true,
                     allow_existing_table: true,
+                    column_mapping_mode: None,
                 };
                 let sink = Sink::open(&spec, &self.app_id).await?;
                 self.side.push((path.to_path_buf(), sink));

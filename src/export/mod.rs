@@ -686,7 +686,7 @@ impl Generator {
                 )),
             }
             if f.format != FileFormat::Parquet {
-                opts.push(("mode".into(), "PERMISSIVE".into()));
+                opts.push(("mode".into(), f.text.mode.spark_name().into()));
                 opts.push(("columnNameOfCorruptRecord".into(), "_corrupt_record".into()));
             }
             notes.push("_rescued_data: OSS Spark has no rescued-data column; a record that does not fit the schema is kept whole in _rescued_data ({\"_corrupt_record\", \"_file_path\"}) and a field the schema lacks is dropped (weir rescues the field alone). --target databricks keeps Auto Loader's rescued data".into());
@@ -754,6 +754,9 @@ impl Generator {
                 opts.push(("cloudFiles.schemaHints".into(), h.clone()));
             }
             opts.push(("rescuedDataColumn".into(), "_rescued_data".into()));
+            if f.format != FileFormat::Parquet && f.text.mode == crate::spec::ParseMode::FailFast {
+                opts.push(("mode".into(), "FAILFAST".into()));
+            }
             opts.push((
                 "cloudFiles.maxFilesPerTrigger".into(),
                 f.max_files_per_trigger.to_string(),
@@ -813,6 +816,9 @@ impl Generator {
                 "allowNonNumericNumbers".into(),
                 text.allow_non_numeric_numbers.to_string(),
             ));
+            if text.prefers_decimal {
+                opts.push(("prefersDecimal".into(), "true".into()));
+            }
         }
         if f.format == FileFormat::Csv {
             let c = &f.csv;
@@ -1001,10 +1007,20 @@ impl Generator {
                 partition_by,
                 merge_schema,
                 idempotent,
+                column_mapping_mode,
                 ..
             } => {
                 if !idempotent {
                     self.refuse(flow, "sink.idempotent", "idempotent = false is an unsafe setting for drills only; Spark's Delta sink is always idempotent");
+                }
+                if let Some(mode) = column_mapping_mode {
+                    // Delta's default table properties for tables this session creates.
+                    let _ = writeln!(
+                        code,
+                        "    spark.conf.set(\"spark.databricks.delta.properties.defaults.columnMapping.mode\", {})",
+                        py(mode.as_str())
+                    );
+                    notes.push(format!("column_mapping_mode = \"{}\": the sink's table is created with delta.columnMapping.mode = {} (a session default for new tables); an existing table keeps its own", mode.as_str(), mode.as_str()));
                 }
                 let p = self.path(format!("{name}.sink"), path);
                 if mode == OutputMode::Update {

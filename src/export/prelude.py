@@ -164,6 +164,11 @@ def _session(app_name):
     spark = builder.getOrCreate()
     # weir reads and writes timestamps as UTC instants.
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    # weir filters a batch's late rows with that batch's watermark. Spark 3.4+ filters them
+    # with the previous batch's (IncrementalExecution: eventTimeWatermarkForLateEvents =
+    # prevOffsetSeqMetadata.batchWatermarkMs) unless allowMultiple is off, which also makes
+    # eviction and late filtering use one watermark. A weir flow has one stateful operator.
+    spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "false")
     return spark
 
 

@@ -231,6 +231,10 @@ pub struct FilesSourceFile {
     pub allow_non_numeric_numbers: Option<Spanned<bool>>,
     /// CSV and JSON: a longer record is a corrupt record (rescued or quarantined).
     pub max_record_size: Option<ByteSize>,
+    /// CSV and JSON: `permissive` (default) or `failfast` (Spark's `mode`).
+    pub mode: Option<Spanned<String>>,
+    /// JSON inference: numbers with a fraction are decimals (Spark's `prefersDecimal`).
+    pub prefers_decimal: Option<Spanned<bool>>,
     /// The zone of timestamp text without one (Spark's `spark.sql.session.timeZone`).
     pub session_time_zone: Option<Spanned<String>>,
     /// A Spark datetime pattern for timestamp text (Spark's `timestampFormat`).
@@ -292,6 +296,9 @@ pub enum SinkFile {
         /// A new checkpoint may write into a table that already has data.
         #[serde(default)]
         allow_existing_table: bool,
+        /// `"name"` / `"id"`: create the table with Delta column mapping
+        /// (`delta.columnMapping.mode`), so any column name can be stored.
+        column_mapping_mode: Option<String>,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {

@@ -280,7 +280,13 @@ fn resolve_flow(
             merge_schema,
             idempotent,
             allow_existing_table,
+            column_mapping_mode,
         } => SinkSpec::Delta {
+            column_mapping_mode: match column_mapping_mode.as_deref() {
+                None => None,
+                Some(m) => crate::spec::ColumnMappingMode::parse(m)
+                    .map_err(|e| cx.error(span.clone(), e))?,
+            },
             path: resolve_path(base, &path),
             partition_by,
             // Auto Loader's add_new_columns only continues after its restart if the table
@@ -920,6 +926,7 @@ fn resolve_kafka(
             src.include_existing_files.is_some(),
         ),
         ("modified_after", src.modified_after.is_some()),
+        ("prefers_decimal", src.prefers_decimal.is_some()),
     ];
     if let Some((key, _)) = not_kafka.iter().find(|(_, set)| *set) {
         let hint = match *key {
@@ -927,7 +934,7 @@ fn resolve_kafka(
                 "a kafka source reads topics: bootstrap_servers and subscribe (or subscribe_pattern)"
             }
             "max_files_per_trigger" | "max_bytes_per_trigger" => "use max_offsets_per_trigger",
-            "schema_evolution" | "schema_hints" | "infer_column_types" => {
+            "schema_evolution" | "schema_hints" | "infer_column_types" | "prefers_decimal" => {
                 "with format, the value's columns are the given `schema`; other fields stay in _rescued_data"
             }
             _ => "see docs/kafka.md for a kafka source's options",
@@ -1003,6 +1010,7 @@ fn resolve_kafka(
                 ("max_record_size", src.max_record_size.is_some()),
                 ("session_time_zone", src.session_time_zone.is_some()),
                 ("timestamp_format", src.timestamp_format.is_some()),
+                ("mode", src.mode.is_some()),
             ] {
                 if set {
                     return Err(cx.error(
@@ -1238,6 +1246,12 @@ fn resolve_files(
             })?,
         )),
     };
+    if let (Some(p), Some(_)) = (&files.prefers_decimal, &schema) {
+        return Err(cx.error(
+            p.span(),
+            "`prefers_decimal` applies to schema inference, and this source gives its `schema`; declare the columns as DECIMAL(p,s) there".into(),
+        ));
+    }
     let path_glob_filter = match &files.path_glob_filter {
         None => None,
         Some(g) => Some(glob::Pattern::new(g.get_ref()).map_err(|e| {
@@ -1393,6 +1407,41 @@ fn resolve_text(
         })?);
     }
     text.timestamps = timestamps;
+    if let Some(m) = &files.mode {
+        if format == FileFormat::Parquet {
+            return Err(cx.error(
+                m.span(),
+                "`mode` applies to CSV and JSON (Spark's PERMISSIVE / FAILFAST); a Parquet file is either readable or failed as a whole".into(),
+            ));
+        }
+        text.mode = m
+            .get_ref()
+            .parse::<crate::spec::ParseMode>()
+            .map_err(|e| cx.error(m.span(), e))?;
+        if text.mode == crate::spec::ParseMode::FailFast
+            && let Some(key) = [
+                ("bad_records_path", files.bad_records_path.is_some()),
+                ("bad_records_table", files.bad_records_table.is_some()),
+            ]
+            .iter()
+            .find(|(_, set)| *set)
+            .map(|(k, _)| *k)
+        {
+            return Err(cx.error(
+                m.span(),
+                format!("mode = \"failfast\" stops at the first malformed record, so `{key}` would never receive one; remove `{key}`, or keep mode = \"permissive\" to quarantine malformed records"),
+            ));
+        }
+    }
+    if let Some(p) = &files.prefers_decimal {
+        if format != FileFormat::Json {
+            return Err(cx.error(
+                p.span(),
+                "`prefers_decimal` applies to JSON schema inference (Spark's prefersDecimal); pin CSV or Parquet columns with schema_hints, e.g. \"price DECIMAL(12,2)\"".into(),
+            ));
+        }
+        text.prefers_decimal = *p.get_ref();
+    }
     Ok(text)
 }
 
@@ -1442,6 +1491,8 @@ fn resolve_delta(
             src.include_existing_files.is_some(),
         ),
         ("modified_after", src.modified_after.is_some()),
+        ("mode", src.mode.is_some()),
+        ("prefers_decimal", src.prefers_decimal.is_some()),
     ];
     if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
         return Err(cx.error(

@@ -40,6 +40,8 @@ pub enum ErrorKind {
     LedgerError,
     InvalidPlan,
     CheckpointIncompatible,
+    /// A malformed record in a source with `mode = "failfast"`.
+    MalformedRecord,
     /// An Apache Spark driver stopped writing its event log without ending its queries
     /// (killed or lost; `weir attach --spark`).
     DriverLost,
@@ -48,7 +50,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 16] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::InvalidPipeline,
         ErrorKind::SchemaChanged,
         ErrorKind::SchemaMismatch,
@@ -64,6 +66,7 @@ impl ErrorKind {
         ErrorKind::LedgerError,
         ErrorKind::InvalidPlan,
         ErrorKind::CheckpointIncompatible,
+        ErrorKind::MalformedRecord,
         ErrorKind::DriverLost,
     ];
 
@@ -84,6 +87,7 @@ impl ErrorKind {
             ErrorKind::LedgerError => "ledger_error",
             ErrorKind::InvalidPlan => "invalid_plan",
             ErrorKind::CheckpointIncompatible => "checkpoint_incompatible",
+            ErrorKind::MalformedRecord => "malformed_record",
             ErrorKind::DriverLost => "driver_lost",
             ErrorKind::Other => "other",
         }
@@ -98,7 +102,8 @@ impl ErrorKind {
             }
             ErrorKind::SchemaChanged
             | ErrorKind::SchemaMismatch
-            | ErrorKind::SinkSchemaMismatch => Some(HealthState::SchemaMismatch),
+            | ErrorKind::SinkSchemaMismatch
+            | ErrorKind::MalformedRecord => Some(HealthState::SchemaMismatch),
             ErrorKind::SourceUnavailable | ErrorKind::SourceError => {
                 Some(HealthState::SourceUnavailable)
             }

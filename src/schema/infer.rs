@@ -71,12 +71,105 @@ pub(crate) fn marked_token(s: &str) -> Option<&str> {
     s.strip_prefix(NON_FINITE_MARK)
 }
 
+/// The first character of a marker string standing for a JSON number kept as its
+/// literal text (`"\u{10FF01}3.10"`): the JSON-lines parser writes them when exact
+/// digits matter (a decimal column, `prefers_decimal` inference), as serde_json would
+/// otherwise round a fraction or a long literal to a double.
+pub(crate) const NUMBER_MARK: char = '\u{10FF01}';
+
+/// The literal a number marker string stands for (`3.10`, `1234567890123456789012.5`).
+pub(crate) fn marked_number(s: &str) -> Option<&str> {
+    s.strip_prefix(NUMBER_MARK)
+}
+
+/// A number literal as a JSON number when serde_json writes it back unchanged,
+/// otherwise as a string holding the literal (nothing is rounded).
+pub(crate) fn number_value(text: &str) -> Value {
+    match serde_json::from_str::<serde_json::Number>(text) {
+        Ok(n) if n.to_string() == text => Value::Number(n),
+        _ => Value::String(text.to_string()),
+    }
+}
+
+/// Marker strings back to what they stand for: a bare non-finite token as its text
+/// (`"NaN"`), a number literal as [`number_value`].
+pub(crate) fn unmark(value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let Some(token) = marked_token(s) {
+                *s = token.to_string();
+            } else if let Some(text) = marked_number(s) {
+                *value = number_value(text);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(unmark),
+        Value::Object(o) => o.values_mut().for_each(unmark),
+        _ => {}
+    }
+}
+
+/// A JSON value's text for a message, markers back to what they stand for.
+pub(crate) fn display_json(value: &Value) -> String {
+    let mut value = value.clone();
+    unmark(&mut value);
+    value.to_string()
+}
+
+/// Spark's `DecimalType` for a JSON number literal read with `prefersDecimal`
+/// (`JsonInferSchema`: `DecimalType(max(precision, scale), scale)` of the literal's
+/// `BigDecimal`): `3.1` is `(2,1)`, `0.10` is `(2,2)`, `0.001` is `(3,3)`. A literal
+/// with a negative scale (`1.5e3`) is `(precision - scale, 0)` (Spark refuses negative
+/// scales). `None` when it needs more than 38 digits (Spark then infers a double).
+pub(crate) fn decimal_of_literal(text: &str) -> Option<(u8, i8)> {
+    let body = text.strip_prefix('-').unwrap_or(text);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().ok()?),
+        None => (body, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !int_part
+        .bytes()
+        .chain(frac_part.bytes())
+        .all(|b| b.is_ascii_digit())
+        || int_part.len() + frac_part.len() == 0
+    {
+        return None;
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let significant = digits.trim_start_matches('0').len().max(1) as i64;
+    let scale = frac_part.len() as i64 - exponent;
+    let (precision, scale) = if scale < 0 {
+        (significant - scale, 0)
+    } else {
+        (significant.max(scale), scale)
+    };
+    (precision <= 38).then_some((precision as u8, scale as i8))
+}
+
+/// Two decimals merged as Spark's JSON inference does (`compatibleType`): the larger
+/// scale and the larger integer range; a double when that needs more than 38 digits.
+fn merge_decimals((p1, s1): (u8, i8), (p2, s2): (u8, i8)) -> Ty {
+    let scale = s1.max(s2);
+    let range = (i16::from(p1) - i16::from(s1)).max(i16::from(p2) - i16::from(s2));
+    let precision = range + i16::from(scale);
+    if precision > 38 {
+        Ty::Double
+    } else {
+        Ty::Decimal(precision as u8, scale)
+    }
+}
+
+/// A long as a decimal, as Spark widens it (`DecimalType.forType(LongType)`).
+const LONG_AS_DECIMAL: (u8, i8) = (20, 0);
+
 /// What classifies a value beyond its JSON type: a timestamp pattern, CSV's
 /// non-finite spellings.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Rules<'a> {
     pub(crate) timestamp_format: Option<&'a TimestampFormat>,
     pub(crate) csv: Option<&'a CsvOptions>,
+    /// JSON numbers with a fraction (number markers) are decimals (`prefers_decimal`).
+    pub(crate) prefers_decimal: bool,
 }
 
 /// Whether a string is an ISO-8601 date-time (a date alone is not) that the
@@ -153,6 +246,8 @@ pub(crate) enum Ty {
     Bool,
     Long,
     Double,
+    /// `prefers_decimal` only: precision and scale.
+    Decimal(u8, i8),
     Timestamp,
     Str,
     Struct(StructTy),
@@ -219,6 +314,21 @@ impl Ty {
             Value::Number(_) => Ty::Double,
             // A bare NaN/Infinity token (read as a marker string) is a number.
             Value::String(s) if marked_token(s).is_some() => Ty::Double,
+            // A number literal kept as text: an integer, a decimal with
+            // `prefers_decimal` (a double when it needs more than 38 digits), else a double.
+            Value::String(s) if marked_number(s).is_some() => {
+                let text = marked_number(s).unwrap_or_default();
+                if text.parse::<i64>().is_ok() {
+                    Ty::Long
+                } else if rules.prefers_decimal {
+                    match decimal_of_literal(text) {
+                        Some((p, s)) => Ty::Decimal(p, s),
+                        None => Ty::Double,
+                    }
+                } else {
+                    Ty::Double
+                }
+            }
             Value::String(s) if is_timestamp(s, rules) => Ty::Timestamp,
             Value::String(_) => Ty::Str,
             Value::Array(_) | Value::Object(_) => {
@@ -235,6 +345,7 @@ impl Ty {
             Ty::Bool => DataType::Boolean,
             Ty::Long => DataType::Int64,
             Ty::Double => DataType::Float64,
+            Ty::Decimal(p, s) => DataType::Decimal128(p, s),
             Ty::Timestamp => timestamp_utc(),
             Ty::Struct(s) if s.fields.is_empty() => DataType::Utf8,
             Ty::Struct(s) => DataType::Struct(s.into_fields()),
@@ -286,6 +397,11 @@ pub(crate) fn merge(a: Ty, b: Ty) -> Ty {
         (Ty::Struct(a), Ty::Struct(b)) => Ty::Struct(a.merge(b)),
         (Ty::Array(a), Ty::Array(b)) => Ty::Array(Box::new(merge(*a, *b))),
         (Ty::Long, Ty::Double) | (Ty::Double, Ty::Long) => Ty::Double,
+        (Ty::Decimal(p1, s1), Ty::Decimal(p2, s2)) => merge_decimals((p1, s1), (p2, s2)),
+        (Ty::Long, Ty::Decimal(p, s)) | (Ty::Decimal(p, s), Ty::Long) => {
+            merge_decimals(LONG_AS_DECIMAL, (p, s))
+        }
+        (Ty::Double, Ty::Decimal(..)) | (Ty::Decimal(..), Ty::Double) => Ty::Double,
         (a, b) if a == b => a,
         _ => Ty::Str,
     }
@@ -510,6 +626,58 @@ mod tests {
 
     fn ddl(files: &[&str], format: FileFormat) -> String {
         to_ddl(&infer(files, format, true).unwrap())
+    }
+
+    #[test]
+    fn decimal_of_a_literal_is_sparks_bigdecimal_type() {
+        for (text, want) in [
+            ("3.1", Some((2, 1))),
+            ("0.1", Some((1, 1))),
+            ("0.10", Some((2, 2))),
+            ("0.001", Some((3, 3))),
+            ("-12.345", Some((5, 3))),
+            ("100.0", Some((4, 1))),
+            ("1.5e3", Some((4, 0))),
+            ("1.5E-3", Some((4, 4))),
+            ("12345678901234567890", Some((20, 0))),
+            ("1234567890123456789012345678901234567890.5", None),
+        ] {
+            assert_eq!(decimal_of_literal(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn b07_ints_with_fractions_infer_double_or_sparks_decimal() {
+        assert_eq!(
+            ddl(&["B07/step1/p1.json"], FileFormat::Json),
+            "sku STRING, price DOUBLE, rate DOUBLE"
+        );
+        let text = crate::spec::TextOptions {
+            prefers_decimal: true,
+            ..Default::default()
+        };
+        let infer = |files: &[&str]| {
+            let metas: Vec<FileMeta> = files.iter().map(|f| meta(&case_file(f))).collect();
+            to_ddl(
+                &infer_schema(
+                    &metas,
+                    FileFormat::Json,
+                    &CsvOptions::default(),
+                    &text,
+                    true,
+                )
+                .unwrap(),
+            )
+        };
+        assert_eq!(
+            infer(&["B07/step1/p1.json"]),
+            "sku STRING, price DECIMAL(21,1), rate DECIMAL(21,1)"
+        );
+        // The 41-digit literal needs more than 38 digits: DOUBLE, as Spark.
+        assert_eq!(
+            infer(&["B07/step1/p1.json", "B07/step2/p2.json"]),
+            "sku STRING, price DOUBLE, rate DECIMAL(21,1)"
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct DeltaSink {
     app_id: String,
     /// `false` skips the replay check below (unsafe; `idempotent = false` in a pipeline).
     idempotent: bool,
+    /// Delta column mapping for a table this sink creates (`column_mapping_mode`).
+    column_mapping: Option<crate::spec::ColumnMappingMode>,
     table: DeltaTable,
 }
 
@@ -48,8 +50,37 @@ impl DeltaSink {
             merge_schema,
             app_id: app_id.to_string(),
             idempotent: true,
+            column_mapping: None,
             table,
         })
+    }
+
+    /// Creates the table with Delta column mapping (`delta.columnMapping.mode`), so that
+    /// column names Delta otherwise refuses (spaces, `,;{}()=`, newline, tab) are stored.
+    pub fn column_mapping(mut self, mode: Option<crate::spec::ColumnMappingMode>) -> Self {
+        self.column_mapping = mode;
+        self
+    }
+
+    /// The existing table's column mapping mode (`delta.columnMapping.mode`), when not `none`.
+    fn table_column_mapping(&self) -> Option<String> {
+        let snapshot = self.table.snapshot().ok()?;
+        snapshot
+            .metadata()
+            .configuration()
+            .get("delta.columnMapping.mode")
+            .filter(|m| m.as_str() != "none")
+            .cloned()
+    }
+
+    /// Whether the batch's column names are free of Delta's restrictions: the table is
+    /// column-mapped, or this sink creates it so.
+    fn names_are_mapped(&self) -> bool {
+        if self.table.version().is_some() {
+            self.table_column_mapping().is_some()
+        } else {
+            self.column_mapping.is_some()
+        }
     }
 
     /// With `false`, a replayed batch is written again: duplicates after a crash.
@@ -249,7 +280,10 @@ impl DeltaSink {
             .map(normalize_batch)
             .collect::<Result<Vec<_>>>()?;
         let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if let Some(first) = batches.first() {
+        let mapped = self.names_are_mapped();
+        if let Some(first) = batches.first()
+            && !mapped
+        {
             check_column_names(&self.path, &first.schema())?;
         }
         if num_rows == 0 {
@@ -263,9 +297,15 @@ impl DeltaSink {
                 });
             };
             let empty = normalize_batch(&RecordBatch::new_empty(schema.clone()))?;
-            check_column_names(&self.path, &empty.schema())?;
+            if !mapped {
+                check_column_names(&self.path, &empty.schema())?;
+            }
             batches = vec![empty];
         }
+        let creating = self.table.version().is_none();
+        // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
+        let merge = self.merge_schema
+            && !(mapped && !creating && self.fits_table(batches.first().map(|b| b.schema()))?);
         let commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
         let mut builder = self
@@ -281,7 +321,13 @@ impl DeltaSink {
         if !self.partition_by.is_empty() {
             builder = builder.with_partition_columns(self.partition_by.clone());
         }
-        if self.merge_schema {
+        if let (true, Some(mode)) = (creating, self.column_mapping) {
+            builder = builder.with_configuration([(
+                "delta.columnMapping.mode".to_string(),
+                Some(mode.as_str().to_string()),
+            )]);
+        }
+        if merge {
             builder = builder.with_schema_mode(SchemaMode::Merge);
         }
         let table = builder.await.map_err(|e| match e {
@@ -311,13 +357,44 @@ impl DeltaSink {
     }
 }
 
+impl DeltaSink {
+    /// Column-mapped table (delta-rs cannot evolve one yet): `true` when the batch's
+    /// columns are all in the table (the append needs no schema change); an error
+    /// naming the new columns otherwise.
+    fn fits_table(&self, batch: Option<SchemaRef>) -> Result<bool> {
+        let Some(batch) = batch else {
+            return Ok(true);
+        };
+        let snapshot = self.table.snapshot().map_err(|e| self.err(e))?;
+        let table = snapshot.schema();
+        let new: Vec<String> = batch
+            .fields()
+            .iter()
+            .filter(|f| table.field(f.name()).is_none())
+            .map(|f| format!("`{}`", f.name()))
+            .collect();
+        if new.is_empty() {
+            return Ok(true);
+        }
+        Err(Error::SinkSchemaMismatch {
+            path: self.path.display().to_string(),
+            message: format!(
+                "new column(s) {} for a table with column mapping; deltalake (delta-rs) cannot add columns \
+                 to a column-mapped table yet, so nothing was written. Add them to the table with Spark \
+                 (ALTER TABLE ... ADD COLUMNS), or leave them out in the flow's `select`",
+                new.join(", ")
+            ),
+        })
+    }
+}
+
 /// Characters Delta forbids in column names without column mapping (Spark's
 /// `INVALID_COLUMN_NAME_AS_PATH`: " ,;{}()\n\t=").
 const FORBIDDEN_IN_NAMES: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
 
 /// Refuses column names Delta cannot store without column mapping, before any data
 /// file is written, naming every offending column (top level and nested).
-fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
+pub(crate) fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
     fn walk(prefix: &str, fields: &arrow::datatypes::Fields, bad: &mut Vec<String>) {
         for f in fields {
             let name = if prefix.is_empty() {
@@ -342,7 +419,9 @@ fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
         path: path.display().to_string(),
         message: format!(
             "column name(s) {} contain characters Delta does not allow without column mapping \
-             (space , ; {{ }} ( ) newline tab =); nothing was written. Rename them in the flow's `select`, \
+             (space , ; {{ }} ( ) newline tab =); nothing was written. Either set \
+             column_mapping_mode = \"name\" on the sink (Delta's delta.columnMapping.mode; only when \
+             the sink creates the table), or rename them in the flow's `select`, \
              e.g. \"\\\"order id\\\" AS order_id\"",
             bad.join(", ")
         ),

@@ -52,11 +52,13 @@ impl Sink {
                 partition_by,
                 merge_schema,
                 idempotent,
+                column_mapping_mode,
                 ..
             } => Sink::Delta(
                 delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id)
                     .await?
-                    .idempotent(*idempotent),
+                    .idempotent(*idempotent)
+                    .column_mapping(*column_mapping_mode),
             ),
             SinkSpec::DeltaMerge {
                 path,

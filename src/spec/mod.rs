@@ -24,12 +24,12 @@ use std::time::Duration;
 pub use error::PipelineError;
 pub use health::HealthConfig;
 pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, TimeRange};
-pub use sink::SinkSpec;
+pub use sink::{ColumnMappingMode, SinkSpec};
 pub use source::{
     CsvOptions, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER, DEFAULT_INFERENCE_MAX_BYTES,
     DEFAULT_KAFKA_MAX_TRIGGER_DELAY, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
     EvolutionMode, FileFormat, FilesSource, KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat,
-    SourceSpec, StartingVersion, TextEncoding, TextOptions,
+    ParseMode, SourceSpec, StartingVersion, TextEncoding, TextOptions,
 };
 pub use stateful::{OutputMode, StatefulSpec, WatermarkPolicy, WatermarkSpec};
 pub use time::{TimestampFormat, TimestampOptions};

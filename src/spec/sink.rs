@@ -13,6 +13,9 @@ pub enum SinkSpec {
         idempotent: bool,
         /// A new checkpoint may write into a table that already has data (docs/sinks).
         allow_existing_table: bool,
+        /// Delta's `delta.columnMapping.mode` for a table the sink creates: `name` or
+        /// `id` store any column name (spaces, `(`, `=`, ...); `None`: no column mapping.
+        column_mapping_mode: Option<ColumnMappingMode>,
     },
     /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
     DeltaMerge {
@@ -61,6 +64,36 @@ impl SinkSpec {
             }
             SinkSpec::Memory { name } => format!("MemorySink[{name}]"),
             SinkSpec::Console { .. } => "ConsoleSink".to_string(),
+        }
+    }
+}
+
+/// Delta's column mapping modes (`delta.columnMapping.mode`) a sink can create a table with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnMappingMode {
+    /// Columns are stored under physical names (`col-<uuid>`); the logical name is free.
+    Name,
+    /// Columns are matched by field id.
+    Id,
+}
+
+impl ColumnMappingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColumnMappingMode::Name => "name",
+            ColumnMappingMode::Id => "id",
+        }
+    }
+
+    /// `"name"`, `"id"` or `"none"` (no column mapping: `Ok(None)`).
+    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "name" => Ok(Some(ColumnMappingMode::Name)),
+            "id" => Ok(Some(ColumnMappingMode::Id)),
+            "none" => Ok(None),
+            other => Err(format!(
+                "invalid column_mapping_mode {other:?}; allowed: \"name\", \"id\", \"none\" (Delta's delta.columnMapping.mode)"
+            )),
         }
     }
 }

@@ -179,6 +179,11 @@ pub struct TextOptions {
     pub max_record_bytes: Option<u64>,
     /// How timestamp text is read.
     pub timestamps: super::time::TimestampOptions,
+    /// What a malformed record does (Spark's `mode`): kept (`permissive`) or fatal (`failfast`).
+    pub mode: ParseMode,
+    /// JSON inference: a number with a fraction is a `DECIMAL(p,s)` instead of a `DOUBLE`
+    /// (Spark's `prefersDecimal`, default false).
+    pub prefers_decimal: bool,
 }
 
 impl Default for TextOptions {
@@ -188,6 +193,62 @@ impl Default for TextOptions {
             allow_non_numeric_numbers: true,
             max_record_bytes: None,
             timestamps: Default::default(),
+            mode: ParseMode::Permissive,
+            prefers_decimal: false,
+        }
+    }
+}
+
+/// What a CSV or JSON reader does with a malformed record (Spark's `mode` option).
+/// Spark's third mode, `DROPMALFORMED`, is not offered: weir never drops a record silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ParseMode {
+    /// Keep it: a corrupt record is a row of nulls with its raw text in `_rescued_data`
+    /// (or in the quarantine), a value that does not fit its column is rescued.
+    #[default]
+    Permissive,
+    /// Fail the batch at the first malformed record, before anything is written, naming
+    /// the file and the line.
+    FailFast,
+}
+
+impl ParseMode {
+    /// The values a pipeline file may use, for error messages.
+    pub const ALLOWED: &'static str = "\"permissive\" (the default) or \"failfast\"";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParseMode::Permissive => "permissive",
+            ParseMode::FailFast => "failfast",
+        }
+    }
+
+    /// Spark's spelling (`PERMISSIVE`, `FAILFAST`).
+    pub fn spark_name(self) -> &'static str {
+        match self {
+            ParseMode::Permissive => "PERMISSIVE",
+            ParseMode::FailFast => "FAILFAST",
+        }
+    }
+}
+
+impl FromStr for ParseMode {
+    type Err = String;
+
+    /// Case-insensitive, as Spark's `ParseMode.fromString`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "permissive" => Ok(ParseMode::Permissive),
+            "failfast" => Ok(ParseMode::FailFast),
+            "dropmalformed" => Err(
+                "mode = \"dropmalformed\" is not offered: Spark's DROPMALFORMED discards malformed \
+                 records without a trace, and weir never drops a record silently. Use mode = \"permissive\" \
+                 (the default: a malformed record is kept, its raw text in _rescued_data, or in the \
+                 quarantine with bad_records_path / bad_records_table, and counted in numRecordsCorrupt) \
+                 or mode = \"failfast\" (the batch stops at the first malformed record, naming file and line)"
+                    .to_string(),
+            ),
+            other => Err(format!("invalid mode {other:?}; allowed: {}", Self::ALLOWED)),
         }
     }
 }

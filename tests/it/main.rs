@@ -3,12 +3,14 @@
 mod support;
 
 mod bad_input;
+mod cases;
 mod cli;
 mod console;
 mod crash;
 mod demo_live;
 mod drill;
 mod edges;
+mod edges_modes;
 mod generate;
 mod health;
 mod ingest;

@@ -73,6 +73,24 @@ pub async fn delta_rows(table: &Path) -> Vec<RecordBatch> {
         .collect()
 }
 
+/// Reads a Delta table through deltalake's DataFusion provider, as a Delta reader
+/// sees it: column-mapped names as their logical names, older files widened to the
+/// table's schema (nested fields too).
+pub async fn delta_rows_logical(table: &Path) -> Vec<RecordBatch> {
+    let url = url::Url::from_directory_path(std::path::absolute(table).unwrap()).unwrap();
+    let t = deltalake::open_table(url).await.expect("open delta table");
+    let ctx = SessionContext::new();
+    t.update_datafusion_session(&ctx.state()).unwrap();
+    let provider = t.table_provider().await.unwrap();
+    ctx.register_table("d", provider).unwrap();
+    ctx.sql("SELECT * FROM d")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+}
+
 /// The latest version of a Delta table, or None.
 pub async fn delta_version(table: &Path) -> Option<i64> {
     let url = url::Url::from_directory_path(std::path::absolute(table).unwrap()).unwrap();

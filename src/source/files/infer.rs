@@ -57,6 +57,7 @@ pub fn infer_schema(
     let rules = Rules {
         timestamp_format: text_options.timestamps.format.as_ref(),
         csv: Some(csv),
+        prefers_decimal: text_options.prefers_decimal && format == FileFormat::Json,
     };
     let mut corrupt = None;
     let schema = match format {
@@ -126,7 +127,12 @@ fn absorb_json(
         {
             continue;
         }
-        let Ok(parsed) = parse_line(line, options.allow_non_numeric_numbers) else {
+        // With prefers_decimal, numbers are read as their literal text (exact digits).
+        let Ok(parsed) = parse_line(
+            line,
+            options.allow_non_numeric_numbers,
+            rules.prefers_decimal,
+        ) else {
             continue;
         };
         let mut object = parsed.object;

@@ -277,6 +277,21 @@ impl BatchReader {
                         },
                     ));
                 }
+                // `mode = "failfast"`: the whole batch stops, nothing is written.
+                Err(read::FileReadError::Malformed {
+                    path,
+                    line,
+                    message,
+                    record,
+                }) => {
+                    return Err(Error::MalformedRecord {
+                        path,
+                        location: format!("line {line}"),
+                        message,
+                        record,
+                        hint: "Fix the record in place (the batch is re-run with exactly the files it planned, so the file must stay under its name), or set mode = \"permissive\" to keep malformed records in _rescued_data (or quarantine them with bad_records_path)".into(),
+                    });
+                }
                 Err(e) if e.retryable() => {
                     let error = e.to_string();
                     tracing::warn!(path = %file.path, %error, "cannot read file; it will be retried by a later batch");

@@ -165,6 +165,9 @@ pub(crate) use csv_file::{reader_builder as csv_reader_builder, safe_header};
 /// Most rows in one decoded batch.
 pub const BATCH_ROWS: usize = 8192;
 
+/// Characters of a malformed record shown in a failfast error.
+pub const MALFORMED_RECORD_SHOWN: usize = 200;
+
 /// How to decode a file.
 #[derive(Debug, Clone)]
 pub struct ReadSpec {
@@ -261,6 +264,18 @@ pub enum FileReadError {
     /// The schema has a column type this format's reader cannot produce.
     #[error("source file {path}: {message}")]
     Unsupported { path: PathBuf, message: String },
+    /// `mode = "failfast"`: the first malformed record of the file (a record that cannot
+    /// be parsed, or a value that does not fit its column). No row of the file is returned.
+    #[error("source file {path}, line {line}: malformed record: {message} (record: {record})")]
+    Malformed {
+        path: PathBuf,
+        /// Counted from 1 in the decompressed text (CSV: where the record starts).
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+        /// The record's text, cut to [`MALFORMED_RECORD_SHOWN`] characters.
+        record: String,
+    },
     /// An Arrow kernel failed where it should not: a bug in weir, not in the data.
     #[error("internal error decoding {path}: {message}")]
     Internal { path: PathBuf, message: String },
@@ -274,6 +289,7 @@ impl FileReadError {
             | FileReadError::Corrupt { path, .. }
             | FileReadError::Layout { path, .. }
             | FileReadError::Unsupported { path, .. }
+            | FileReadError::Malformed { path, .. }
             | FileReadError::Internal { path, .. } => path,
         }
     }
@@ -282,6 +298,26 @@ impl FileReadError {
     /// (a corrupt file is retried only when a new version of it lands).
     pub fn retryable(&self) -> bool {
         matches!(self, FileReadError::Io { .. })
+    }
+
+    /// The failfast error of the record `raw` at `line`.
+    pub(crate) fn malformed(
+        path: &std::path::Path,
+        line: usize,
+        message: impl Into<String>,
+        raw: &[u8],
+    ) -> Self {
+        let (text, _) = corrupt_text(raw);
+        let mut record: String = text.chars().take(MALFORMED_RECORD_SHOWN).collect();
+        if text.chars().nth(MALFORMED_RECORD_SHOWN).is_some() {
+            record.push_str("...");
+        }
+        FileReadError::Malformed {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+            record: format!("{record:?}"),
+        }
     }
 
     pub(crate) fn internal(path: &std::path::Path, error: impl std::fmt::Display) -> Self {

@@ -138,15 +138,21 @@ impl ValueDecoder {
                 }
                 text.push(b'\n');
             }
-            let d = crate::source::files::read::decode_text(&text, &meta, &self.spec)
-                .map_err(|e| decode_error(&source, e))?;
+            let d =
+                crate::source::files::read::decode_text(&text, &meta, &self.spec).map_err(|e| {
+                    // Line L of the text is the batch's record L - 1.
+                    decode_error(&source, e, |line| {
+                        let i = line.saturating_sub(1).min(n - 1);
+                        offsets.value(i)
+                    })
+                })?;
             if d.num_rows == n {
                 decoded = Some((d, (0..n as u32).collect()));
             }
         }
         let (d, rows_of) = match decoded {
             Some(d) => d,
-            None => self.one_by_one(values, &meta, &source)?,
+            None => self.one_by_one(values, offsets, &meta, &source)?,
         };
         out.num_rows_rescued += d.num_rows_rescued as u64;
         out.num_records_corrupt += d.num_records_corrupt as u64;
@@ -199,6 +205,7 @@ impl ValueDecoder {
     fn one_by_one(
         &self,
         values: &arrow::array::BinaryArray,
+        offsets: &arrow::array::Int64Array,
         meta: &FileMeta,
         source: &str,
     ) -> Result<(DecodedFile, Vec<u32>)> {
@@ -211,7 +218,7 @@ impl ValueDecoder {
                 DecodedFile::default()
             } else {
                 crate::source::files::read::decode_text(values.value(i), meta, &self.spec)
-                    .map_err(|e| decode_error(source, e))?
+                    .map_err(|e| decode_error(source, e, |_| offsets.value(i)))?
             };
             if d.num_rows == 0 {
                 let nulls: Vec<ArrayRef> = out_schema
@@ -245,10 +252,30 @@ impl ValueDecoder {
     }
 }
 
-fn decode_error(source: &str, e: crate::source::files::read::FileReadError) -> Error {
-    Error::Source {
-        path: std::path::PathBuf::from(source),
-        message: format!("cannot decode the values: {e}"),
+/// A decoding error of a batch's values; `offset_of` turns a line of the decoded text
+/// into its record's offset (`mode = "failfast"` names the malformed record's offset).
+fn decode_error(
+    source: &str,
+    e: crate::source::files::read::FileReadError,
+    offset_of: impl Fn(usize) -> i64,
+) -> Error {
+    match e {
+        crate::source::files::read::FileReadError::Malformed {
+            line,
+            message,
+            record,
+            ..
+        } => Error::MalformedRecord {
+            path: std::path::PathBuf::from(source),
+            location: format!("offset {}", offset_of(line)),
+            message,
+            record,
+            hint: "A Kafka record cannot be fixed in place: set mode = \"permissive\" to keep malformed records in _rescued_data (or quarantine them with bad_records_path) and restart; the batch re-reads the same offsets".into(),
+        },
+        e => Error::Source {
+            path: std::path::PathBuf::from(source),
+            message: format!("cannot decode the values: {e}"),
+        },
     }
 }
 
@@ -358,6 +385,32 @@ mod tests {
         assert_eq!(
             offsets.values().to_vec(),
             vec![100, 101, 102, 103, 104, 105]
+        );
+    }
+
+    #[test]
+    fn failfast_names_the_offset_of_the_first_malformed_value() {
+        let mut f = format(FileFormat::Json);
+        f.text.mode = crate::spec::ParseMode::FailFast;
+        let d = ValueDecoder::new(&f);
+        let batch = rows(&[
+            Some(r#"{"id":1,"name":"a"}"#),
+            Some(r#"{"id":"x","name":"b"}"#),
+            Some("not json"),
+        ]);
+        let e = d.decode(&[batch]).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::MalformedRecord);
+        let text = e.to_string();
+        assert!(text.starts_with("source kafka:events/2, offset 101: malformed record: \"x\" does not fit column id (BIGINT)"), "{text}");
+        // CSV values decoded one by one (a quoted value) name their offset too.
+        let mut f = format(FileFormat::Csv);
+        f.text.mode = crate::spec::ParseMode::FailFast;
+        let d = ValueDecoder::new(&f);
+        let batch = rows(&[Some("1,\"a, b\""), Some("oops,c")]);
+        let text = d.decode(&[batch]).unwrap_err().to_string();
+        assert!(
+            text.contains("offset 101: malformed record: \"oops\" does not fit column id (BIGINT)"),
+            "{text}"
         );
     }
 

@@ -75,6 +75,7 @@ pub(super) fn decode(
     let null_value = options.null_value.as_deref().map(str::as_bytes);
     let empty_value = options.empty_value.as_bytes();
     let mut quoted_empty: Vec<usize> = Vec::new();
+    let failfast = spec.text.mode == crate::spec::ParseMode::FailFast;
 
     loop {
         if !read(&mut reader, &mut record)? {
@@ -165,7 +166,19 @@ pub(super) fn decode(
                         .field(row, index, format!("_c{index}"), text_value(f));
                 }
             }
+            if options.header && record.len() > layout.width {
+                batch.rescues.malformed(row, || {
+                    format!(
+                        "the record has {} fields, the header {}",
+                        record.len(),
+                        layout.width
+                    )
+                });
+            }
             if !damaged.is_empty() {
+                batch
+                    .rescues
+                    .malformed(row, || format!("invalid UTF-8 in {}", damaged.join(", ")));
                 batch.rescues.field(
                     row,
                     usize::MAX,
@@ -176,6 +189,9 @@ pub(super) fn decode(
                     )),
                 );
             }
+        }
+        if failfast {
+            batch.spans.push((line, start, end));
         }
         batch.rows += 1;
         if batch.rows == BATCH_ROWS
@@ -189,6 +205,7 @@ pub(super) fn decode(
                 spec,
                 file_path: &file_path,
                 meta,
+                data,
             };
             done.finish(&context, &mut drift, &mut out)?;
         }
@@ -201,6 +218,7 @@ pub(super) fn decode(
             spec,
             file_path: &file_path,
             meta,
+            data,
         };
         batch.finish(&context, &mut drift, &mut out)?;
     }
@@ -453,6 +471,8 @@ struct BatchBuilder {
     columns: Vec<Option<TextColumn>>,
     rescues: Rescues,
     rows: usize,
+    /// `mode = "failfast"`: each row's line and byte range in the text.
+    spans: Vec<(usize, usize, usize)>,
 }
 
 impl BatchBuilder {
@@ -465,6 +485,7 @@ impl BatchBuilder {
             columns,
             rescues: Rescues::default(),
             rows: 0,
+            spans: Vec::new(),
         }
     }
 
@@ -490,11 +511,13 @@ impl BatchBuilder {
             spec,
             file_path,
             meta,
+            ..
         } = *context;
         let BatchBuilder {
             columns,
             mut rescues,
             rows,
+            spans,
         } = self;
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
         for ((field, column), source) in fields.iter().zip(columns).zip(&layout.sources) {
@@ -514,6 +537,13 @@ impl BatchBuilder {
                 drift,
                 spec,
             ));
+        }
+        if spec.text.mode == crate::spec::ParseMode::FailFast
+            && let Some((row, why)) = rescues.first_malformed()
+        {
+            let (line, start, end) = spans.get(*row).copied().unwrap_or_default();
+            let raw = trim_line_end(context.data.get(start..end).unwrap_or_default());
+            return Err(FileReadError::malformed(&meta.path, line, why.clone(), raw));
         }
         let rescue = rescues.finish(rows, file_path, spec.rescued_data);
         if let Some(column) = rescue.column {
@@ -536,6 +566,8 @@ struct Context<'a> {
     spec: &'a ReadSpec,
     file_path: &'a str,
     meta: &'a FileMeta,
+    /// The file's text (for a failfast error's record).
+    data: &'a [u8],
 }
 
 /// Casts a string column to its type; values the cast turns into null are rescued
@@ -585,6 +617,7 @@ fn convert(
         // Not castable from text (nested types): every value is rescued.
         for row in (0..text.len()).filter(|r| text.is_valid(*r)) {
             drift.mismatch_text(&[name], text.value(row));
+            rescues.malformed(row, || misfit(text.value(row), name, target));
             rescues.field(row, source, name, Value::String(text.value(row).into()));
         }
         return new_null_array(target, text.len());
@@ -600,10 +633,20 @@ fn convert(
         let failed = &before & &!after.inner();
         for row in failed.set_indices() {
             drift.mismatch_text(&[name], text.value(row));
+            rescues.malformed(row, || misfit(text.value(row), name, target));
             rescues.field(row, source, name, Value::String(text.value(row).into()));
         }
     }
     cast
+}
+
+/// Why a value is malformed (`mode = "failfast"`).
+fn misfit(text: &str, name: &str, target: &DataType) -> String {
+    format!(
+        "{text:?} does not fit column {} ({})",
+        crate::schema::ddl::quote_name(name),
+        crate::schema::type_to_ddl(target)
+    )
 }
 
 /// `nan_value` / `positive_inf` / `negative_inf` rewritten as `NaN` / `inf` / `-inf`.
@@ -642,6 +685,13 @@ fn timestamps(
         let parsed = options.parse_micros(text.value(row), ntz);
         if parsed.is_none() {
             drift.mismatch_text(&[name], text.value(row));
+            rescues.malformed(row, || {
+                misfit(
+                    text.value(row),
+                    name,
+                    &DataType::Timestamp(unit, (!ntz).then(|| "UTC".into())),
+                )
+            });
             rescues.field(row, source, name, Value::String(text.value(row).into()));
         }
         values.push(parsed);

@@ -40,6 +40,8 @@ pub(super) struct Drift {
     new_folded: HashSet<Vec<String>>,
     mismatches: Vec<(Vec<String>, usize, Typed)>,
     mismatch_index: HashMap<Vec<String>, usize>,
+    /// The first misfit since [`Drift::take_first_mismatch`]: its path and value text.
+    first_mismatch: Option<(Vec<String>, String)>,
 }
 
 /// A new field's slot in [`Drift`].
@@ -107,8 +109,21 @@ impl Drift {
         &mut self.mismatches[slot]
     }
 
+    /// The first value that did not fit since the last call (`mode = "failfast"`):
+    /// its field's path and the value's text.
+    pub fn take_first_mismatch(&mut self) -> Option<(Vec<String>, String)> {
+        self.first_mismatch.take()
+    }
+
+    fn note_first(&mut self, path: &[&str], text: impl FnOnce() -> String) {
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = Some((path.iter().map(|s| (*s).to_string()).collect(), text()));
+        }
+    }
+
     /// A JSON value of the known field at `path` that did not fit.
     pub fn mismatch_json(&mut self, path: &[&str], value: &Value) {
+        self.note_first(path, || crate::schema::infer::display_json(value));
         let entry = self.mismatch_slot(path);
         entry.1 += 1;
         entry.2.values().absorb_json(value);
@@ -116,6 +131,7 @@ impl Drift {
 
     /// A CSV text value of the known field at `path` that did not fit.
     pub fn mismatch_text(&mut self, path: &[&str], text: &str) {
+        self.note_first(path, || format!("{text:?}"));
         let entry = self.mismatch_slot(path);
         entry.1 += 1;
         let t = entry.2.values();

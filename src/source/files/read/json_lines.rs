@@ -22,7 +22,8 @@ use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
     data_fields, display_path, latin1_text, oversized_record,
 };
-use crate::spec::TimestampOptions;
+use crate::schema::infer::{marked_number, unmark};
+use crate::spec::{ParseMode, TimestampOptions};
 
 pub(super) fn decode(
     data: &[u8],
@@ -35,6 +36,12 @@ pub(super) fn decode(
         non_numeric: spec.text.allow_non_numeric_numbers,
         timestamps: (!spec.text.timestamps.is_default())
             .then(|| Arc::new(spec.text.timestamps.clone())),
+    };
+    // A decimal column needs a number's exact digits, which serde_json's f64 would round.
+    let exact_numbers = fields.iter().any(|f| has_decimal(f.data_type()));
+    let failfast = spec.text.mode == ParseMode::FailFast;
+    let malformed = |line: usize, message: String, raw: &[u8]| {
+        FileReadError::malformed(&meta.path, line, message, raw)
     };
     let shape =
         StructShape::new(&fields, &options).map_err(|message| FileReadError::Unsupported {
@@ -69,6 +76,9 @@ pub(super) fn decode(
         }
         let row = state.rows.len();
         if let Some(error) = oversized_record(line.len(), max_record) {
+            if failfast {
+                return Err(malformed(index + 1, error, line));
+            }
             let (raw, _) = corrupt_text(line);
             state.rescues.corrupt(row, raw, error, index + 1);
             state.rows.push(Value::Object(Map::new()));
@@ -77,7 +87,7 @@ pub(super) fn decode(
             }
             continue;
         }
-        match parse_line(line, options.non_numeric) {
+        match parse_line(line, options.non_numeric, exact_numbers) {
             Ok(Line {
                 object,
                 marked,
@@ -100,6 +110,29 @@ pub(super) fn decode(
                     }
                 }
                 let (cleaned, rescued) = shape.fit_object(object, &mut path, &mut state.drift);
+                if failfast {
+                    if let Some((field, value)) = state.drift.take_first_mismatch() {
+                        let column = crate::schema::evolve::type_at(&spec.schema, &field)
+                            .map(crate::schema::type_to_ddl)
+                            .unwrap_or_default();
+                        return Err(malformed(
+                            index + 1,
+                            format!(
+                                "{value} does not fit column {} ({column})",
+                                crate::schema::path_to_string(&field)
+                            ),
+                            line,
+                        ));
+                    }
+                    if !damaged.is_empty() {
+                        let names: Vec<&str> = damaged.iter().map(|(k, _)| k.as_str()).collect();
+                        return Err(malformed(
+                            index + 1,
+                            format!("invalid UTF-8 in {}", names.join(", ")),
+                            line,
+                        ));
+                    }
+                }
                 let mut order = 0;
                 for (key, mut value) in rescued {
                     if marked {
@@ -137,6 +170,9 @@ pub(super) fn decode(
                         json_kind(&other)
                     ),
                 };
+                if failfast {
+                    return Err(malformed(index + 1, error, line));
+                }
                 state.rescues.corrupt(row, raw, error, index + 1);
                 state.rows.push(Value::Object(Map::new()));
             }
@@ -179,7 +215,26 @@ pub(crate) struct Line {
 pub(crate) fn parse_line(
     line: &[u8],
     non_numeric: bool,
+    exact_numbers: bool,
 ) -> Result<Line, Result<Value, serde_json::Error>> {
+    // Numbers whose digits a double would change kept as marker strings (their literal).
+    if exact_numbers
+        && let Ok(text) = std::str::from_utf8(line)
+        && let Some(marked) = mark_numbers(text)
+    {
+        let marked = if non_numeric {
+            mark_non_finite(&marked).unwrap_or(marked)
+        } else {
+            marked
+        };
+        if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(&marked) {
+            return Ok(Line {
+                object,
+                marked: true,
+                invalid_utf8: false,
+            });
+        }
+    }
     let first = serde_json::from_slice::<Value>(line);
     let strict = match first {
         Ok(Value::Object(object)) => {
@@ -295,6 +350,127 @@ fn mark_non_finite(text: &str) -> Option<String> {
     })
 }
 
+/// Replaces number literals outside strings that a double may not hold exactly (a
+/// fraction or an exponent, or more than 18 digits) by number marker strings
+/// ([`crate::schema::infer::NUMBER_MARK`] + the literal); `None` when there is none.
+fn mark_numbers(text: &str) -> Option<String> {
+    use crate::schema::infer::NUMBER_MARK;
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut last = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if b == b'-' || b.is_ascii_digit() {
+            let end = bytes[i..]
+                .iter()
+                .position(|c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                .map_or(bytes.len(), |n| i + n);
+            let token = &text[i..end];
+            let digits = token.bytes().filter(u8::is_ascii_digit).count();
+            if digits > 0 && (token.contains(['.', 'e', 'E']) || digits > 18) {
+                if out.is_empty() {
+                    out.reserve(text.len() + 16);
+                }
+                out.push_str(&text[last..i]);
+                out.push('"');
+                out.push(NUMBER_MARK);
+                out.push_str(token);
+                out.push('"');
+                last = end;
+            }
+            i = end.max(i + 1);
+            continue;
+        }
+        i += 1;
+    }
+    (last > 0).then(|| {
+        out.push_str(&text[last..]);
+        out
+    })
+}
+
+/// A value's compact JSON text with its markers undone: a number marker is the number
+/// as written (`1.50`, not `"1.50"` nor `1.5`), a non-finite marker its token as a string.
+fn json_text(value: &Value) -> String {
+    use crate::schema::infer::{NON_FINITE_MARK, NUMBER_MARK};
+    let text = value.to_string();
+    if !text.contains([NUMBER_MARK, NON_FINITE_MARK]) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    // serde_json writes a marker string as `"` + marker + literal + `"` (a literal
+    // holds no quote or backslash, so the next `"` ends it).
+    while let Some(i) = rest.find(['"']) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let marked = after
+            .strip_prefix(NUMBER_MARK)
+            .map(|t| (t, true))
+            .or_else(|| after.strip_prefix(NON_FINITE_MARK).map(|t| (t, false)));
+        match marked.and_then(|(t, number)| t.find('"').map(|end| (t, end, number))) {
+            Some((t, end, true)) => {
+                out.push_str(&t[..end]);
+                rest = &t[end + 1..];
+            }
+            Some((t, end, false)) => {
+                out.push('"');
+                out.push_str(&t[..end]);
+                out.push('"');
+                rest = &t[end + 1..];
+            }
+            None => {
+                // An ordinary string: copy it whole (escapes included).
+                let mut end = 0;
+                let bytes = after.as_bytes();
+                while end < bytes.len() {
+                    match bytes[end] {
+                        b'\\' => end += 2,
+                        b'"' => break,
+                        _ => end += 1,
+                    }
+                }
+                let end = end.min(after.len());
+                out.push('"');
+                out.push_str(&after[..end]);
+                out.push('"');
+                rest = after.get(end + 1..).unwrap_or_default();
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether a type holds a decimal anywhere (so its JSON numbers are read exactly).
+fn has_decimal(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Decimal128(..) | DataType::Decimal256(..) => true,
+        DataType::Struct(fields) => fields.iter().any(|f| has_decimal(f.data_type())),
+        DataType::List(item) | DataType::LargeList(item) => has_decimal(item.data_type()),
+        DataType::Map(entries, _) => has_decimal(entries.data_type()),
+        _ => false,
+    }
+}
+
 /// The line as UTF-8 text with each invalid byte as the character `RAW_BYTE_BASE + byte`.
 fn mark_raw_bytes(line: &[u8]) -> String {
     let mut out = String::with_capacity(line.len() + 8);
@@ -367,20 +543,6 @@ fn restore_raw_bytes(value: &mut Value) {
                 o.insert(raw_bytes_text(&k), v);
             }
         }
-        _ => {}
-    }
-}
-
-/// Marker strings back to the token text (`"NaN"`) in a rescued value.
-fn unmark(value: &mut Value) {
-    match value {
-        Value::String(s) => {
-            if let Some(token) = marked_token(s) {
-                *s = token.to_string();
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(unmark),
-        Value::Object(o) => o.values_mut().for_each(unmark),
         _ => {}
     }
 }
@@ -638,29 +800,47 @@ impl Shape {
         }
         match self {
             Shape::Utf8 => Fit::Keep(match value {
-                Value::String(s) => match marked_token(&s) {
+                Value::String(s) => match (marked_token(&s), marked_number(&s)) {
                     // A bare NaN/Infinity token is read as its text, like any number.
-                    Some(token) => Value::String(token.to_string()),
-                    None => Value::String(s),
+                    (Some(token), _) => Value::String(token.to_string()),
+                    // A number as its literal text.
+                    (_, Some(text)) => Value::String(text.to_string()),
+                    _ => Value::String(s),
                 },
                 Value::Bool(b) => Value::String(if b { "true" } else { "false" }.into()),
-                other => Value::String(other.to_string()),
+                // An object or array as its compact JSON text, numbers as written.
+                other => Value::String(json_text(&other)),
             }),
-            Shape::Int { min, max } => match value.as_i64() {
-                Some(v) if (*min..=*max).contains(&v) => Fit::Keep(value),
-                _ => Fit::Rescue(value),
-            },
+            Shape::Int { min, max } => {
+                let v = match &value {
+                    Value::String(s) => marked_number(s).and_then(|t| t.parse::<i64>().ok()),
+                    other => other.as_i64(),
+                };
+                match v {
+                    Some(v) if (*min..=*max).contains(&v) => Fit::Keep(Value::from(v)),
+                    _ => Fit::Rescue(value),
+                }
+            }
             Shape::Float64 { non_numeric } => match non_finite_value(&value, *non_numeric) {
                 Some(arrow) => Fit::Keep(Value::String(arrow.into())),
-                None => keep_if(value.is_number(), value),
+                None => match value.as_str().and_then(marked_number) {
+                    // arrow-json parses the literal (correctly rounded).
+                    Some(text) => Fit::Keep(Value::String(text.to_string())),
+                    None => keep_if(value.is_number(), value),
+                },
             },
             Shape::Float32 { non_numeric } => match non_finite_value(&value, *non_numeric) {
                 Some(arrow) => Fit::Keep(Value::String(arrow.into())),
                 None => {
-                    let fits = value
-                        .as_f64()
-                        .is_some_and(|v| v.is_finite() && (v as f32).is_finite());
-                    keep_if(fits, value)
+                    let number = match value.as_str().and_then(marked_number) {
+                        Some(text) => text.parse::<f64>().ok(),
+                        None => value.as_f64(),
+                    };
+                    let fits = number.is_some_and(|v| v.is_finite() && (v as f32).is_finite());
+                    match (fits, value.as_str().and_then(marked_number)) {
+                        (true, Some(text)) => Fit::Keep(Value::String(text.to_string())),
+                        _ => keep_if(fits, value),
+                    }
                 }
             },
             Shape::Boolean => keep_if(value.is_boolean(), value),
@@ -695,6 +875,8 @@ impl Shape {
             Shape::Decimal { precision, scale } => {
                 let text = match &value {
                     Value::Number(n) => Some(n.to_string()),
+                    // The literal's exact digits.
+                    Value::String(s) => marked_number(s).map(str::to_string),
                     _ => None,
                 };
                 match text.and_then(|t| parse_decimal(&t, *precision, *scale)) {
@@ -899,6 +1081,87 @@ mod tests {
         spec(FileFormat::Json, Arc::new(parse_ddl(ddl).unwrap()))
     }
 
+    fn decode_text(
+        text: &str,
+        spec: &super::super::ReadSpec,
+    ) -> Result<super::super::DecodedFile, FileReadError> {
+        let meta = super::super::FileMeta {
+            path: "/l/f.json".into(),
+            size: text.len() as u64,
+            modification_time_ms: 0,
+        };
+        super::super::decode_text(text.as_bytes(), &meta, spec)
+    }
+
+    #[test]
+    fn numbers_are_read_from_their_literal_when_the_schema_has_a_decimal() {
+        assert_eq!(
+            super::mark_numbers(r#"{"a":1,"b":"3.1","c":[2.50,-1e3],"d":12345678901234567890}"#)
+                .as_deref(),
+            Some(
+                "{\"a\":1,\"b\":\"3.1\",\"c\":[\"\u{10FF01}2.50\",\"\u{10FF01}-1e3\"],\"d\":\"\u{10FF01}12345678901234567890\"}"
+            )
+        );
+        assert_eq!(super::mark_numbers(r#"{"a":1,"b":-2}"#), None);
+        let spec = json_spec("sku STRING, price DECIMAL(21,1), rate DOUBLE, n BIGINT");
+        let d = decode_text(
+            "{\"sku\":\"C\",\"price\":0.1,\"rate\":2.50,\"n\":9000000000000000000}\n\
+             {\"sku\":\"D\",\"price\":1234567890123456789012345678901234567890.5,\"rate\":1,\"n\":5.0}\n",
+            &spec,
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&d.batches),
+            [
+                ["C", "0.1", "2.5", "9000000000000000000"],
+                ["D", "null", "1.0", "null"]
+            ]
+        );
+        let r = rescued(&d.batches);
+        assert_eq!(r[0], None);
+        let d_row = r[1].as_ref().unwrap();
+        assert_eq!(
+            d_row["price"],
+            json!("1234567890123456789012345678901234567890.5")
+        );
+        assert_eq!(d_row["n"], json!(5.0));
+        assert_eq!(d.num_rows_rescued, 1);
+    }
+
+    #[test]
+    fn a_string_column_keeps_nested_numbers_as_written() {
+        let spec = json_spec("amount DECIMAL(10,2), raw STRING");
+        let d = decode_text(
+            "{\"amount\":1.50,\"raw\":{\"x\":1.50,\"s\":\"a\\\"b\",\"n\":[NaN,2e3,3]}}\n",
+            &spec,
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&d.batches),
+            [["1.50", r#"{"x":1.50,"s":"a\"b","n":["NaN",2e3,3]}"#]]
+        );
+    }
+
+    #[test]
+    fn failfast_returns_the_first_malformed_line() {
+        let mut spec = json_spec("id BIGINT");
+        spec.text.mode = crate::spec::ParseMode::FailFast;
+        let e = decode_text("{\"id\":1}\n\n{\"id\":2.5}\n{oops\n", &spec).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "source file /l/f.json, line 3: malformed record: 2.5 does not fit column id (BIGINT) (record: \"{\\\"id\\\":2.5}\")"
+        );
+        let e = decode_text("{\"id\":1}\n{oops\n", &spec).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("line 2: malformed record: invalid JSON"),
+            "{e}"
+        );
+        // A field the schema lacks is not malformed (schema evolution decides).
+        let d = decode_text("{\"id\":1,\"new\":true}\n", &spec).unwrap();
+        assert_eq!(d.num_rows, 1);
+    }
+
     #[test]
     fn b01_step2_with_step1_schema_rescues_misfits_and_keeps_numbers_as_text() {
         let spec = json_spec("order_id BIGINT, user_id STRING, qty BIGINT");
@@ -1039,7 +1302,11 @@ mod tests {
         );
         let r = rescued(&decoded.batches);
         assert!(r[0].is_none());
-        assert!(r[1].as_ref().unwrap()["price"].is_number());
+        // Its literal text: a double would round it.
+        assert_eq!(
+            r[1].as_ref().unwrap()["price"],
+            json!("1234567890123456789012345678901234567890.5")
+        );
     }
 
     #[test]

@@ -23,6 +23,8 @@ enum Entry {
 pub(super) struct Rescues {
     /// (row in the batch, position in the record, entry)
     entries: Vec<(usize, usize, Entry)>,
+    /// The first malformed row of the batch and why (`mode = "failfast"`).
+    first_malformed: Option<(usize, String)>,
 }
 
 /// What [`Rescues::finish`] produced.
@@ -48,8 +50,22 @@ impl Rescues {
 
     /// `row` is a record that could not be parsed (`error` says why); `line` counts from 1.
     pub fn corrupt(&mut self, row: usize, raw: String, error: String, line: usize) {
+        self.malformed(row, || error.clone());
         self.entries
             .push((row, 0, Entry::Corrupt { raw, error, line }));
+    }
+
+    /// `row` is malformed (a corrupt record, a value that does not fit its column, an
+    /// invalid UTF-8 field, a field past the header's width); the earliest row is kept.
+    pub fn malformed(&mut self, row: usize, why: impl FnOnce() -> String) {
+        if self.first_malformed.as_ref().is_none_or(|(r, _)| row < *r) {
+            self.first_malformed = Some((row, why()));
+        }
+    }
+
+    /// The earliest malformed row and why.
+    pub fn first_malformed(&self) -> Option<&(usize, String)> {
+        self.first_malformed.as_ref()
     }
 
     pub fn finish(mut self, num_rows: usize, file_path: &str, enabled: bool) -> RescueColumn {
