@@ -10,9 +10,13 @@
 //! the forecast assumes nothing new arrives.
 
 use crate::engine::control::FlowStatus;
+use crate::records::BacklogUnit;
 
 use super::format;
 use super::model::Sample;
+
+/// A sample's backlog in the unit the forecast counts.
+type BacklogOf = Box<dyn Fn(&Sample) -> Option<u64>>;
 
 /// How far back the forecast looks.
 pub const FORECAST_SPAN_MS: i64 = 120_000;
@@ -29,16 +33,18 @@ pub enum Forecast {
         input_rps: f64,
         processing_rps: f64,
     },
-    /// Not draining, and rows per file is unknown (records without file counts).
+    /// Not draining, and rows per unit is unknown (records without file counts, Delta versions).
     Growing {
-        files_per_min: f64,
+        per_min: f64,
+        unit: BacklogUnit,
     },
     /// A single batch without file counts: no estimate yet.
     NoEstimate,
     /// There is a backlog but the flow does not run batches.
     Halted {
         status: FlowStatus,
-        files: u64,
+        waiting: u64,
+        unit: BacklogUnit,
     },
 }
 
@@ -63,16 +69,25 @@ impl Forecast {
                 },
                 format::rate(*processing_rps)
             ),
-            Forecast::Growing { files_per_min } => {
+            Forecast::Growing { per_min, unit } => {
                 format!(
-                    "not draining: backlog {:+.1} files/min at current rates",
-                    files_per_min
+                    "not draining: backlog {:+.1} {}/min at current rates",
+                    per_min,
+                    unit.noun()
                 )
             }
             Forecast::NoEstimate => "backlog: no estimate until the next batch".into(),
-            Forecast::Halted { status, files } => {
+            Forecast::Halted {
+                status,
+                waiting,
+                unit,
+            } => {
+                let what = match unit {
+                    BacklogUnit::Files => format!("{waiting} file(s)"),
+                    u => u.count(*waiting),
+                };
                 format!(
-                    "not draining: flow is {} with {files} file(s) waiting",
+                    "not draining: flow is {} with {what} waiting",
                     status.label()
                 )
             }
@@ -85,7 +100,17 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
     let Some(last) = samples.last() else {
         return Forecast::Unknown;
     };
-    let Some(backlog) = last.backlog_files else {
+    // Files when the source counts files; otherwise the backlog in its own unit (Kafka
+    // offsets and rate rows are rows one for one; Delta versions have no row count).
+    let (unit, value): (BacklogUnit, BacklogOf) = match (last.backlog_files, last.backlog_unit) {
+        (Some(_), _) => (BacklogUnit::Files, Box::new(|s: &Sample| s.backlog_files)),
+        (None, Some(u)) => (
+            u,
+            Box::new(move |s: &Sample| s.backlog.filter(|_| s.backlog_unit == Some(u))),
+        ),
+        (None, None) => return Forecast::Unknown,
+    };
+    let Some(backlog) = value(last) else {
         return Forecast::Unknown;
     };
     if backlog == 0 {
@@ -97,18 +122,25 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
     {
         return Forecast::Halted {
             status: s,
-            files: backlog,
+            waiting: backlog,
+            unit,
         };
     }
     let recent: Vec<&Sample> = samples
         .iter()
         .copied()
-        .filter(|s| s.t_ms >= last.t_ms - FORECAST_SPAN_MS && s.backlog_files.is_some())
+        .filter(|s| s.t_ms >= last.t_ms - FORECAST_SPAN_MS && value(s).is_some())
         .collect();
-    let (rows, files): (u64, u64) = recent
-        .iter()
-        .fold((0, 0), |(r, f), s| (r + s.input_rows, f + s.files));
-    let rows_per_file = (files > 0).then(|| rows as f64 / files as f64);
+    let rows_per_file = match unit {
+        BacklogUnit::Files => {
+            let (rows, files): (u64, u64) = recent
+                .iter()
+                .fold((0, 0), |(r, f), s| (r + s.input_rows, f + s.files));
+            (files > 0).then(|| rows as f64 / files as f64)
+        }
+        BacklogUnit::Offsets | BacklogUnit::Rows => Some(1.0),
+        BacklogUnit::Versions => None,
+    };
     let first = recent.first().copied().unwrap_or(last);
     let dt = (last.t_ms - first.t_ms) as f64 / 1000.0;
     if recent.len() < 2 || dt <= 0.0 {
@@ -123,7 +155,7 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
     }
     let consumed_rows: u64 = recent.iter().skip(1).map(|s| s.input_rows).sum();
     let consumed = consumed_rows as f64 / dt;
-    let slope = (backlog as f64 - first.backlog_files.unwrap_or(backlog) as f64) / dt;
+    let slope = (backlog as f64 - value(first).unwrap_or(backlog) as f64) / dt;
     if slope < 0.0 {
         return Forecast::Drains {
             eta_secs: backlog as f64 / -slope,
@@ -135,7 +167,8 @@ pub fn forecast(samples: &[&Sample], status: Option<FlowStatus>) -> Forecast {
             processing_rps: consumed,
         },
         None => Forecast::Growing {
-            files_per_min: slope * 60.0,
+            per_min: slope * 60.0,
+            unit,
         },
     }
 }
@@ -156,6 +189,8 @@ mod tests {
             bytes: 0,
             backlog_files: Some(backlog),
             backlog_bytes: None,
+            backlog: Some(backlog),
+            backlog_unit: Some(BacklogUnit::Files),
             max_event_ms: None,
             watermark_ms: None,
             state_rows: None,
@@ -200,6 +235,37 @@ mod tests {
         let refs: Vec<&Sample> = s.iter().collect();
         let f = forecast(&refs, Some(FlowStatus::Idle));
         assert_eq!(f.text(), "not draining: input 120/s > processing 100/s");
+    }
+
+    #[test]
+    fn kafka_offsets_and_delta_versions_forecast_in_their_unit() {
+        let other = |t: i64, rows: u64, behind: u64, unit: BacklogUnit| {
+            let mut s = sample(t, rows, 0, 0);
+            s.backlog_files = None;
+            s.backlog = Some(behind);
+            s.backlog_unit = Some(unit);
+            s
+        };
+        // Kafka: 1000 records / 10 s consumed, 200 more offsets behind per 10 s: 120/s arrive.
+        let s: Vec<Sample> = (0..4)
+            .map(|i| other(i * 10, 1000, 5000 + 200 * i as u64, BacklogUnit::Offsets))
+            .collect();
+        let refs: Vec<&Sample> = s.iter().collect();
+        let f = forecast(&refs, Some(FlowStatus::Idle));
+        assert_eq!(f.text(), "not draining: input 120/s > processing 100/s");
+        // Delta: versions behind grow; no rows per version.
+        let s: Vec<Sample> = (0..4)
+            .map(|i| other(i * 10, 5, 3 + i as u64, BacklogUnit::Versions))
+            .collect();
+        let refs: Vec<&Sample> = s.iter().collect();
+        assert_eq!(
+            forecast(&refs, Some(FlowStatus::Idle)).text(),
+            "not draining: backlog +6.0 versions/min at current rates"
+        );
+        assert_eq!(
+            forecast(&refs, Some(FlowStatus::Failed)).text(),
+            "not draining: flow is failed with 6 versions waiting"
+        );
     }
 
     #[test]

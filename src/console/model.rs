@@ -45,6 +45,10 @@ pub struct Sample {
     pub bytes: u64,
     pub backlog_files: Option<u64>,
     pub backlog_bytes: Option<u64>,
+    /// The backlog in its unit (files; Kafka offsets, Delta versions or rate rows behind
+    /// the latest), summed over the sources that report the first source's unit.
+    pub backlog: Option<u64>,
+    pub backlog_unit: Option<crate::records::BacklogUnit>,
     pub max_event_ms: Option<i64>,
     pub watermark_ms: Option<i64>,
     pub state_rows: Option<u64>,
@@ -90,6 +94,16 @@ impl Sample {
             phases[i] = p.duration_ms.get(*name).copied().unwrap_or(0);
         }
         let source = p.sources.first();
+        let backlogs: Vec<(u64, crate::records::BacklogUnit)> =
+            p.sources.iter().filter_map(|s| s.backlog()).collect();
+        let backlog_unit = backlogs.first().map(|b| b.1);
+        let backlog = backlog_unit.map(|u| {
+            backlogs
+                .iter()
+                .filter(|b| b.1 == u)
+                .map(|b| b.0)
+                .sum::<u64>()
+        });
         Some(Sample {
             t_ms: start + p.batch_duration as i64,
             batch_id: p.batch_id,
@@ -101,6 +115,8 @@ impl Sample {
             bytes: p.weir.num_bytes,
             backlog_files: metric("numFilesOutstanding"),
             backlog_bytes: metric("numBytesOutstanding"),
+            backlog,
+            backlog_unit,
             max_event_ms: p
                 .event_time
                 .get("max")

@@ -557,7 +557,11 @@ fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
             Some(b) => format!("{} / {}", format::count(files), format::bytes(b)),
             None => format::count(files),
         },
-        (None, None) => dash(),
+        // Kafka offsets, Delta versions, rate rows behind the latest offset.
+        (None, None) => match s.and_then(|s| s.backlog.zip(s.backlog_unit)) {
+            Some((n, unit)) => format!("{} {}", format::count(n), unit.noun()),
+            None => dash(),
+        },
     };
     FlowRow {
         name: f.name.clone(),
@@ -631,10 +635,16 @@ pub fn evidence_lines(h: &Health) -> Vec<(String, String)> {
     );
     put(
         "backlog",
-        e.backlog_files.map(|f| match e.backlog_bytes {
-            Some(b) => format!("{} files / {}", format::count(f), format::bytes(b)),
-            None => format!("{} files", format::count(f)),
-        }),
+        e.backlog_files
+            .map(|f| match e.backlog_bytes {
+                Some(b) => format!("{} files / {}", format::count(f), format::bytes(b)),
+                None => format!("{} files", format::count(f)),
+            })
+            .or_else(|| {
+                e.backlog
+                    .zip(e.backlog_unit)
+                    .map(|(n, u)| format!("{} {} behind", format::count(n), u.noun()))
+            }),
     );
     put("input", e.input_rows_per_second.map(format::rate));
     put("processing", e.processed_rows_per_second.map(format::rate));
@@ -776,21 +786,43 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
         _ => Role::Bad,
     };
     let last = all_until.last().copied();
-    let now_text = match last {
-        Some(s) => format!(
+    // A source without a file count (Kafka, Delta, rate): its backlog from Spark's latest
+    // offset, in its own unit, takes the files chart.
+    let other_unit = last
+        .filter(|s| s.backlog_files.is_none())
+        .and_then(|s| s.backlog_unit)
+        .filter(|u| *u != crate::records::BacklogUnit::Files);
+    let now_text = match (last, other_unit) {
+        (Some(s), Some(u)) => format!(
+            "behind the latest offset after batch {}: {}",
+            s.batch_id,
+            s.backlog.map_or("?".into(), |v| u.count(v))
+        ),
+        (Some(s), None) if s.backlog_files.is_none() => {
+            format!("after batch {}: backlog unknown", s.batch_id)
+        }
+        (Some(s), None) => format!(
             "outstanding after batch {}: {} file(s), {}",
             s.batch_id,
             s.backlog_files.map_or("?".into(), |v| v.to_string()),
             s.backlog_bytes.map_or("? bytes".into(), format::bytes)
         ),
-        None => "no batch yet".into(),
+        (None, _) => "no batch yet".into(),
     };
-    let mut backlog = BacklogSnap {
-        partitions: None,
-        forecast: fc.text(),
-        forecast_role,
-        now: now_text,
-        files: chart(
+    let files_chart = match other_unit {
+        Some(u) => chart(
+            vec![(
+                u.noun(),
+                Box::new(move |s: &Sample| {
+                    s.backlog
+                        .filter(|_| s.backlog_unit == Some(u))
+                        .map(|v| v as f64)
+                }),
+            )],
+            "no backlog metric in this window",
+            format::compact,
+        ),
+        None => chart(
             vec![(
                 "files",
                 Box::new(|s: &Sample| s.backlog_files.map(|v| v as f64)),
@@ -798,6 +830,13 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
             "no backlog metric in this window",
             format::compact,
         ),
+    };
+    let mut backlog = BacklogSnap {
+        partitions: None,
+        forecast: fc.text(),
+        forecast_role,
+        now: now_text,
+        files: files_chart,
         bytes: chart(
             vec![(
                 "bytes",

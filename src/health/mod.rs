@@ -27,7 +27,9 @@ pub mod tracker;
 
 use std::time::Duration;
 
-use crate::records::{Domain, ErrorFacts, Evidence, Health, HealthState, StreamingQueryProgress};
+use crate::records::{
+    BacklogUnit, Domain, ErrorFacts, Evidence, Health, HealthState, StreamingQueryProgress,
+};
 use crate::spec::HealthConfig;
 
 /// What the classifier looks at.
@@ -52,6 +54,11 @@ fn outstanding_files(r: &StreamingQueryProgress) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The first source's backlog in its unit ([`crate::records::SourceProgress::backlog`]).
+fn backlog_of(r: &StreamingQueryProgress) -> Option<(u64, BacklogUnit)> {
+    r.sources.first().and_then(|s| s.backlog())
+}
+
 fn outstanding_bytes(r: &StreamingQueryProgress) -> Option<u64> {
     r.sources
         .first()
@@ -73,6 +80,8 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
         batch_id: last.map(|r| r.batch_id),
         backlog_files: last.and_then(outstanding_files),
         backlog_bytes: last.and_then(outstanding_bytes),
+        backlog: last.and_then(backlog_of).map(|b| b.0),
+        backlog_unit: last.and_then(backlog_of).map(|b| b.1),
         ..Default::default()
     };
     if !inputs.checkpoint_problems.is_empty() {
@@ -138,13 +147,21 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
             };
         }
 
-        // Lagging: files outstanding after every batch of a full window.
-        let backlog: Vec<Option<u64>> = window.iter().map(outstanding_files).collect();
+        // Lagging: a backlog (files, Kafka offsets, Delta versions, rate rows: the unit of
+        // the last record) after every batch of a full window.
+        let unit = evidence.backlog_unit.unwrap_or(BacklogUnit::Files);
+        let backlog: Vec<Option<u64>> = window
+            .iter()
+            .map(|r| backlog_of(r).filter(|b| b.1 == unit).map(|b| b.0))
+            .collect();
         let full = window.len() >= n && n >= 2;
         if full && backlog.iter().all(|b| b.is_some_and(|b| b > 0)) {
             let b: Vec<u64> = backlog.iter().flatten().copied().collect();
             let (b0, b1) = (b[0], b[b.len() - 1]);
-            evidence.backlog_files_start = Some(b0);
+            evidence.backlog_start = Some(b0);
+            if unit == BacklogUnit::Files {
+                evidence.backlog_files_start = Some(b0);
+            }
             let files: u64 = window.iter().map(|r| r.weir.num_files).sum();
             let files_per_batch = files as f64 / window.len() as f64;
             evidence.files_per_batch = Some(files_per_batch);
@@ -156,12 +173,19 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
                     r.processed_rows_per_second
                         < r.input_rows_per_second * (1.0 - cfg.rate_tolerance)
                 });
-            let capped = cfg
-                .max_files_per_trigger
-                .is_some_and(|cap| window.iter().all(|r| r.weir.num_files >= cap));
+            let capped = unit == BacklogUnit::Files
+                && cfg
+                    .max_files_per_trigger
+                    .is_some_and(|cap| window.iter().all(|r| r.weir.num_files >= cap));
             if grew {
+                let noun = match unit {
+                    BacklogUnit::Files => "file(s)",
+                    BacklogUnit::Offsets => "Kafka offsets behind the latest",
+                    BacklogUnit::Versions => "Delta versions behind",
+                    BacklogUnit::Rows => "rows behind the rate source",
+                };
                 evidence.reasons.push(format!(
-                    "backlog grew from {b0} to {b1} file(s) over the last {} batches",
+                    "backlog grew from {b0} to {b1} {noun} over the last {} batches",
                     window.len()
                 ));
             }
@@ -347,6 +371,47 @@ mod tests {
             h.evidence.reasons[0]
                 .contains("backlog grew from 12 to 20 file(s) over the last 5 batches")
         );
+    }
+
+    #[test]
+    fn lagging_on_kafka_offsets_or_delta_versions_behind() {
+        // A Spark Kafka source: no files, offsets behind the latest growing.
+        let with = |i: u64, metric: &str, v: u64| {
+            let mut r = record(i, 0, 0, 100.0, 400.0);
+            r.sources[0].metrics.clear();
+            r.sources[0].metrics.insert(metric.into(), v.to_string());
+            r
+        };
+        let recs: Vec<_> = (0..6)
+            .map(|i| with(i, "numOffsetsBehindLatest", 1000 + i * 500))
+            .collect();
+        let h = run(&recs, None, &HealthConfig::default());
+        assert_eq!(h.state, HealthState::Lagging);
+        assert_eq!(h.evidence.backlog, Some(3500));
+        assert_eq!(h.evidence.backlog_start, Some(1500));
+        assert_eq!(h.evidence.backlog_unit, Some(BacklogUnit::Offsets));
+        assert_eq!(h.evidence.backlog_files, None);
+        assert!(
+            h.evidence.reasons[0].contains(
+                "backlog grew from 1500 to 3500 Kafka offsets behind the latest over the last 5 batches"
+            ),
+            "{:?}",
+            h.evidence.reasons
+        );
+        // Delta versions behind, draining: healthy, with the backlog as evidence.
+        let recs: Vec<_> = (0..6)
+            .map(|i| with(i, "numVersionsBehind", 10 - i))
+            .collect();
+        let h = run(&recs, None, &HealthConfig::default());
+        assert_eq!(h.state, HealthState::Healthy);
+        assert_eq!(h.evidence.backlog, Some(5));
+        assert_eq!(h.evidence.backlog_unit, Some(BacklogUnit::Versions));
+        // Files win over the other units when a source reports both (weir's Delta source).
+        let mut r = with(0, "numVersionsBehind", 3);
+        r.sources[0]
+            .metrics
+            .insert("numFilesOutstanding".into(), "7".into());
+        assert_eq!(r.sources[0].backlog(), Some((7, BacklogUnit::Files)));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::health::{domain_str, human_ms};
-use crate::records::{Health, HealthState};
+use crate::records::{BacklogUnit, Health, HealthState};
 
 /// The markdown of a state's playbook.
 pub fn text(state: HealthState) -> &'static str {
@@ -58,6 +58,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "backlog_files",
     "backlog_bytes",
     "backlog_files_start",
+    "backlog",
+    "backlog_start",
     "input_rate",
     "processing_rate",
     "files_per_batch",
@@ -138,6 +140,30 @@ pub fn bindings(health: &Health, cx: &Context) -> BTreeMap<&'static str, String>
         "backlog_files_start",
         e.backlog_files_start.map(|v| v.to_string()),
     );
+    // The backlog in its unit: `12 files / 3.4 MB`, `420 Kafka offsets`, `23 Delta versions`.
+    let in_unit = |n: u64| {
+        Some(match e.backlog_unit {
+            None | Some(BacklogUnit::Files) => format!("{n} file(s)"),
+            Some(BacklogUnit::Offsets) => format!("{n} Kafka offsets behind the latest"),
+            Some(BacklogUnit::Versions) => format!("{n} Delta versions behind"),
+            Some(BacklogUnit::Rows) => format!("{n} rows behind the rate source"),
+        })
+    };
+    put(
+        "backlog",
+        e.backlog.or(e.backlog_files).and_then(in_unit).map(|t| {
+            match (e.backlog_unit, e.backlog_bytes) {
+                (None | Some(BacklogUnit::Files), Some(b)) => {
+                    format!("{t}, {}", bytesize::ByteSize(b).display().si())
+                }
+                _ => t,
+            }
+        }),
+    );
+    put(
+        "backlog_start",
+        e.backlog_start.or(e.backlog_files_start).and_then(in_unit),
+    );
     put(
         "input_rate",
         e.input_rows_per_second.map(|v| format!("{v:.1} rows/s")),
@@ -157,12 +183,14 @@ pub fn bindings(health: &Health, cx: &Context) -> BTreeMap<&'static str, String>
     );
     put(
         "catch_up",
-        match (e.catch_up_secs, e.backlog_files) {
+        match (e.catch_up_secs, e.backlog.or(e.backlog_files)) {
             (Some(s), _) => Some(format!(
                 "{} at current rates",
                 human_ms((s * 1000.0) as i64)
             )),
-            (None, Some(b)) if b > 0 && e.backlog_files_start.is_some() => {
+            (None, Some(b))
+                if b > 0 && (e.backlog_start.is_some() || e.backlog_files_start.is_some()) =>
+            {
                 Some("never at current rates".to_string())
             }
             _ => None,

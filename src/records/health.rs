@@ -85,6 +85,14 @@ pub struct Evidence {
     /// Backlog files at the start of the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog_files_start: Option<u64>,
+    /// The backlog after the last batch in its unit (files, Kafka offsets behind the latest,
+    /// Delta versions behind, rate-source rows behind), and at the start of the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog_start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog_unit: Option<super::progress::BacklogUnit>,
     /// Mean over the window, rows/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_rows_per_second: Option<f64>,

@@ -83,6 +83,75 @@ pub struct SourceProgress {
     pub metrics: BTreeMap<String, String>,
 }
 
+/// What a source's backlog is counted in (see [`SourceProgress::backlog`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BacklogUnit {
+    /// Files listed and not read yet (`numFilesOutstanding`: file sources, Auto Loader, Delta).
+    Files,
+    /// Kafka offsets between the batch's end and the latest, summed over partitions
+    /// (`numOffsetsBehindLatest`).
+    Offsets,
+    /// Delta table versions not fully read (`numVersionsBehind`).
+    Versions,
+    /// Rows the rate source had made available and the batch did not read (`numRowsBehindLatest`).
+    Rows,
+}
+
+impl BacklogUnit {
+    /// In the order [`SourceProgress::backlog`] prefers them.
+    pub const ALL: [BacklogUnit; 4] = [
+        BacklogUnit::Files,
+        BacklogUnit::Offsets,
+        BacklogUnit::Versions,
+        BacklogUnit::Rows,
+    ];
+
+    /// The source metric that carries it.
+    pub fn metric(self) -> &'static str {
+        match self {
+            BacklogUnit::Files => "numFilesOutstanding",
+            BacklogUnit::Offsets => "numOffsetsBehindLatest",
+            BacklogUnit::Versions => "numVersionsBehind",
+            BacklogUnit::Rows => "numRowsBehindLatest",
+        }
+    }
+
+    /// The plural noun: `files`, `offsets`, `versions`, `rows`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            BacklogUnit::Files => "files",
+            BacklogUnit::Offsets => "offsets",
+            BacklogUnit::Versions => "versions",
+            BacklogUnit::Rows => "rows",
+        }
+    }
+
+    /// `n` with its noun, singular when 1: `1 file`, `1200 offsets`.
+    pub fn count(self, n: u64) -> String {
+        let noun = self.noun();
+        if n == 1 {
+            format!("{n} {}", &noun[..noun.len() - 1])
+        } else {
+            format!("{n} {noun}")
+        }
+    }
+}
+
+impl SourceProgress {
+    /// The source's backlog after the batch, in the first unit a metric of the record
+    /// gives: files outstanding, else Kafka offsets behind the latest, else Delta versions
+    /// behind, else rate-source rows behind.
+    pub fn backlog(&self) -> Option<(u64, BacklogUnit)> {
+        BacklogUnit::ALL.iter().find_map(|u| {
+            self.metrics
+                .get(u.metric())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|n| (n, *u))
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SinkProgress {

@@ -1,5 +1,6 @@
-//! A Spark file source's backlog: the files in its directory that its source
-//! log does not hold yet. Spark's `FileStreamSource` reports no backlog in
+//! A Spark source's backlog. Kafka, Delta and rate sources: Spark's
+//! `latestOffset` against the batch's `endOffset` ([`OffsetBacklog`]). A file
+//! source: the files in its directory that its source log does not hold yet. Spark's `FileStreamSource` reports no backlog in
 //! its progress (Auto Loader does, as `numFilesOutstanding` /
 //! `numBytesOutstanding`); weir lists the directory, when it is reachable
 //! from here (directly or through `--path-map`), and fills the same metrics.
@@ -79,6 +80,137 @@ pub fn described_path(description: &str) -> Option<&str> {
     let inner = &description[start..];
     let inner = inner.strip_suffix(']').unwrap_or(inner);
     (inner.contains(':') || inner.starts_with('/')).then_some(inner)
+}
+
+/// Delta's `DeltaSourceOffset.END_INDEX` (`Long.MaxValue - 100`): the version was read whole.
+const DELTA_END_INDEX: i64 = i64::MAX - 100;
+
+/// A source's backlog from its offsets in a progress record: the latest offset Spark saw
+/// when it planned the batch (`sources[].latestOffset`) against the batch's `endOffset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetBacklog {
+    /// Kafka: `latest - end` per partition (a partition the end offset lacks counts from 0),
+    /// summed, and Spark's own min/max over partitions.
+    Kafka {
+        sum: u64,
+        min: u64,
+        max: u64,
+        partitions: u64,
+    },
+    /// Delta: table versions not fully read (`reservoirVersion`/`index` of both offsets).
+    Delta { versions: u64 },
+    /// The rate source: `(latest - end)` seconds at `rowsPerSecond` from its description.
+    Rate { rows: u64 },
+}
+
+/// A Delta source offset's position: the last version read whole and whether a later one
+/// was read in part; `None` when the JSON is not a `DeltaSourceOffset`.
+fn delta_position(v: &serde_json::Value) -> Option<(i64, bool)> {
+    let m = v.as_object()?;
+    let version = m.get("reservoirVersion")?.as_i64()?;
+    let index = m.get("index").and_then(|i| i.as_i64()).unwrap_or(-1);
+    Some(if index == -1 {
+        // Before the first file of `version`: every earlier version is read.
+        (version - 1, false)
+    } else if index >= DELTA_END_INDEX {
+        (version, false)
+    } else {
+        // Inside `version` (or the starting snapshot at `version`).
+        (version - 1, true)
+    })
+}
+
+/// `rowsPerSecond=N` in a rate source's description (`RateStreamV2[rowsPerSecond=20, ...`).
+fn rate_rows_per_second(description: &str) -> Option<u64> {
+    let at = description.find("rowsPerSecond=")? + "rowsPerSecond=".len();
+    let digits: String = description[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+impl OffsetBacklog {
+    /// The backlog of a source, from its description and offsets; `None` when Spark recorded
+    /// no latest offset (`null`: OSS Delta 4.4, a source without `ReportLatestOffset`) or the
+    /// offsets are not of a kind weir knows.
+    pub fn of(
+        description: &str,
+        end: &serde_json::Value,
+        latest: &serde_json::Value,
+    ) -> Option<OffsetBacklog> {
+        use super::checkpoint::SourceKind;
+        if latest.is_null() || end.is_null() {
+            return None;
+        }
+        let kind = match SourceKind::of(end) {
+            SourceKind::Unknown => SourceKind::of_description(description),
+            k => k,
+        };
+        match kind {
+            SourceKind::Kafka => {
+                let (e, l) = (end.as_object()?, latest.as_object()?);
+                let mut behind = Vec::new();
+                for (topic, parts) in l {
+                    let done = e.get(topic).and_then(|p| p.as_object());
+                    for (p, off) in parts.as_object()? {
+                        let latest = off.as_i64()?;
+                        let end = done
+                            .and_then(|d| d.get(p))
+                            .and_then(serde_json::Value::as_i64)
+                            .unwrap_or(0);
+                        behind.push(u64::try_from(latest - end).unwrap_or(0));
+                    }
+                }
+                Some(OffsetBacklog::Kafka {
+                    sum: behind.iter().sum(),
+                    min: behind.iter().copied().min().unwrap_or(0),
+                    max: behind.iter().copied().max().unwrap_or(0),
+                    partitions: behind.len() as u64,
+                })
+            }
+            SourceKind::Delta => {
+                let (done, _) = delta_position(end)?;
+                let (latest_done, latest_part) = delta_position(latest)?;
+                // The newest version the latest offset shows: read whole, or in part.
+                let available = latest_done + i64::from(latest_part);
+                Some(OffsetBacklog::Delta {
+                    versions: u64::try_from(available - done).unwrap_or(0),
+                })
+            }
+            SourceKind::Rate => {
+                let secs = latest.as_i64()? - end.as_i64()?;
+                let rps = rate_rows_per_second(description)?;
+                Some(OffsetBacklog::Rate {
+                    rows: u64::try_from(secs).unwrap_or(0).saturating_mul(rps),
+                })
+            }
+            SourceKind::File | SourceKind::Unknown => None,
+        }
+    }
+
+    /// The source metrics it fills (Spark's names where Spark has one: Kafka's
+    /// `minOffsetsBehindLatest`, `maxOffsetsBehindLatest`, `avgOffsetsBehindLatest`).
+    pub fn metrics(&self) -> Vec<(&'static str, String)> {
+        match *self {
+            OffsetBacklog::Kafka {
+                sum,
+                min,
+                max,
+                partitions,
+            } => vec![
+                ("numOffsetsBehindLatest", sum.to_string()),
+                ("minOffsetsBehindLatest", min.to_string()),
+                ("maxOffsetsBehindLatest", max.to_string()),
+                (
+                    "avgOffsetsBehindLatest",
+                    (sum as f64 / partitions.max(1) as f64).to_string(),
+                ),
+            ],
+            OffsetBacklog::Delta { versions } => vec![("numVersionsBehind", versions.to_string())],
+            OffsetBacklog::Rate { rows } => vec![("numRowsBehindLatest", rows.to_string())],
+        }
+    }
 }
 
 /// One file of the directory.
@@ -334,6 +466,83 @@ mod tests {
             None
         );
         assert_eq!(described_path("ForeachBatchSink"), None);
+    }
+
+    /// Real shapes: Spark 4.x Kafka progress (event-log rendering, offsets as JSON strings,
+    /// decoded by `progress::normalise`), Delta's `DeltaSourceOffset`, the rate source.
+    #[test]
+    fn backlog_from_latest_offset_vs_end_offset() {
+        let rec = r#"{"id":"q","runId":"r","timestamp":"2026-12-01T10:00:00.000Z","batchId":7,
+            "sources":[{"description":"KafkaV2[Subscribe[orders]]",
+              "startOffset":"{\"orders\":{\"2\":400,\"1\":380,\"0\":410}}",
+              "endOffset":"{\"orders\":{\"2\":500,\"1\":480,\"0\":510}}",
+              "latestOffset":"{\"orders\":{\"2\":900,\"1\":480,\"0\":530}}",
+              "numInputRows":300,"metrics":{"avgOffsetsBehindLatest":"140.0","maxOffsetsBehindLatest":"400","minOffsetsBehindLatest":"0"}}]}"#;
+        let p = super::super::progress::from_json(rec).unwrap();
+        let s = &p.sources[0];
+        let b = OffsetBacklog::of(&s.description, &s.end_offset, &s.latest_offset).unwrap();
+        assert_eq!(
+            b,
+            OffsetBacklog::Kafka {
+                sum: 420,
+                min: 0,
+                max: 400,
+                partitions: 3
+            }
+        );
+        assert_eq!(b.metrics()[0], ("numOffsetsBehindLatest", "420".into()));
+        // A partition added since the end offset counts from 0 (Spark reads it from earliest).
+        let b = OffsetBacklog::of(
+            "KafkaV2[Subscribe[orders]]",
+            &serde_json::json!({"orders": {"0": 10}}),
+            &serde_json::json!({"orders": {"0": 12, "1": 5}}),
+        );
+        assert!(matches!(b, Some(OffsetBacklog::Kafka { sum: 7, .. })));
+
+        let delta = |v: i64, i: i64, starting: bool| {
+            serde_json::json!({"sourceVersion":1,"reservoirId":"a35e99ab-aedf-4e6a-8662-19e056d70141",
+                "reservoirVersion":v,"index":i,"isStartingVersion":starting})
+        };
+        let d = "DeltaSource[file:/data/events]";
+        // End before version 6, latest before 29: versions 6..=28 unread.
+        assert_eq!(
+            OffsetBacklog::of(d, &delta(6, -1, false), &delta(29, -1, false)),
+            Some(OffsetBacklog::Delta { versions: 23 })
+        );
+        // Inside the starting snapshot at version 5 (file 2 of 5), latest = its last file.
+        assert_eq!(
+            OffsetBacklog::of(d, &delta(5, 2, true), &delta(5, 4, true)),
+            Some(OffsetBacklog::Delta { versions: 1 })
+        );
+        // Version 9 read whole (END_INDEX) and nothing newer: caught up.
+        assert_eq!(
+            OffsetBacklog::of(d, &delta(9, i64::MAX - 100, false), &delta(10, -1, false)),
+            Some(OffsetBacklog::Delta { versions: 0 })
+        );
+        // OSS Delta 4.4 writes no latest offset: unknown, not 0.
+        assert_eq!(
+            OffsetBacklog::of(d, &delta(6, -1, false), &serde_json::Value::Null),
+            None
+        );
+
+        let rate = "RateStreamV2[rowsPerSecond=20, rampUpTimeSeconds=0, numPartitions=2";
+        assert_eq!(
+            OffsetBacklog::of(rate, &serde_json::json!(16), &serde_json::json!(18)),
+            Some(OffsetBacklog::Rate { rows: 40 })
+        );
+        assert_eq!(
+            OffsetBacklog::of(rate, &serde_json::json!(18), &serde_json::json!(18)),
+            Some(OffsetBacklog::Rate { rows: 0 })
+        );
+        // A file source's backlog comes from its directory listing, not its offsets.
+        assert_eq!(
+            OffsetBacklog::of(
+                "FileStreamSource[file:/in]",
+                &serde_json::json!({"logOffset": 3}),
+                &serde_json::json!({"logOffset": 5})
+            ),
+            None
+        );
     }
 
     #[test]

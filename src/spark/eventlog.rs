@@ -38,8 +38,9 @@ pub const QUERY_TERMINATED: &str =
     "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent";
 const STREAMING_PREFIX: &str = "org.apache.spark.sql.streaming.StreamingQueryListener$";
 
-/// Bytes read from a file per step (compressed).
-const READ_CHUNK: usize = 1 << 20;
+/// Bytes read from a file per step (compressed). Small: Spark's zstd logs compress ~100x,
+/// and one step's decoded text (and its events) is held at once.
+const READ_CHUNK: usize = 64 << 10;
 /// Streaming event lines longer than this are skipped (with a note): no progress record is this big.
 const MAX_LINE: usize = 16 << 20;
 
@@ -443,9 +444,17 @@ impl FileTail {
         self.codec
     }
 
-    /// Reads what was appended; calls `on_event` per event, `on_note` per problem.
+    /// Whether bytes appended before the last poll are still unread (a poll stopped by its
+    /// event budget).
+    pub fn unread(&self) -> bool {
+        !self.broken && self.offset < self.size
+    }
+
+    /// Reads what was appended; calls `on_event` per event, `on_note` per problem. Stops
+    /// reading new chunks once `budget` events were handed out (decrementing it).
     pub fn poll(
         &mut self,
+        budget: &mut usize,
         on_event: &mut dyn FnMut(Located),
         on_note: &mut dyn FnMut(LogNote),
     ) -> std::io::Result<()> {
@@ -473,7 +482,13 @@ impl FileTail {
         let mut chunk = vec![0u8; READ_CHUNK];
         let mut text = Vec::new();
         let mut remaining = meta.len() - self.offset;
-        while remaining > 0 {
+        let emitted = std::cell::Cell::new(0usize);
+        let mut counted = |e: Located| {
+            emitted.set(emitted.get() + 1);
+            on_event(e);
+        };
+        let on_event: &mut dyn FnMut(Located) = &mut counted;
+        while remaining > 0 && emitted.get() < *budget {
             let want = (remaining as usize).min(READ_CHUNK);
             let n = file.read(&mut chunk[..want])?;
             if n == 0 {
@@ -496,6 +511,7 @@ impl FileTail {
             }
             self.lines(&text, on_event, on_note);
         }
+        *budget = budget.saturating_sub(emitted.get());
         Ok(())
     }
 
@@ -651,9 +667,21 @@ impl AppTail {
 
     /// Reads everything new in every file of the application.
     pub fn poll(&mut self, on_event: &mut dyn FnMut(Located), on_note: &mut dyn FnMut(LogNote)) {
+        while self.poll_some(usize::MAX, on_event, on_note) {}
+    }
+
+    /// Reads what is new, in file order, until about `max_events` events were handed out
+    /// (the current read step ends first); `true` when more is left to read. A caller that
+    /// applies each step's events before the next keeps memory bounded on a long log.
+    pub fn poll_some(
+        &mut self,
+        max_events: usize,
+        on_event: &mut dyn FnMut(Located),
+        on_note: &mut dyn FnMut(LogNote),
+    ) -> bool {
         // An ended application's files were read to their end: nothing can change.
         if self.finished {
-            return;
+            return false;
         }
         let (paths, complete) = match &self.app.layout {
             Layout::Rolling { dir } => match Self::rolling_files(dir) {
@@ -663,7 +691,7 @@ impl AppTail {
                         path: dir.clone(),
                         text: format!("cannot list: {e}"),
                     });
-                    return;
+                    return false;
                 }
             },
             Layout::Single { path } | Layout::ProgressLines { path } => {
@@ -692,7 +720,7 @@ impl AppTail {
                             path: path.clone(),
                             text: "the event log file is gone".into(),
                         });
-                        return;
+                        return false;
                     }
                 }
             }
@@ -711,9 +739,17 @@ impl AppTail {
             }
         }
         self.files.sort_by_key(|(s, _)| *s);
+        // Known from the listing, before any event is handed out.
+        self.complete = complete || progress_lines;
         let n = self.files.len();
+        let mut budget = max_events;
+        let mut more = false;
         for (i, (_, tail)) in self.files.iter_mut().enumerate() {
-            if let Err(e) = tail.poll(on_event, on_note) {
+            if budget == 0 {
+                more = true;
+                break;
+            }
+            if let Err(e) = tail.poll(&mut budget, on_event, on_note) {
                 on_note(LogNote {
                     path: tail.path.clone(),
                     text: format!("cannot read: {e}"),
@@ -725,18 +761,25 @@ impl AppTail {
                 let ms = chrono::DateTime::<chrono::Utc>::from(t).timestamp_millis();
                 self.modified_ms = self.modified_ms.max(ms);
             }
+            if tail.unread() {
+                more = true;
+                break;
+            }
             // A file followed by another (rolled) cannot grow any more.
             if i + 1 < n {
                 tail.finish(on_note);
             }
         }
-        self.complete = complete || progress_lines;
+        if more {
+            return true;
+        }
         if complete && !self.finished {
             self.finished = true;
             if let Some((_, last)) = self.files.last_mut() {
                 last.finish(on_note);
             }
         }
+        false
     }
 
     /// The codecs of its files (for the header line).
@@ -798,7 +841,8 @@ mod tests {
         let mut tail = FileTail::new(path.clone(), false).unwrap();
         let mut events = Vec::new();
         let mut notes = Vec::new();
-        tail.poll(&mut |e| events.push(e), &mut |n| notes.push(n))
+        let mut budget = usize::MAX;
+        tail.poll(&mut budget, &mut |e| events.push(e), &mut |n| notes.push(n))
             .unwrap();
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[1].line, 5);
@@ -824,5 +868,36 @@ mod tests {
             "{:?}",
             notes[2]
         );
+    }
+
+    #[test]
+    fn poll_some_reads_a_long_log_in_steps_without_losing_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("local-1");
+        let mut text =
+            String::from("{\"Event\":\"SparkListenerLogStart\",\"Spark Version\":\"4.3.0\"}\n");
+        for i in 0..3000 {
+            text.push_str(&format!(
+                "{{\"Event\":\"org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent\",\"id\":\"q\",\"runId\":\"r{i}\",\"timestamp\":\"2026-01-01T00:00:00.000Z\"}}\n"
+            ));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let app = discover(&path).unwrap().remove(0);
+        let mut tail = AppTail::new(app);
+        let mut steps = 0;
+        let mut seen = 0;
+        loop {
+            let mut step = 0;
+            let more = tail.poll_some(100, &mut |_| step += 1, &mut |n| panic!("{n:?}"));
+            seen += step;
+            steps += 1;
+            if !more {
+                break;
+            }
+        }
+        // 3001 events in ~300 KB: several 64 KiB steps, every event once.
+        assert_eq!(seen, 3001);
+        assert!(steps > 2, "{steps} step(s)");
+        assert!(!tail.poll_some(100, &mut |_| panic!("read twice"), &mut |_| {}));
     }
 }

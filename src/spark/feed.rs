@@ -27,9 +27,12 @@ use crate::records::StreamingQueryProgress;
 use crate::records::{ErrorFacts, Health};
 use crate::spec::HealthConfig;
 
-use super::backlog::{FileBacklog, PathMap, described_path};
+use super::backlog::{FileBacklog, OffsetBacklog, PathMap, described_path};
 use super::checkpoint::{SourceKind, SparkCheckpoint, batch_ids};
 use super::eventlog::{AppLog, AppTail, Event, Located, LogNote, discover};
+
+/// Events read from a log before they are applied (memory: about 4 KB each).
+const EVENTS_PER_STEP: usize = 2_000;
 
 /// How the feed reads.
 #[derive(Debug, Clone)]
@@ -403,11 +406,21 @@ impl Feed {
         for a in 0..self.apps.len() {
             let mut events: Vec<Located> = Vec::new();
             let mut notes: Vec<LogNote> = Vec::new();
-            self.apps[a]
-                .0
-                .poll(&mut |e| events.push(e), &mut |n| notes.push(n));
-            for e in events {
-                self.apply(a, e, now_ms, out);
+            // In steps of a few thousand events, each applied before the next is read: a
+            // log of 100,000 progress records is never held whole.
+            loop {
+                let more =
+                    self.apps[a]
+                        .0
+                        .poll_some(EVENTS_PER_STEP, &mut |e| events.push(e), &mut |n| {
+                            notes.push(n)
+                        });
+                for e in events.drain(..) {
+                    self.apply(a, e, now_ms, out);
+                }
+                if !more {
+                    break;
+                }
             }
             for n in notes {
                 let text = format!("{}: {}", n.path.display(), n.text);
@@ -798,13 +811,23 @@ impl Feed {
     }
 
     /// Fills what Spark's record lacks and weir's classifier reads: a file source's backlog
-    /// (`numFilesOutstanding`, `numBytesOutstanding`) and the batch's files (`weir.numFiles`).
+    /// (`numFilesOutstanding`, `numBytesOutstanding`), the batch's files (`weir.numFiles`),
+    /// and the backlog of Kafka (`numOffsetsBehindLatest`), Delta (`numVersionsBehind`) and
+    /// rate (`numRowsBehindLatest`) sources from their latest and end offsets.
     fn enrich(&mut self, q: usize, p: &mut StreamingQueryProgress, start_ms: i64) {
         let s = &mut self.states[q];
         let mut files = 0;
         let mut bytes = 0;
         let mut any = false;
         for (i, src) in p.sources.iter_mut().enumerate() {
+            // Kafka, Delta, rate: Spark's latest offset against the batch's end offset.
+            if let Some(b) =
+                OffsetBacklog::of(&src.description, &src.end_offset, &src.latest_offset)
+            {
+                for (k, v) in b.metrics() {
+                    src.metrics.entry(k.into()).or_insert(v);
+                }
+            }
             let Some(b) = s.backlogs.get_mut(&i) else {
                 continue;
             };
@@ -936,7 +959,7 @@ impl Feed {
         // Restart findings, only for a query that is not running (Spark has what it needs while it runs).
         if !self.states[q].alive && self.states[q].checked_at_commit != Some(committed) {
             self.states[q].checked_at_commit = Some(committed);
-            if let Ok(v) = super::check::check(cp.root()) {
+            if let Ok(v) = super::check::restart_check(cp.root()) {
                 let findings: Vec<String> = v
                     .reasons
                     .iter()

@@ -134,7 +134,9 @@ fn cases() -> Vec<Case> {
             "rolling_eventlog",
             vec!["rolling_eventlog/checkpoint"],
             vec!["rolling_eventlog/eventlog"],
-            vec![],
+            // A rate query stopped by its script (QueryTerminatedEvent without exception),
+            // read across the rolled zstd files: healthy, Spark's healthy playbook.
+            vec![("rolling_rate", "healthy")],
         ),
         c(
             "dedup_stateful",
@@ -143,7 +145,12 @@ fn cases() -> Vec<Case> {
                 "dedup_stateful/hdfs_within_wm/checkpoint",
             ],
             vec!["dedup_stateful/eventlog"],
-            vec![],
+            // Both HDFS-store dedups ran to their no-data batch 8 (state eviction) and
+            // stopped cleanly; the log's RocksDB applications are other queries, ignored.
+            vec![
+                ("dedup_stateful_hdfs_dropdup", "healthy"),
+                ("dedup_stateful_hdfs_within_wm", "healthy"),
+            ],
         ),
         c(
             "join_rocksdb",
@@ -186,6 +193,12 @@ fn cases() -> Vec<Case> {
                 ("agg_fn_change", "checkpoint_incompatible"),
                 ("add_stateful_operator", "checkpoint_incompatible"),
             ],
+        ),
+        c(
+            "delta_sink",
+            vec!["delta_sink/checkpoint_rate", "delta_sink/checkpoint_delta"],
+            vec!["delta_sink/eventlog"],
+            vec![("rate_to_delta", "healthy"), ("delta_to_delta", "healthy")],
         ),
         c(
             "failures",
@@ -277,6 +290,63 @@ fn spark_fixtures_in_the_console_with_health_and_playbooks() {
         }
         snapshots(case.name, app);
     }
+}
+
+#[test]
+fn spark_rolling_eventlog_and_dedup_stateful_health_and_batches() {
+    // rolling_eventlog: every rolled file read in order; the last batch, stopped, healthy.
+    let app = spark_app(
+        &[sq("rolling_eventlog/checkpoint")],
+        &[sq("rolling_eventlog/eventlog")],
+        unreachable_map(),
+    );
+    let f = &app.flows[0];
+    assert_eq!(f.name, "rolling_rate");
+    assert_eq!(f.status.label(), "stopped");
+    assert_eq!(f.last_progress.as_ref().unwrap().batch_id, 24);
+    // Stopped while batch 25 was planned (offsets/25, no commits/25): pending, re-run at
+    // restart; a clean stop all the same.
+    assert_eq!(f.batches.pending(), Some(25));
+    let h = f.health.as_ref().unwrap();
+    assert_eq!(h.state.to_string(), "healthy");
+    assert!(h.evidence.reasons.is_empty(), "{:?}", h.evidence.reasons);
+    // The rate source: Spark's latestOffset = endOffset in every batch: 0 rows behind.
+    assert_eq!(h.evidence.backlog, Some(0));
+
+    // dedup_stateful: two HDFS dedups; the log also holds the RocksDB runs (other
+    // applications, named once and ignored).
+    let app = spark_app(
+        &[
+            sq("dedup_stateful/hdfs_dropdup/checkpoint"),
+            sq("dedup_stateful/hdfs_within_wm/checkpoint"),
+        ],
+        &[sq("dedup_stateful/eventlog")],
+        unreachable_map(),
+    );
+    for f in &app.flows {
+        assert_eq!(f.status.label(), "stopped", "{}", f.name);
+        let last = f.last_progress.as_ref().unwrap();
+        assert_eq!(
+            last.batch_id, 8,
+            "{}: the no-data batch that evicts state",
+            f.name
+        );
+        assert_eq!(last.num_input_rows, 0);
+        assert_eq!(f.batches.pending(), None);
+        assert_eq!(
+            f.health.as_ref().unwrap().state.to_string(),
+            "healthy",
+            "{}",
+            f.name
+        );
+    }
+    let all: String = (0..app.flows.len()).map(|i| timeline(&app, i)).collect();
+    let overview = screen(&Session::new(app, None), 200, 40);
+    assert!(
+        overview.contains("runs none of the attached queries")
+            || all.contains("runs none of the attached queries"),
+        "{overview}"
+    );
 }
 
 #[test]
@@ -512,6 +582,8 @@ fn spark_inspect_json_matches_an_independent_reader() {
         "dedup_v2/checkpoint",
         "named_sources/checkpoint",
         "lagging/checkpoint",
+        "delta_sink/checkpoint_rate",
+        "delta_sink/checkpoint_delta",
     ] {
         let dir = sq(cp);
         let out = weir()
@@ -1051,4 +1123,253 @@ fn spark_follows_a_rolling_zstd_log_as_it_grows_rolls_ends_and_restarts() {
     assert_eq!(last(&statuses.borrow(), 0).as_deref(), Some("idle"));
     assert_eq!(last(&statuses.borrow(), 1).as_deref(), Some("stopped"));
     assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+}
+
+#[test]
+fn spark_delta_sink_inspect_attach_and_the_sink_tables_transactions() {
+    // `weir inspect`: the Delta source's offsets (reservoirVersion/index) and the batch
+    // Spark re-runs at restart (both queries were stopped mid-batch).
+    let inspect = |cp: &str| -> serde_json::Value {
+        let out = weir()
+            .args(["inspect", "--json"])
+            .arg(sq(cp))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cp}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let d = inspect("delta_sink/checkpoint_delta");
+    assert_eq!(d["engine"], "spark");
+    assert_eq!(d["last_committed_batch_id"], 5);
+    assert_eq!(d["pending_batch_id"], 6);
+    assert_eq!(d["sources"][0]["kind"], "delta");
+    assert_eq!(d["sources"][0]["committed_offset"]["reservoirVersion"], 6);
+    assert_eq!(d["sources"][0]["committed_offset"]["index"], -1);
+    let r = inspect("delta_sink/checkpoint_rate");
+    assert_eq!(r["sources"][0]["kind"], "rate");
+    assert_eq!(r["last_committed_batch_id"], 4);
+    assert_eq!(r["pending_batch_id"], 5);
+
+    // The console: one row per query, named by the queries, DeltaSink as the sink, the
+    // batch ids of the checkpoints, and health.
+    let app = spark_app(
+        &[
+            sq("delta_sink/checkpoint_rate"),
+            sq("delta_sink/checkpoint_delta"),
+        ],
+        &[sq("delta_sink/eventlog")],
+        unreachable_map(),
+    );
+    for (row, table, committed, pending) in [
+        ("rate_to_delta", "sink_rate", 4u64, 5u64),
+        ("delta_to_delta", "sink_delta", 5, 6),
+    ] {
+        let f = app.flows.iter().find(|f| f.name == row).unwrap();
+        let last = f.last_progress.as_ref().expect("progress");
+        assert_eq!(last.batch_id, committed, "{row}");
+        assert!(
+            last.sink
+                .description
+                .starts_with("DeltaSink[/tmp/weir-spark-gen/delta_sink/"),
+            "{row}: {}",
+            last.sink.description
+        );
+        assert_eq!(
+            f.sink_path.as_deref(),
+            Some(Path::new(&format!(
+                "/nonexistent/weir-test/delta_sink/{table}"
+            ))),
+            "{row}: the sink path through --path-map"
+        );
+        assert_eq!(f.batches.pending(), Some(pending), "{row}");
+        assert_eq!(health_of(&app, row), "healthy", "{row}");
+        // The Delta sink's own log: each commit's `txn` is (query id, batch id); the last
+        // is the checkpoint's last committed batch.
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let facts = rt
+            .block_on(weir::delta::table_facts(&sq(&format!(
+                "delta_sink/{table}"
+            ))))
+            .unwrap()
+            .expect("a Delta table");
+        let query_id = std::fs::read_to_string(
+            sq(&format!(
+                "delta_sink/checkpoint_{}",
+                if table == "sink_rate" {
+                    "rate"
+                } else {
+                    "delta"
+                }
+            ))
+            .join("metadata"),
+        )
+        .unwrap();
+        let (app_id, version) = facts.transactions[0].clone();
+        assert!(
+            query_id.contains(&app_id),
+            "{row}: txn appId is the query id"
+        );
+        assert_eq!(
+            version as u64, committed,
+            "{row}: txn version = last committed batch"
+        );
+    }
+    // The rate source: Spark's latestOffset equals the batch's endOffset: 0 rows behind.
+    let f = app
+        .flows
+        .iter()
+        .find(|f| f.name == "rate_to_delta")
+        .unwrap();
+    let s = f.samples.back().unwrap();
+    assert_eq!(
+        (s.backlog, s.backlog_unit),
+        (Some(0), Some(weir::records::BacklogUnit::Rows))
+    );
+    // OSS Delta 4.4 records no latestOffset for its source: the backlog is unknown, not 0.
+    let f = app
+        .flows
+        .iter()
+        .find(|f| f.name == "delta_to_delta")
+        .unwrap();
+    assert_eq!(f.samples.back().unwrap().backlog, None);
+}
+
+#[test]
+fn spark_kafka_and_delta_backlog_from_latest_offset_in_the_console_and_health() {
+    // A listener file of a Kafka query falling behind: Spark's latestOffset runs ahead of
+    // each batch's endOffset (real shape: progress.json() of a KafkaV2 source).
+    let tmp = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    for b in 0..6u64 {
+        let end = 1000 * (b + 1);
+        let latest = end + 400 * (b + 1);
+        lines.push_str(&format!(
+            concat!(
+                r#"{{"id":"4b8b4c4e-54c5-4a59-9b1d-5f0c0a2d1e01","runId":"1d5c7a5e-3b0c-4f5e-8d7f-0a1b2c3d4e5f","name":"orders_kafka","#,
+                r#""timestamp":"2026-12-01T10:00:{:02}.000Z","batchId":{},"batchDuration":900,"numInputRows":2000,"#,
+                r#""inputRowsPerSecond":2000.0,"processedRowsPerSecond":2222.2,"durationMs":{{"triggerExecution":900}},"#,
+                r#""stateOperators":[],"sources":[{{"description":"KafkaV2[Subscribe[orders]]","#,
+                r#""startOffset":{{"orders":{{"0":{},"1":{}}}}},"endOffset":{{"orders":{{"0":{},"1":{}}}}},"#,
+                r#""latestOffset":{{"orders":{{"0":{},"1":{}}}}},"numInputRows":2000,"#,
+                r#""inputRowsPerSecond":2000.0,"processedRowsPerSecond":2222.2}}],"#,
+                r#""sink":{{"description":"DeltaSink[s3://lake/orders]","numOutputRows":-1}}}}"#,
+                "\n"
+            ),
+            b * 10,
+            b,
+            end - 1000,
+            end - 1000,
+            end,
+            end,
+            latest,
+            latest,
+        ));
+    }
+    let path = tmp.path().join("progress.jsonl");
+    std::fs::write(&path, lines).unwrap();
+    let app = spark_app(&[], &[path], unreachable_map());
+    let f = &app.flows[0];
+    let s = f.samples.back().unwrap();
+    // Batch 5: two partitions, 2400 behind each.
+    assert_eq!(
+        (s.backlog, s.backlog_unit),
+        (Some(4800), Some(weir::records::BacklogUnit::Offsets))
+    );
+    let h = f.health.as_ref().unwrap();
+    assert_eq!(h.state.to_string(), "lagging");
+    assert_eq!(h.evidence.backlog, Some(4800));
+    assert!(
+        h.evidence.reasons.iter().any(|r| r.contains(
+            "backlog grew from 1600 to 4800 Kafka offsets behind the latest over the last 5 batches"
+        )),
+        "{:?}",
+        h.evidence.reasons
+    );
+    // The overview and the backlog pane say it in offsets.
+    let mut s = Session::new(app, None);
+    let overview = screen(&s, 120, 40);
+    assert!(overview.contains("4.8k offsets"), "{overview}");
+    s.act(Action::SelectFlow("orders_kafka".into()));
+    s.act(Action::GoPane(Pane::Backlog.index() as u8));
+    let pane = screen(&s, 120, 40);
+    assert!(
+        pane.contains("behind the latest offset after batch 5: 4800 offsets"),
+        "{pane}"
+    );
+}
+
+#[test]
+fn spark_checkpoint_is_recognised_without_dash_dash_spark() {
+    // inspect: Spark's reader for `metadata` + `offsets/` without `_weir/`.
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(sq("windowed_agg/checkpoint"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "spark");
+    // The same directory with a `_weir/` is weir's own checkpoint: not Spark's reader.
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("cp");
+    copy_dir(&sq("windowed_agg/checkpoint"), &copy);
+    assert!(weir::spark::is_spark_checkpoint(&copy));
+    std::fs::create_dir_all(copy.join("_weir")).unwrap();
+    assert!(!weir::spark::is_spark_checkpoint(&copy));
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_ne!(
+        v["engine"],
+        "spark",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // attach, in a terminal, without --spark and without --event-log: the Spark console,
+    // with the event log found through $SPARK_CONF_DIR/spark-defaults.conf.
+    if !crate::console::Tmux::available() {
+        panic!("tmux is needed (the CI script installs it)");
+    }
+    let conf = tmp.path().join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let events = std::path::absolute(sq("windowed_agg/eventlog")).unwrap();
+    std::fs::write(
+        conf.join("spark-defaults.conf"),
+        format!(
+            "spark.eventLog.enabled true\nspark.eventLog.dir file:{}\n",
+            events.display()
+        ),
+    )
+    .unwrap();
+    let cp = std::path::absolute(sq("windowed_agg/checkpoint")).unwrap();
+    let t = crate::console::Tmux::start(
+        "autodetect",
+        120,
+        40,
+        tmp.path(),
+        &format!(
+            "SPARK_CONF_DIR={} {} attach {}",
+            conf.display(),
+            crate::console::weir_bin(),
+            cp.display()
+        ),
+    );
+    // The row of the query with its last batch, and the event log's events: found
+    // through spark-defaults.conf.
+    t.wait_for(
+        "the Spark query's row",
+        std::time::Duration::from_secs(30),
+        |s| {
+            s.contains("weir attach (read-only) · spark:")
+                && s.lines()
+                    .any(|l| l.contains("windowed_agg") && l.contains(" 5 "))
+                && s.contains("QueryTerminatedEvent")
+        },
+    );
+    let screen = t.capture();
+    assert!(!screen.contains("WEIR-EXITED"), "{screen}");
 }
