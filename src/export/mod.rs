@@ -1196,6 +1196,14 @@ impl Generator {
         let _ = writeln!(s);
         let _ = writeln!(s, "TARGET = {}", py(self.target.as_str()));
         let _ = writeln!(s, "APP_NAME = {}", py(&format!("weir:{file}")));
+        // A flow that keeps its late rows needs Spark to call the same rows late as weir:
+        // one watermark for late rows and eviction (the prelude's _session; docs/spark.md).
+        let single = flows.iter().any(|f| f.late_rows.is_some());
+        let _ = writeln!(
+            s,
+            "SINGLE_WATERMARK = {}",
+            if single { "True" } else { "False" }
+        );
         let _ = writeln!(s, "BASE = {}", py(&self.base.display().to_string()));
         let _ = writeln!(s, "PATHS = {{");
         for (k, v) in &self.paths {

@@ -174,7 +174,10 @@ def _session(app_name):
     # with the previous batch's (IncrementalExecution: eventTimeWatermarkForLateEvents =
     # prevOffsetSeqMetadata.batchWatermarkMs) unless allowMultiple is off, which also makes
     # eviction and late filtering use one watermark. A weir flow has one stateful operator.
-    spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+    # Set only when a flow keeps its late rows (late_rows), so that both engines list the
+    # same rows; otherwise Spark's default, which drops fewer rows, is kept.
+    if SINGLE_WATERMARK:
+        spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "false")
     return spark
 
 
