@@ -81,26 +81,7 @@ fn fails(p: &Path) -> String {
 
 /// `SELECT <cols> ... ORDER BY <order>` over the table as `a|b|c` lines (nulls `null`).
 async fn rows(dir: &Path, cols: &[&str], order: &str) -> Vec<String> {
-    let batches = delta_rows(&dir.join("table")).await;
-    if batches.is_empty() {
-        return Vec::new();
-    }
-    let list: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
-    let out = sql(
-        &batches,
-        &format!("SELECT {} FROM t ORDER BY {order}", list.join(", ")),
-    )
-    .await;
-    let columns: Vec<Vec<String>> = cols.iter().map(|c| column_strings(&out, c)).collect();
-    (0..columns[0].len())
-        .map(|i| {
-            columns
-                .iter()
-                .map(|c| c[i].as_str())
-                .collect::<Vec<_>>()
-                .join("|")
-        })
-        .collect()
+    table_lines(&dir.join("table"), cols, order, "|").await
 }
 
 /// `_rescued_data` in row order by `order`, parsed (None where null).

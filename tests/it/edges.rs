@@ -9,24 +9,7 @@ use crate::support::*;
 
 /// A one-flow pipeline: files in `landing` -> Delta `table`, `available_now`.
 fn pipeline(dir: &Path, format: &str, source_extra: &str) -> PathBuf {
-    write_pipeline(
-        dir,
-        &format!(
-            r#"
-[[flow]]
-name = "t"
-trigger = "available_now"
-[flow.source]
-type = "files"
-path = "landing"
-format = "{format}"
-{source_extra}
-[flow.sink]
-type = "delta"
-path = "table"
-"#
-        ),
-    )
+    files_to_delta_pipeline(dir, format, source_extra, "")
 }
 
 fn run_ok(p: &Path) -> std::process::Output {
@@ -43,36 +26,10 @@ fn edge(rel: &str) -> Vec<u8> {
     std::fs::read(fixture(&format!("edges/{rel}"))).unwrap()
 }
 
-/// `SELECT <cols> FROM table ORDER BY <order>` as comma-joined lines.
-async fn table_lines(table: &Path, cols: &[&str], order: &str) -> Vec<String> {
-    let rows = delta_rows(table).await;
-    let list: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
-    let out = sql(
-        &rows,
-        &format!("SELECT {} FROM t ORDER BY {order}", list.join(", ")),
-    )
-    .await;
-    let columns: Vec<Vec<String>> = cols.iter().map(|c| column_strings(&out, c)).collect();
-    (0..columns[0].len())
-        .map(|i| {
-            columns
-                .iter()
-                .map(|c| c[i].as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect()
-}
-
 /// `_rescued_data` of the rows ordered by `order`, parsed (None where null).
 async fn rescued(table: &Path, order: &str) -> Vec<Option<Value>> {
-    let rows = delta_rows(table).await;
-    let out = sql(
-        &rows,
-        &format!("SELECT _rescued_data FROM t ORDER BY {order}"),
-    )
-    .await;
-    column_strings(&out, "_rescued_data")
+    table_lines(table, &["_rescued_data"], order, ",")
+        .await
         .into_iter()
         .map(|s| (s != "null").then(|| serde_json::from_str(&s).unwrap()))
         .collect()
@@ -108,13 +65,13 @@ async fn listing_skips_in_flight_copies_and_hidden_names_at_every_depth() {
     land(&landing.join("_part=1"), "g.json", b"{\"id\":4}\n");
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id"], "id").await,
+        table_lines(&dir.join("table"), &["id"], "id", ",").await,
         ["1", "4"]
     );
     std::fs::rename(landing.join("b.json._COPYING_"), landing.join("b.json")).unwrap();
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id"], "id").await,
+        table_lines(&dir.join("table"), &["id"], "id", ",").await,
         ["1", "2", "3", "4"],
         "the renamed copy is ingested exactly once"
     );
@@ -135,7 +92,7 @@ async fn csv_blank_and_repeated_headers_become_columns_as_in_spark() {
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["id0", "_c1", "name2", "Name3", "id4"], "id0").await,
+        table_lines(&table, &["id0", "_c1", "name2", "Name3", "id4"], "id0", ",").await,
         ["1,x,Ana,ANA,7", "2,y,Bo,BO,8"]
     );
     assert_eq!(rescued(&table, "id0").await, [None, None]);
@@ -156,7 +113,7 @@ async fn csv_empty_field_quoted_empty_string_and_null_marker_are_three_things() 
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["id", "note", "qty"], "id").await,
+        table_lines(&table, &["id", "note", "qty"], "id", ",").await,
         ["1,null,5", "2,,6", "3,null,7", "4,null,null", "5,x,9"]
     );
     // `""` in the numeric column is no number and no loss: null, nothing rescued.
@@ -177,7 +134,7 @@ async fn csv_empty_field_quoted_empty_string_and_null_marker_are_three_things() 
     );
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id", "note"], "id").await,
+        table_lines(&dir.join("table"), &["id", "note"], "id", ",").await,
         ["1,null", "2,<empty>", "3,null", "4,null", "5,x"]
     );
 }
@@ -211,7 +168,7 @@ async fn json_non_finite_numbers_are_values_not_corrupt_records() {
     land(&landing, "quoted.json", &edge("non_finite/quoted.json"));
     run_ok(&p);
     assert_eq!(
-        table_lines(&table, &["sensor", "val", "note"], "sensor").await,
+        table_lines(&table, &["sensor", "val", "note"], "sensor", ",").await,
         [
             "s1,2.0,null",
             "s2,NaN,null",
@@ -240,7 +197,13 @@ async fn json_non_finite_numbers_are_values_not_corrupt_records() {
     let out = run_ok(&p);
     assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 4);
     assert_eq!(
-        table_lines(&dir.join("table"), &["sensor", "val"], "sensor NULLS LAST").await,
+        table_lines(
+            &dir.join("table"),
+            &["sensor", "val"],
+            "sensor NULLS LAST",
+            ","
+        )
+        .await,
         ["s1,2.0", "null,null", "null,null", "null,null", "null,null"]
     );
 }
@@ -256,7 +219,7 @@ async fn csv_non_finite_spellings_read_as_doubles() {
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["sensor", "val"], "sensor").await,
+        table_lines(&table, &["sensor", "val"], "sensor", ",").await,
         ["s1,1.5", "s2,NaN", "s3,inf", "s4,-inf", "s5,inf", "s6,NaN"]
     );
     assert!(rescued(&table, "sensor").await.iter().all(Option::is_none));
@@ -313,7 +276,7 @@ async fn parquet_int32_then_int64_widens_instead_of_rescuing() {
     assert_eq!(progress(&out)[0]["weir"]["numRowsRescued"], 0);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["n", "x"], "n").await,
+        table_lines(&table, &["n", "x"], "n", ",").await,
         ["-5000000000,2.25", "1,0.5", "2,1.5", "3000000000,1e300"]
     );
     let rows = delta_rows(&table).await;
@@ -338,7 +301,7 @@ async fn encodings_and_one_invalid_utf8_field_rescued_not_the_row() {
         );
         let out = run_ok(&p);
         assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 0);
-        let lines = table_lines(&dir.join("table"), &["id", "city"], "id").await;
+        let lines = table_lines(&dir.join("table"), &["id", "city"], "id", ",").await;
         assert_eq!(lines[0], "1,Zürich", "{format}");
         assert_eq!(lines[1], "2,São Paulo", "{format}");
         if format == "csv" {
@@ -366,7 +329,7 @@ async fn encodings_and_one_invalid_utf8_field_rescued_not_the_row() {
         );
         let table = dir.join("table");
         assert_eq!(
-            table_lines(&table, &["id", "city", "qty"], "id").await,
+            table_lines(&table, &["id", "city", "qty"], "id", ",").await,
             ["1,null,5", "2,Paris,6"],
             "{format}"
         );
@@ -395,7 +358,7 @@ async fn session_time_zone_resolves_dst_gaps_and_overlaps_as_spark() {
     land(&dir.join("landing"), "ny.csv", &edge("time_zones/ny.csv"));
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id", "ts"], "id").await,
+        table_lines(&dir.join("table"), &["id", "ts"], "id", ",").await,
         [
             "1,2024-03-10T07:30:00Z",
             "2,2024-11-03T05:30:00Z",
@@ -428,7 +391,7 @@ async fn timestamp_format_reads_spark_patterns() {
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["id", "ts"], "id").await,
+        table_lines(&table, &["id", "ts"], "id", ",").await,
         ["1,2024-06-03T12:05:00Z", "2,2024-03-31T01:30:00Z", "3,null"]
     );
     let r = rescued(&table, "id").await;
@@ -460,7 +423,7 @@ async fn partition_columns_from_paths() {
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["id", "amount", "date", "region"], "id").await,
+        table_lines(&table, &["id", "amount", "date", "region"], "id", ",").await,
         [
             "1,10,2024-06-03,west",
             "2,20,2024-06-03,west",
@@ -497,7 +460,7 @@ async fn partition_columns_from_paths() {
         "{errors}"
     );
     assert_eq!(
-        table_lines(&table, &["id"], "id").await,
+        table_lines(&table, &["id"], "id", ",").await,
         ["1", "2", "3", "4", "6"]
     );
 
@@ -544,7 +507,7 @@ async fn max_record_size_rescues_longer_records_with_file_and_line() {
     );
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id"], "id").await,
+        table_lines(&dir.join("table"), &["id"], "id", ",").await,
         ["1", "3"]
     );
     let q = std::fs::read_to_string(dir.join("quarantine/0.jsonl")).unwrap();
@@ -573,7 +536,7 @@ async fn max_record_size_rescues_longer_records_with_file_and_line() {
     assert_eq!(progress(&out)[0]["weir"]["numRecordsCorrupt"], 1);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["id", "text"], "id NULLS LAST").await,
+        table_lines(&table, &["id", "text"], "id NULLS LAST", ",").await,
         ["1,fine", "null,null"]
     );
     let r = rescued(&table, "id NULLS LAST").await;
@@ -631,7 +594,7 @@ async fn a_new_checkpoint_over_a_table_with_data_is_refused_with_the_facts() {
         assert!(stderr.contains(&fact), "missing {fact:?}: {stderr}");
     }
     assert_eq!(delta_version(&table).await, version, "nothing written");
-    assert_eq!(table_lines(&table, &["id"], "id").await, ["1", "2"]);
+    assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1", "2"]);
 
     // Only the files landing from now on.
     std::fs::remove_dir_all(dir.join("_checkpoints")).ok();
@@ -640,7 +603,10 @@ async fn a_new_checkpoint_over_a_table_with_data_is_refused_with_the_facts() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     land(&landing, "b.json", b"{\"id\":3}\n");
     run_ok(&p);
-    assert_eq!(table_lines(&table, &["id"], "id").await, ["1", "2", "3"]);
+    assert_eq!(
+        table_lines(&table, &["id"], "id", ",").await,
+        ["1", "2", "3"]
+    );
     let inspect = weir()
         .args(["inspect", "--json"])
         .arg(dir.join("_checkpoints/t"))
@@ -658,7 +624,7 @@ async fn a_new_checkpoint_over_a_table_with_data_is_refused_with_the_facts() {
     let p = pipeline(dir, "json", &format!("modified_after = \"{after}\""));
     run_ok(&p);
     assert_eq!(
-        table_lines(&table, &["id"], "id").await,
+        table_lines(&table, &["id"], "id", ",").await,
         ["1", "2", "3", "4"]
     );
 
@@ -735,7 +701,7 @@ async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
     .unwrap();
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        table_lines(&dir.join("table"), &["id", "status"], "id, status", ",").await,
         ["1,shipped", "2,new", "null,x"]
     );
 
@@ -749,7 +715,7 @@ async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
     land(&landing, "c.csv", b"id,status\n,y\n1,paid\n");
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        table_lines(&dir.join("table"), &["id", "status"], "id, status", ",").await,
         ["1,paid", "null,x", "null,y"]
     );
 
@@ -763,7 +729,7 @@ async fn merge_refuses_ambiguous_keys_and_treats_null_keys_as_sql() {
     land(&landing, "c.csv", b"id,status\n,y\n");
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["id", "status"], "id, status").await,
+        table_lines(&dir.join("table"), &["id", "status"], "id, status", ",").await,
         ["1,new", "null,y"]
     );
 }
@@ -800,14 +766,14 @@ async fn merge_with_order_by_never_overwrites_a_newer_row() {
     );
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &cols, "id").await,
+        table_lines(&dir.join("table"), &cols, "id", ",").await,
         ["1,5,new", "2,1,ordered", "3,7,kept"]
     );
     // A tie goes to the later batch (as the later arrival wins inside a batch).
     land(&landing, "c.csv", b"id,v,status\n1,5,tie\n3,8,newer\n");
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &cols, "id").await,
+        table_lines(&dir.join("table"), &cols, "id", ",").await,
         ["1,5,tie", "2,1,ordered", "3,8,newer"]
     );
 }
@@ -848,7 +814,7 @@ path = "table"
     land(&dir.join("landing"), "a.json", rows.as_bytes());
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["k", "n", "total"], "k").await,
+        table_lines(&dir.join("table"), &["k", "n", "total"], "k", ",").await,
         ["0.0,2,3", "1.5,1,5", "NaN,2,7"]
     );
 
@@ -876,7 +842,7 @@ path = "table"
     land(&dir.join("landing"), "a.json", rows.as_bytes());
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["v"], "v").await,
+        table_lines(&dir.join("table"), &["v"], "v", ",").await,
         ["1", "3", "5"]
     );
 
@@ -908,7 +874,7 @@ path = "table"
     land(&dir.join("landing"), "a.json", rows.as_bytes());
     run_ok(&p);
     assert_eq!(
-        table_lines(&dir.join("table"), &["v", "label"], "v").await,
+        table_lines(&dir.join("table"), &["v", "label"], "v", ",").await,
         ["1,zero", "2,zero", "3,not a number", "4,not a number"]
     );
 }
@@ -952,7 +918,7 @@ path = "table"
     run_ok(&p);
     let table = dir.join("table");
     assert_eq!(
-        table_lines(&table, &["x"], "x NULLS LAST").await,
+        table_lines(&table, &["x"], "x NULLS LAST", ",").await,
         ["1", "2", "null"],
         "e1 once, the null-key row, the corrupt record"
     );
@@ -1062,7 +1028,7 @@ async fn a_missing_landing_directory_is_waited_for_as_source_unavailable() {
         .status()
         .unwrap();
     assert!(child.wait().unwrap().success());
-    assert_eq!(table_lines(&table, &["id"], "id").await, ["1"]);
+    assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1"]);
 }
 
 const TWO_HOPS: &str = r#"
@@ -1219,8 +1185,11 @@ path = "table"
     run_ok(&p);
     // 10:00:05 was not late: the watermark never jumped to 2099.
     assert_eq!(
-        table_lines(&dir.join("table"), &["n"], "window_start").await,
+        table_lines(&dir.join("table"), &["n"], "window_start", ",").await,
         ["2"]
     );
-    assert_eq!(table_lines(&dir.join("late"), &["v"], "v").await, ["2"]);
+    assert_eq!(
+        table_lines(&dir.join("late"), &["v"], "v", ",").await,
+        ["2"]
+    );
 }

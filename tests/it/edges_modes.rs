@@ -13,25 +13,7 @@ use crate::support::*;
 
 /// A one-flow pipeline: files in `landing` -> Delta `table`, `available_now`.
 fn pipeline(dir: &Path, format: &str, source_extra: &str, sink_extra: &str) -> PathBuf {
-    write_pipeline(
-        dir,
-        &format!(
-            r#"
-[[flow]]
-name = "t"
-trigger = "available_now"
-[flow.source]
-type = "files"
-path = "landing"
-format = "{format}"
-{source_extra}
-[flow.sink]
-type = "delta"
-path = "table"
-{sink_extra}
-"#
-        ),
-    )
+    files_to_delta_pipeline(dir, format, source_extra, sink_extra)
 }
 
 fn run(p: &Path) -> std::process::Output {

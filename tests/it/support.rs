@@ -142,6 +142,60 @@ pub fn column_strings(batches: &[RecordBatch], name: &str) -> Vec<String> {
 }
 
 /// Writes a pipeline file into `dir` and returns its path.
+/// A one-flow pipeline: files in `landing` -> Delta `table`, `available_now`, with extra
+/// lines for the source and the sink.
+pub fn files_to_delta_pipeline(
+    dir: &Path,
+    format: &str,
+    source_extra: &str,
+    sink_extra: &str,
+) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "{format}"
+{source_extra}
+[flow.sink]
+type = "delta"
+path = "table"
+{sink_extra}
+"#
+        ),
+    )
+}
+
+/// `SELECT <cols> FROM table ORDER BY <order>` as lines of values joined by `sep`
+/// (nulls `null`); no lines when the table has no data files.
+pub async fn table_lines(table: &Path, cols: &[&str], order: &str, sep: &str) -> Vec<String> {
+    let batches = delta_rows(table).await;
+    if batches.is_empty() {
+        return Vec::new();
+    }
+    let list: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
+    let out = sql(
+        &batches,
+        &format!("SELECT {} FROM t ORDER BY {order}", list.join(", ")),
+    )
+    .await;
+    let columns: Vec<Vec<String>> = cols.iter().map(|c| column_strings(&out, c)).collect();
+    (0..columns[0].len())
+        .map(|i| {
+            columns
+                .iter()
+                .map(|c| c[i].as_str())
+                .collect::<Vec<_>>()
+                .join(sep)
+        })
+        .collect()
+}
+
 pub fn write_pipeline(dir: &Path, toml: &str) -> PathBuf {
     let p = dir.join("pipeline.toml");
     std::fs::write(&p, toml).unwrap();
