@@ -460,6 +460,11 @@ pub async fn read(
             }
         }
     }
+    // Each file's outcome is durable before anything is written, so a re-run of this
+    // batch after a crash ends each file the same way (issue #18).
+    for (read, input) in reads.iter().zip(flow.inputs.iter_mut()) {
+        input.record_outcomes(batch.batch_id, read)?;
+    }
     Ok(ReadBatch {
         planned: batch,
         reads,
@@ -625,8 +630,8 @@ fn passthrough(split: Split) -> Vec<RecordBatch> {
 }
 
 /// Step 5b (`addBatch`, the write): quarantined records, then the sink's one commit for
-/// the batch, then late rows, each carrying txn(query id, N) so a re-run writes at most
-/// once. Flows of this process streaming from the sink's table are told at once.
+/// the batch, then late rows, each carrying txn(app id, N) so a re-run writes at most
+/// once (the sink's app id is the query id, each side table's its own). Flows of this process streaming from the sink's table are told at once.
 pub async fn write(
     spec: &FlowSpec,
     output_schema: &SchemaRef,
@@ -642,7 +647,7 @@ pub async fn write(
             let schema = crate::sink::quarantine::records_schema();
             let records = crate::sink::quarantine::records_batch(&q.records)?;
             sinks
-                .write_side(table, batch_id, vec![records], Some(&schema))
+                .write_side(table, "bad_records_table", batch_id, vec![records], Some(&schema))
                 .await?;
         }
     }
@@ -655,7 +660,7 @@ pub async fn write(
     if let Some(path) = &spec.late_rows
         && !late.is_empty()
     {
-        sinks.write_side(path, batch_id, late, None).await?;
+        sinks.write_side(path, "late_rows", batch_id, late, None).await?;
     }
     if !sink.skipped
         && sink.delta_version.is_some()

@@ -33,6 +33,16 @@ impl SourceSpec {
         }
     }
 
+    /// Where the source's unparseable records go: `bad_records_path` (a directory of JSON
+    /// files) and `bad_records_table` (a Delta table); none for a Delta source.
+    pub fn quarantine(&self) -> (Option<&Path>, Option<&Path>) {
+        match self {
+            SourceSpec::Files(f) => (f.bad_records_path.as_deref(), f.bad_records_table.as_deref()),
+            SourceSpec::Kafka(k) => (k.bad_records_path.as_deref(), k.bad_records_table.as_deref()),
+            SourceSpec::Delta(_) => (None, None),
+        }
+    }
+
     /// The directory the source reads; for Kafka, [`KafkaSourceSpec::locator`].
     pub fn path(&self) -> &Path {
         match self {

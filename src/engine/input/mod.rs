@@ -260,6 +260,15 @@ impl Input {
         }
     }
 
+    /// Records the outcome of each file the read met (files only: ingested, failed,
+    /// retry), before the batch's sink write, so a re-run reproduces them.
+    pub fn record_outcomes(&mut self, batch_id: u64, read: &BatchRead) -> Result<()> {
+        match self {
+            Input::Files(f) => f.record_outcomes(batch_id, read),
+            Input::Delta(_) | Input::Kafka(_) => Ok(()),
+        }
+    }
+
     /// What the read's new columns mean for the schema (Auto Loader's schema evolution).
     pub fn evolve(&self, read: &BatchRead) -> Evolution {
         match self {
