@@ -1479,6 +1479,21 @@ fn resolve_text(
         }
         text.max_record_bytes = Some(max.0);
     }
+    if let Some(max) = &files.max_file_size {
+        if format == FileFormat::Parquet {
+            return Err(cx.error(
+                0..0,
+                "max_file_size applies to CSV and JSON files (decoded whole); Parquet files are read by row group".into(),
+            ));
+        }
+        if max.0 == 0 {
+            return Err(cx.error(
+                0..0,
+                "max_file_size must be at least 1 byte, e.g. \"4 GiB\"".into(),
+            ));
+        }
+        text.max_file_bytes = max.0;
+    }
     let mut timestamps = TimestampOptions::default();
     if let Some(tz) = &files.session_time_zone {
         let name = tz.get_ref().trim();
@@ -1571,6 +1586,7 @@ fn resolve_delta(
             src.allow_non_numeric_numbers.is_some(),
         ),
         ("max_record_size", src.max_record_size.is_some()),
+        ("max_file_size", src.max_file_size.is_some()),
         ("session_time_zone", src.session_time_zone.is_some()),
         ("timestamp_format", src.timestamp_format.is_some()),
         ("partition_columns", src.partition_columns.is_some()),

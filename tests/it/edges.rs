@@ -1292,3 +1292,51 @@ async fn a_missing_ledger_is_refused() {
     assert!(!ledger.exists(), "not recreated");
     assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1"]);
 }
+
+/// Issue #18: a gzip bomb (a small file that inflates past `max_file_size`) and a
+/// plain file over the limit fail as a whole, named, without being held in memory;
+/// the other files of the batch are ingested, and nothing is silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_bomb_fails_alone_within_max_file_size() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    land(&landing, "good.json", b"{\"id\":1}\n{\"id\":2}\n");
+    // 64 MiB of JSON lines from a gzip of well under 1 MiB.
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let line = b"{\"id\":3}\n";
+    for _ in 0..(64 << 20) / line.len() {
+        e.write_all(line).unwrap();
+    }
+    let bomb = e.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    land(&landing, "bomb.json.gz", &bomb);
+    land(&landing, "big.json", &b"{\"id\":4}\n".repeat(200_000));
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"id BIGINT\"\nmax_file_size = \"1 MiB\"",
+    );
+    let out = run_ok(&p);
+    let records = progress(&out);
+    let failed: u64 = records
+        .iter()
+        .map(|r| r["weir"]["numFilesFailed"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(failed, 2, "{records:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("decompresses to more than max_file_size"), "{text}");
+    assert!(text.contains("bytes, over max_file_size"), "{text}");
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id"], "id", ",").await,
+        ["1", "2"]
+    );
+    let inspect = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("\"files_failed\": 2"), "{text}");
+}
