@@ -443,12 +443,41 @@ pub fn read_contents(
         path: path.to_path_buf(),
         source,
     };
-    let size = std::fs::metadata(path).map_err(io)?.len();
+    let mut file = open_listed(path)?;
+    let size = file.metadata().map_err(io)?.len();
     if size > max_bytes {
         return Err(too_large(path, &format!("is {size} bytes, over"), max_bytes));
     }
-    let raw = std::fs::read(path).map_err(io)?;
+    let mut raw = Vec::with_capacity(size as usize);
+    file.read_to_end(&mut raw).map_err(io)?;
     decode_contents(path, raw, encoding, max_bytes)
+}
+
+/// Opens a listed file for reading without following a symbolic link in its place
+/// (`O_NOFOLLOW`): the listing skipped links, so a link swapped in between the
+/// listing and the read (to `/etc/shadow`, say) is refused, not read. Such a file
+/// fails as a whole and is named.
+pub fn open_listed(path: &std::path::Path) -> Result<std::fs::File, FileReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| {
+            if source.raw_os_error() == Some(nix::libc::ELOOP) {
+                FileReadError::Unsupported {
+                    path: path.to_path_buf(),
+                    message: "is a symbolic link now (it was a file when the directory was listed); \
+                              links are not followed"
+                        .into(),
+                }
+            } else {
+                FileReadError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })
 }
 
 /// [`read_contents`] for bytes already in memory.
@@ -623,5 +652,49 @@ pub(crate) mod test_support {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #18: a link put in a listed file's place is not read through.
+    #[test]
+    fn a_link_swapped_in_after_the_listing_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"{\"id\":1}\n").unwrap();
+        let listed = dir.path().join("a.json");
+        std::os::unix::fs::symlink(&secret, &listed).unwrap();
+        match read_contents(&listed, TextEncoding::Utf8, 1 << 20) {
+            Err(FileReadError::Unsupported { message, .. }) => {
+                assert!(message.contains("symbolic link"), "{message}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(read_contents(&secret, TextEncoding::Utf8, 1 << 20).is_ok());
+    }
+
+    /// `max_file_size` stops a gzip bomb one byte past the limit.
+    #[test]
+    fn a_gzip_bomb_stops_at_the_limit() {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&vec![b'\n'; 8 << 20]).unwrap();
+        let gz = e.finish().unwrap();
+        let path = std::path::Path::new("bomb.json.gz");
+        match decode_contents(path, gz.clone(), TextEncoding::Utf8, 1 << 20) {
+            Err(FileReadError::Corrupt { message, .. }) => {
+                assert!(message.contains("max_file_size"), "{message}")
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|t| t.len())),
+        }
+        assert_eq!(
+            decode_contents(path, gz, TextEncoding::Utf8, 8 << 20)
+                .unwrap()
+                .len(),
+            8 << 20
+        );
     }
 }
