@@ -393,13 +393,35 @@ async fn replay(
 /// schema. New columns that widen the schema are recorded in the source's schema
 /// history, then stop the flow before anything is written (Auto Loader): the next
 /// start re-runs this batch with the wider schema.
+///
+/// `written`: the batch is a re-run the sink already holds, of a flow that keeps no
+/// state and no watermark: nothing is read; each file ends as its first attempt
+/// recorded ([`Input::recorded_read`]).
 pub async fn read(
     spec: &FlowSpec,
     flow: &mut FlowPlan,
     mut batch: PlannedBatch,
     events: &FlowEvents,
+    written: bool,
 ) -> Result<ReadBatch> {
     let started = Instant::now();
+    if written {
+        tracing::info!(
+            batch_id = batch.batch_id,
+            "re-run batch already in the sink table; its files are not read again (recorded outcomes kept)"
+        );
+        let reads = flow
+            .inputs
+            .iter()
+            .map(|input| input.recorded_read(batch.batch_id))
+            .collect::<Result<Vec<_>>>()?;
+        batch.timings.get_batch = ms_since(started);
+        return Ok(ReadBatch {
+            planned: batch,
+            reads,
+            new_columns_ignored: Vec::new(),
+        });
+    }
     let mut reads = Vec::with_capacity(batch.parts.len());
     for (part, input) in batch.parts.iter().zip(flow.inputs.iter_mut()) {
         let read = input.read(&part.files).await?;

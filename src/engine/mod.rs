@@ -275,7 +275,16 @@ async fn run(
             events.status(FlowStatus::Running);
             idle = false;
         }
-        let read = batch::read(spec, f, planned, events).await?;
+        // A re-run batch the sink already holds, of a flow whose next batch does not
+        // depend on this one's rows (no state, no watermark), is not read again: its
+        // files may be gone (retention, VACUUM) and their rows are in the table.
+        let written = planned.replayed
+            && !spec.stateful.is_stateful()
+            && spec.stateful.watermark.is_none()
+            && spec.stream_join.is_none()
+            && spec.union.iter().all(|u| u.watermark.is_none())
+            && sinks.holds_batch(planned.batch_id).await;
+        let read = batch::read(spec, f, planned, events, written).await?;
         let output = batch::transform(spec, f, read).await?;
         let written = batch::write(spec, &f.output_schema, output, &mut sinks).await?;
         let committed = batch::commit(spec, f, written, &checkpoint)?;
@@ -350,13 +359,6 @@ async fn run(
     Ok(summary)
 }
 
-/// A new checkpoint (no batch planned yet) over a sink table that already has rows: the
-/// classic "deleted the checkpoint to fix it", after which every file would be read and
-/// written again. Refused with the table's facts and the ways on, unless the flow says
-/// where it starts: `allow_existing_table = true` on the sink, `include_existing_files =
-/// false` or `modified_after` on a files source, `starting_version` on a Delta source.
-/// Spark does not check this; weir can, as the table's `txn` actions name the queries that
-/// wrote it.
 /// Refuses to start when the sink table records a batch of this query past the
 /// checkpoint's last planned batch ([`crate::delta::table_ahead_error`]). A table that
 /// cannot be read now is left to the sink's own open and retries (health
@@ -390,6 +392,13 @@ async fn refuse_table_ahead(
     ))
 }
 
+/// A new checkpoint (no batch planned yet) over a sink table that already has rows: the
+/// classic "deleted the checkpoint to fix it", after which every file would be read and
+/// written again. Refused with the table's facts and the ways on, unless the flow says
+/// where it starts: `allow_existing_table = true` on the sink, `include_existing_files =
+/// false` or `modified_after` on a files source, `starting_version` on a Delta source.
+/// Spark does not check this; weir can, as the table's `txn` actions name the queries that
+/// wrote it.
 async fn refuse_existing_table(
     spec: &FlowSpec,
     checkpoint: &Checkpoint,

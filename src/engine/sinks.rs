@@ -112,6 +112,19 @@ impl Sinks {
             .await
     }
 
+    /// Whether the sink table already holds batch `batch_id` of this query (its Delta
+    /// `txn`): a re-run batch whose first attempt committed it. False for sinks without
+    /// a transaction log (memory, console) and when the table cannot be read.
+    pub async fn holds_batch(&self, batch_id: u64) -> bool {
+        let (SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. }) = &self.spec else {
+            return false;
+        };
+        matches!(
+            crate::delta::txn_version(path, &self.app_id).await,
+            Ok(Some(v)) if v >= batch_id as i64
+        )
+    }
+
     /// The sink's description once opened (Spark's `sink.description`), else the spec's.
     pub fn description(&self) -> String {
         match &self.sink {
