@@ -396,10 +396,9 @@ pub async fn plan_repair(checkpoint: &Path) -> Result<ActionPlan> {
     })
 }
 
-/// Every Delta table the flow writes, with the application id its commits carry
-/// (`_weir/plan.json`).
 /// Every Delta table the flow writes, with the app id its batches carry: the sink
-/// (the query id) and the side tables (their own, [`crate::checkpoint::side_table_app_id`]).
+/// (the query id) and the side tables (their own, [`crate::checkpoint::side_table_app_id`]),
+/// from `_weir/plan.json`.
 fn flow_tables(cp: &Checkpoint) -> Result<Vec<(PathBuf, String)>> {
     let query_id = cp.read_metadata()?.id.to_string();
     let Some(plan) = cp.read_plan()? else {
