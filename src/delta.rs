@@ -223,6 +223,35 @@ pub async fn table_txn_version(
         .await
 }
 
+/// The refusal when a table's application transaction for `app_id` is past the batch a
+/// flow is at (issue #18): the table is ahead of the checkpoint, as after restoring an
+/// older checkpoint backup or deleting `offsets/`/`commits/`. Going on would skip batch
+/// ids up to `txn_version` as "already written" while marking their input ingested, so
+/// those rows would never reach the table. `last_batch` is the checkpoint's last planned
+/// batch (`None`: no batch yet).
+pub fn table_ahead_error(
+    table: &Path,
+    checkpoint: &Path,
+    app_id: &str,
+    txn_version: i64,
+    last_batch: Option<u64>,
+) -> Error {
+    let last = last_batch.map_or_else(|| "none".to_string(), |b| b.to_string());
+    Error::StateIncompatible {
+        path: checkpoint.to_path_buf(),
+        message: format!(
+            "the sink table {table} is ahead of this checkpoint: its Delta log records batch {txn_version} \
+             of query {app_id} (txn), but the checkpoint's last batch is {last}. Batches up to {txn_version} \
+             would be skipped as already written while their input is marked ingested, so their rows would \
+             never reach the table. This is what restoring an older checkpoint backup, or deleting offsets/ \
+             and commits/, looks like. Nothing was written. Restore the checkpoint that wrote batch \
+             {txn_version} (its newest backup), or start over as `weir playbook checkpoint_incompatible` \
+             describes",
+            table = table.display(),
+        ),
+    }
+}
+
 /// [`table_txn_version`] of the table at `path`; `None` when there is no table.
 pub async fn txn_version(path: &Path, app_id: &str) -> Result<Option<i64>> {
     let Some(table) = open_existing(path).await? else {

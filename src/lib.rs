@@ -28,7 +28,7 @@
 //! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints
 //! checkpoint_tools           inspect, diff, check (weir check), backup/reset/rollback with dry-runs
 //! spark                      Apache Spark queries, read-only: checkpoints, event logs, progress, restart verdicts (attach --spark)
-//! playbook, drill, generate, export  playbooks bound to evidence; restart drills on a copy; synthetic input files; a pipeline as PySpark
+//! playbook, drill, generate, export, fuzz  playbooks bound to evidence; restart drills on a copy; synthetic input files; a pipeline as PySpark; fuzz harnesses
 //! demo                       the live demo: nycflights13 replayed as a stream, faults to inject
 //! console                    the operations console (run, attach): actions, update, panes, followers, terminal
 //! cli                        one module per subcommand
@@ -77,6 +77,8 @@ pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod generate;
 pub mod health;
 pub mod ops;

@@ -19,6 +19,35 @@ use super::Checkpoint;
 use crate::durable::create_dir_private;
 use crate::error::{Error, Result};
 
+/// How often and how far apart a start tries again when the lock is held (1 s in all):
+/// longer than any probe by [`CheckpointLock::holder`], shorter than a person notices.
+const LOCK_TRIES: u32 = 50;
+const LOCK_TRY_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Set (to anything) to allow a checkpoint on a network file system.
+pub const ALLOW_NETWORK_FS_ENV: &str = "WEIR_ALLOW_NETWORK_CHECKPOINT";
+
+/// The kind of network or user-space file system `dir` is on (`statfs`'s `f_type`), if
+/// it is one: NFS, SMB/CIFS or FUSE, where `flock` and rename are not what a local
+/// file system promises.
+fn network_file_system(dir: &Path) -> Option<&'static str> {
+    let st = nix::sys::statfs::statfs(dir).ok()?;
+    network_magic(st.filesystem_type().0 as u64 & 0xFFFF_FFFF)
+}
+
+/// Linux's `f_type` magic numbers of the file systems [`network_file_system`] refuses
+/// (`linux/magic.h`, `fs/smb/client/cifsglob.h`).
+fn network_magic(magic: u64) -> Option<&'static str> {
+    match magic {
+        0x6969 => Some("NFS"),
+        0x517B => Some("SMB"),
+        0xFF53_4D42 => Some("CIFS"),
+        0xFE53_4D42 => Some("SMB2"),
+        0x6573_5546 => Some("FUSE"),
+        _ => None,
+    }
+}
+
 /// Who holds a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockHolder {
@@ -47,6 +76,19 @@ impl CheckpointLock {
     pub fn acquire(checkpoint: &Checkpoint) -> Result<Self> {
         let dir = checkpoint.weir_dir();
         create_dir_private(&dir).map_err(|e| Error::io(&dir, e))?;
+        if std::env::var_os(ALLOW_NETWORK_FS_ENV).is_none()
+            && let Some(kind) = network_file_system(&dir)
+        {
+            return Err(Error::checkpoint(
+                checkpoint.root(),
+                format!(
+                    "the checkpoint is on a network file system ({kind}): its file locks may not keep a \
+                     process on another host away, and its renames and fsyncs may not be atomic and \
+                     durable, which exactly-once relies on. weir refuses it by default. Put the \
+                     checkpoint on a local disk, or set {ALLOW_NETWORK_FS_ENV}=1 to accept the risk"
+                ),
+            ));
+        }
         let path = dir.join("lock");
         let file = OpenOptions::new()
             .read(true)
@@ -56,7 +98,23 @@ impl CheckpointLock {
             .mode(0o600)
             .open(&path)
             .map_err(|e| Error::checkpoint(&path, format!("cannot open the lock file: {e}")))?;
-        let mut locked = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        // `holder()` (weir inspect, the console) probes with a shared lock held for a
+        // moment; a start that meets such a probe tries again for a while instead of
+        // failing with "in use" (issue #18). A process that holds the lock holds it
+        // for its life, so it is still held when the tries run out.
+        let mut file = file;
+        let mut tries = 0;
+        let locked = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Err((f, nix::errno::Errno::EWOULDBLOCK)) if tries < LOCK_TRIES => {
+                    tries += 1;
+                    file = f;
+                    std::thread::sleep(LOCK_TRY_INTERVAL);
+                }
+                other => break other,
+            }
+        };
+        let mut locked = match locked {
             Ok(l) => l,
             Err((mut file, errno)) => {
                 if errno == nix::errno::Errno::EWOULDBLOCK {
@@ -126,4 +184,67 @@ fn write_holder(file: &mut File, holder: Option<&LockHolder>, path: &Path) -> Re
         file.sync_all()
     })()
     .map_err(|e| Error::checkpoint(path, format!("cannot write the lock file: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe by `holder()` (a shared lock held for a moment, as `weir inspect` does
+    /// while a run starts) does not make the start fail with "in use by pid 0".
+    #[test]
+    fn a_start_waits_out_a_probe() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Checkpoint::at(dir.path());
+        drop(CheckpointLock::acquire(&cp).unwrap());
+        let probe = Flock::lock(
+            File::open(cp.weir_dir().join("lock")).unwrap(),
+            FlockArg::LockSharedNonblock,
+        )
+        .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(probe);
+        });
+        let lock = CheckpointLock::acquire(&cp).expect("the start waits for the probe");
+        release.join().unwrap();
+        assert_eq!(
+            CheckpointLock::holder(&cp).map(|h| h.pid),
+            Some(std::process::id())
+        );
+        drop(lock);
+        assert_eq!(CheckpointLock::holder(&cp), None);
+    }
+
+    /// NFS, SMB/CIFS and FUSE are told apart from local file systems (ext4, xfs,
+    /// tmpfs, overlayfs, btrfs); the test machine's own is local.
+    #[test]
+    fn network_file_systems_are_recognised() {
+        for (magic, kind) in [
+            (0x6969, "NFS"),
+            (0x517B, "SMB"),
+            (0xFF53_4D42, "CIFS"),
+            (0xFE53_4D42, "SMB2"),
+            (0x6573_5546, "FUSE"),
+        ] {
+            assert_eq!(network_magic(magic), Some(kind));
+        }
+        for local in [0xEF53, 0x5846_5342, 0x0102_1994, 0x794C_7630, 0x9123_683E] {
+            assert_eq!(network_magic(local), None);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(network_file_system(dir.path()), None);
+    }
+
+    /// A process that holds the lock is still reported, by name.
+    #[test]
+    fn a_held_lock_is_refused_naming_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Checkpoint::at(dir.path());
+        let _held = CheckpointLock::acquire(&cp).unwrap();
+        match CheckpointLock::acquire(&cp) {
+            Err(Error::CheckpointLocked { pid, .. }) => assert_eq!(pid, std::process::id()),
+            other => panic!("expected CheckpointLocked, got {other:?}"),
+        }
+    }
 }

@@ -50,6 +50,26 @@ pub struct PlanRecord {
     /// Sources 1.. of the flow (`[[flow.union]]`, a stream-stream join's right side).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_sources: Vec<PlanSource>,
+    /// The Delta tables the flow writes besides its sink (`late_rows`,
+    /// `bad_records_table`), each with its own application transaction id
+    /// ([`side_table_app_id`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_tables: Vec<PlanTable>,
+}
+
+/// A side table of a flow, as the plan record names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanTable {
+    /// The pipeline key that names it: `late_rows` or `bad_records_table`.
+    pub key: String,
+    pub path: PathBuf,
+}
+
+/// The application transaction id (Delta `txn.appId`) a flow's side table is written
+/// with: `<query id>:<key>`. The sink's is the query id itself (as Spark's Delta sink);
+/// a side table has its own so that its batch N never stands for the sink's batch N.
+pub fn side_table_app_id(query_id: &str, key: &str) -> String {
+    format!("{query_id}:{key}")
 }
 
 /// A source of a flow, as the plan record names it.

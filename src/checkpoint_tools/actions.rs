@@ -247,23 +247,21 @@ pub async fn plan_rollback(checkpoint: &Path, to: u64) -> Result<ActionPlan> {
         .into_iter()
         .filter(|id| *id > to)
         .collect();
-    if let Some(plan) = cp.read_plan()?
-        && let Some(sink) = &plan.sink_path
-        && let Some(first) = beyond.first()
-    {
-        let query_id = cp.read_metadata()?.id.to_string();
-        if let Some(v) = crate::delta::txn_version(sink, &query_id).await?
-            && v >= *first as i64
-        {
-            return Err(Error::checkpoint(
-                cp.offsets_path(*first),
-                format!(
-                    "the Delta table {} already committed batch {v} of this query (txn {query_id}); \
-                     rolling its offsets back would write it twice. Run the flow instead: it finishes the batch \
-                     without writing it again",
-                    sink.display()
-                ),
-            ));
+    if let Some(first) = beyond.first() {
+        for (table, app_id) in flow_tables(&cp)? {
+            if let Some(v) = crate::delta::txn_version(&table, &app_id).await?
+                && v >= *first as i64
+            {
+                return Err(Error::checkpoint(
+                    cp.offsets_path(*first),
+                    format!(
+                        "the Delta table {} already committed batch {v} of this query (txn {app_id}); \
+                         rolling its offsets back would write it twice. Run the flow instead: it finishes the batch \
+                         without writing it again",
+                        table.display()
+                    ),
+                ));
+            }
         }
     }
     let aside = cp.weir_dir().join(format!("rollback-{}", stamp()));
@@ -398,15 +396,24 @@ pub async fn plan_repair(checkpoint: &Path) -> Result<ActionPlan> {
     })
 }
 
-/// Every Delta table the flow writes, with the application id its commits carry
-/// (`_weir/plan.json`).
+/// Every Delta table the flow writes, with the app id its batches carry: the sink
+/// (the query id) and the side tables (their own, [`crate::checkpoint::side_table_app_id`]),
+/// from `_weir/plan.json`.
 fn flow_tables(cp: &Checkpoint) -> Result<Vec<(PathBuf, String)>> {
     let query_id = cp.read_metadata()?.id.to_string();
-    Ok(cp
-        .read_plan()?
-        .and_then(|p| p.sink_path)
-        .map(|t| vec![(t, query_id)])
-        .unwrap_or_default())
+    let Some(plan) = cp.read_plan()? else {
+        return Ok(Vec::new());
+    };
+    let side = plan.side_tables.into_iter().map(|t| {
+        let app_id = crate::checkpoint::side_table_app_id(&query_id, &t.key);
+        (t.path, app_id)
+    });
+    Ok(plan
+        .sink_path
+        .map(|t| (t, query_id.clone()))
+        .into_iter()
+        .chain(side)
+        .collect())
 }
 
 /// Performs the plan's operations in order, holding the checkpoint lock.

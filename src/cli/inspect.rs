@@ -173,6 +173,12 @@ pub fn render_text(i: &Inspection) -> String {
                 l.files_existing_skipped
             ));
         }
+        if l.files_retrying > 0 {
+            out.push_str(&format!(
+                ", {} unreadable and waiting to be retried",
+                l.files_retrying
+            ));
+        }
         out.push('\n');
     }
     if let Some(s) = &i.sink {

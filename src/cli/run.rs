@@ -40,9 +40,16 @@ fn parse_trigger(s: &str) -> Result<Trigger, String> {
 
 pub fn run(args: &RunArgs) -> ExitCode {
     init_logging();
-    if let Err(m) = crate::engine::failpoint::check_env() {
-        eprintln!("error: {m}");
-        return ExitCode::from(EXIT_INVALID);
+    match crate::engine::failpoint::check_env() {
+        Ok(Some(armed)) => {
+            eprintln!("warning: {armed}");
+            tracing::warn!("{armed}");
+        }
+        Ok(None) => {}
+        Err(m) => {
+            eprintln!("error: {m}");
+            return ExitCode::from(EXIT_INVALID);
+        }
     }
     let pipeline = match pipeline::load(&args.pipeline) {
         Ok(p) => p,

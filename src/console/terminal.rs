@@ -157,16 +157,61 @@ fn install_panic_hook() {
     });
 }
 
-/// Points stderr at `$TMPDIR/weir-console-<pid>.log`; returns the old stderr.
+/// Points stderr at `$TMPDIR/weir-<uid>/weir-console-<pid>.log`; returns the old
+/// stderr. The directory is private (0700, this user's, not a link) and the file is
+/// new (`O_EXCL | O_NOFOLLOW`, 0600): a link or file planted under that name by
+/// another user is never written through.
 fn redirect_stderr() -> io::Result<(OwnedFd, PathBuf)> {
-    let path = std::env::temp_dir().join(format!("weir-console-{}.log", std::process::id()));
-    let file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)?;
+    let dir = private_log_dir()?;
+    let pid = std::process::id();
+    let mut path = dir.join(format!("weir-console-{pid}.log"));
+    let file = match open_new(&path) {
+        Ok(f) => f,
+        // A log of an earlier process with the same pid: keep it, take another name.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            path = dir.join(format!(
+                "weir-console-{pid}-{}.log",
+                uuid::Uuid::new_v4().simple()
+            ));
+            open_new(&path)?
+        }
+        Err(e) => return Err(e),
+    };
     let saved = nix::unistd::dup(io::stderr()).map_err(io::Error::from)?;
     nix::unistd::dup2_stderr(&file).map_err(io::Error::from)?;
     Ok((saved, path))
+}
+
+fn open_new(path: &std::path::Path) -> io::Result<std::fs::File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// `$TMPDIR/weir-<uid>`, created 0700; an existing one must be a real directory owned
+/// by this user and closed to others.
+fn private_log_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = std::env::temp_dir().join(format!("weir-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory of this user (a link, another owner, or open to others); \
+                 remove it or point TMPDIR elsewhere",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(dir)
 }

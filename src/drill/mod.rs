@@ -375,45 +375,51 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             if let Some(late) = t.get_mut("late_rows").and_then(|s| s.as_table_mut()) {
                 late.insert("path".into(), path_str(root.join("late_rows").join(&name)));
             }
+            // What a source writes besides the sink goes under the run's root too:
+            // quarantine files and tables, and its schema history.
+            let side_outputs = |source: &mut toml::Table, tag: &str| {
+                for (key, dir) in [
+                    ("bad_records_path", "bad_records"),
+                    ("bad_records_table", "bad_records_tables"),
+                    ("schema_location", "schemas"),
+                ] {
+                    if source.contains_key(key) {
+                        source.insert(key.into(), path_str(root.join(dir).join(tag)));
+                    }
+                }
+            };
             if let Some(source) = t.get_mut("source").and_then(|s| s.as_table_mut()) {
                 if let Some(p) = source.get("path").and_then(|p| p.as_str()) {
                     source.insert("path".into(), path_str(mapped(p)));
                 }
                 limit_files(source);
-                if source.contains_key("bad_records_path") {
-                    source.insert(
-                        "bad_records_path".into(),
-                        path_str(root.join("bad_records").join(&name)),
-                    );
-                }
-                if source.contains_key("schema_location") {
-                    source.insert(
-                        "schema_location".into(),
-                        path_str(root.join("schemas").join(&name)),
-                    );
-                }
+                side_outputs(source, &name);
             }
             if let Some(source) = t
                 .get_mut("stream_join")
                 .and_then(|j| j.as_table_mut())
                 .and_then(|j| j.get_mut("source"))
                 .and_then(|s| s.as_table_mut())
-                && let Some(p) = source.get("path").and_then(|p| p.as_str())
             {
-                source.insert("path".into(), path_str(mapped(p)));
-                limit_files(source);
+                if let Some(p) = source.get("path").and_then(|p| p.as_str()) {
+                    source.insert("path".into(), path_str(mapped(p)));
+                    limit_files(source);
+                }
+                side_outputs(source, &format!("{name}-right"));
             }
             if let Some(union) = t.get_mut("union").and_then(|u| u.as_array_mut()) {
-                for source in union
+                for (i, source) in union
                     .iter_mut()
                     .filter_map(|u| u.as_table_mut())
                     .filter_map(|u| u.get_mut("source"))
                     .filter_map(|s| s.as_table_mut())
+                    .enumerate()
                 {
                     if let Some(p) = source.get("path").and_then(|p| p.as_str()) {
                         source.insert("path".into(), path_str(mapped(p)));
                     }
                     limit_files(source);
+                    side_outputs(source, &format!("{name}-union-{i}"));
                 }
             }
             if let Some(joins) = t.get_mut("join").and_then(|j| j.as_array_mut()) {
@@ -438,14 +444,18 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
         std::fs::write(&path, body).map_err(io(&path))?;
         // Safety net: every output of the copy lies inside the work dir.
         let copy = pipeline::load(&path).map_err(|e| DrillError::Usage(e.to_string()))?;
+        let work_dir = crate::spec::normalize(&options.work_dir);
         for f in &copy.flows {
             let mut outs = vec![f.checkpoint.clone()];
-            if let SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } = &f.sink {
-                outs.push(path.clone());
+            outs.extend(f.tables_written().into_iter().map(|(_, p)| p));
+            for source in f.sources() {
+                outs.extend(source.quarantine().0.map(Path::to_path_buf));
+                if let crate::spec::SourceSpec::Files(files) = source {
+                    outs.extend(files.schema_location.clone());
+                }
             }
-            outs.extend(f.late_rows.clone());
             for o in outs {
-                if !o.starts_with(&options.work_dir) {
+                if !crate::spec::normalize(&o).starts_with(&work_dir) {
                     return Err(DrillError::Usage(format!(
                         "flow {}: output {} would lie outside the work dir; refusing to run",
                         f.name,
@@ -1034,4 +1044,72 @@ pub fn render(report: &DrillReport) -> String {
         }
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #18: the drill's copies write nothing outside the work dir: the sink,
+    /// `late_rows`, and every source's `bad_records_path`, `bad_records_table` and
+    /// `schema_location`, the stream join's right side included.
+    #[test]
+    fn the_copies_redirect_every_output_into_the_work_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipeline = dir.path().join("pipeline.toml");
+        std::fs::write(
+            &pipeline,
+            r#"
+[[flow]]
+name = "joined"
+watermark = { column = "ts", delay = "1 minute" }
+
+[flow.source]
+type = "files"
+path = "landing/left"
+format = "json"
+schema = "id BIGINT, ts TIMESTAMP"
+bad_records_path = "prod/quarantine"
+bad_records_table = "prod/quarantine_table"
+schema_location = "prod/schemas/left"
+
+[flow.stream_join]
+alias = "r"
+source = { type = "files", path = "landing/right", format = "json", schema_location = "prod/schemas/right", bad_records_table = "prod/right_quarantine" }
+watermark = { column = "ts", delay = "1 minute" }
+on = ["id"]
+time_range = { left = "ts", right = "ts", lower = "0 seconds", upper = "1 minute" }
+
+[flow.sink]
+type = "delta"
+path = "prod/joined"
+"#,
+        )
+        .unwrap();
+        let work_dir = dir.path().join("work");
+        let options = DrillOptions {
+            pipeline: pipeline.clone(),
+            flows: None,
+            kills: 0,
+            seed: 1,
+            key: Vec::new(),
+            work_dir: work_dir.clone(),
+            exe: PathBuf::from("weir"),
+            max_files_per_trigger: None,
+        };
+        let prepared = prepare(&options).expect("prepared");
+        for copy in [&prepared.drill, &prepared.reference] {
+            let text = std::fs::read_to_string(copy).unwrap();
+            let body: String = text.lines().skip(1).collect::<Vec<_>>().join("\n");
+            assert!(!body.contains("prod/"), "{body}");
+            let loaded = pipeline::load(copy).unwrap();
+            let flow = &loaded.flows[0];
+            for source in flow.sources() {
+                let crate::spec::SourceSpec::Files(files) = source else {
+                    panic!("files sources");
+                };
+                assert!(files.schema_location.as_ref().unwrap().starts_with(&work_dir));
+            }
+        }
+    }
 }

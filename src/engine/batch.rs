@@ -393,13 +393,35 @@ async fn replay(
 /// schema. New columns that widen the schema are recorded in the source's schema
 /// history, then stop the flow before anything is written (Auto Loader): the next
 /// start re-runs this batch with the wider schema.
+///
+/// `written`: the batch is a re-run the sink already holds, of a flow that keeps no
+/// state and no watermark: nothing is read; each file ends as its first attempt
+/// recorded ([`Input::recorded_read`]).
 pub async fn read(
     spec: &FlowSpec,
     flow: &mut FlowPlan,
     mut batch: PlannedBatch,
     events: &FlowEvents,
+    written: bool,
 ) -> Result<ReadBatch> {
     let started = Instant::now();
+    if written {
+        tracing::info!(
+            batch_id = batch.batch_id,
+            "re-run batch already in the sink table; its files are not read again (recorded outcomes kept)"
+        );
+        let reads = flow
+            .inputs
+            .iter()
+            .map(|input| input.recorded_read(batch.batch_id))
+            .collect::<Result<Vec<_>>>()?;
+        batch.timings.get_batch = ms_since(started);
+        return Ok(ReadBatch {
+            planned: batch,
+            reads,
+            new_columns_ignored: Vec::new(),
+        });
+    }
     let mut reads = Vec::with_capacity(batch.parts.len());
     for (part, input) in batch.parts.iter().zip(flow.inputs.iter_mut()) {
         let read = input.read(&part.files).await?;
@@ -459,6 +481,11 @@ pub async fn read(
                 });
             }
         }
+    }
+    // Each file's outcome is durable before anything is written, so a re-run of this
+    // batch after a crash ends each file the same way (issue #18).
+    for (read, input) in reads.iter().zip(flow.inputs.iter_mut()) {
+        input.record_outcomes(batch.batch_id, read)?;
     }
     Ok(ReadBatch {
         planned: batch,
@@ -625,8 +652,8 @@ fn passthrough(split: Split) -> Vec<RecordBatch> {
 }
 
 /// Step 5b (`addBatch`, the write): quarantined records, then the sink's one commit for
-/// the batch, then late rows, each carrying txn(query id, N) so a re-run writes at most
-/// once. Flows of this process streaming from the sink's table are told at once.
+/// the batch, then late rows, each carrying txn(app id, N) so a re-run writes at most
+/// once (the sink's app id is the query id, each side table's its own). Flows of this process streaming from the sink's table are told at once.
 pub async fn write(
     spec: &FlowSpec,
     output_schema: &SchemaRef,
@@ -642,7 +669,7 @@ pub async fn write(
             let schema = crate::sink::quarantine::records_schema();
             let records = crate::sink::quarantine::records_batch(&q.records)?;
             sinks
-                .write_side(table, batch_id, vec![records], Some(&schema))
+                .write_side(table, "bad_records_table", batch_id, vec![records], Some(&schema))
                 .await?;
         }
     }
@@ -655,7 +682,7 @@ pub async fn write(
     if let Some(path) = &spec.late_rows
         && !late.is_empty()
     {
-        sinks.write_side(path, batch_id, late, None).await?;
+        sinks.write_side(path, "late_rows", batch_id, late, None).await?;
     }
     if !sink.skipped
         && sink.delta_version.is_some()

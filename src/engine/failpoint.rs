@@ -44,15 +44,28 @@ fn armed() -> Option<&'static Armed> {
         .as_ref()
 }
 
-/// Validates `WEIR_FAILPOINT` so a typo does not silently disarm a drill.
-pub fn check_env() -> Result<(), String> {
+/// Validates `WEIR_FAILPOINT` so a typo does not silently disarm a drill, and says
+/// loudly when one is armed: failpoints are in every build (`weir drill` crashes the
+/// real binary with them), so a variable left set in a production shell must not go
+/// unnoticed. Returns the announcement to print, if armed.
+pub fn check_env() -> Result<Option<String>, String> {
     match armed() {
         Some(a) if !FAILPOINTS.contains(&a.name.as_str()) => Err(format!(
             "WEIR_FAILPOINT={:?} is not a failpoint; allowed: {}",
             a.name,
             FAILPOINTS.join(", ")
         )),
-        _ => Ok(()),
+        Some(a) => Ok(Some(format!(
+            "WEIR_FAILPOINT is armed: this process aborts (like kill -9) at step {} of {} of {}. \
+             This is a crash drill; unset WEIR_FAILPOINT for a normal run",
+            a.name,
+            a.batch
+                .map_or_else(|| "the first batch that reaches it".to_string(), |b| format!("batch {b}")),
+            a.flow
+                .as_deref()
+                .map_or_else(|| "any flow".to_string(), |f| format!("flow {f}")),
+        ))),
+        None => Ok(None),
     }
 }
 

@@ -174,7 +174,19 @@ async fn run(
                 source_path: s.path().to_path_buf(),
             })
             .collect(),
+        side_tables: spec
+            .tables_written()
+            .into_iter()
+            .filter(|(key, _)| *key != "sink.path")
+            .map(|(key, path)| crate::checkpoint::PlanTable {
+                key: key.to_string(),
+                path,
+            })
+            .collect(),
     })?;
+    // Before recovery touches any source record (the ledger).
+    let last_planned = checkpoint.latest_offsets()?.map(|(id, _)| id);
+    refuse_table_ahead(spec, &checkpoint, &query_id, last_planned).await?;
     let recovered = recover::recover(&checkpoint, &spec.sources(), now_ms())?;
     if recovered.last_planned.is_none() {
         refuse_existing_table(spec, &checkpoint, &query_id).await?;
@@ -263,7 +275,16 @@ async fn run(
             events.status(FlowStatus::Running);
             idle = false;
         }
-        let read = batch::read(spec, f, planned, events).await?;
+        // A re-run batch the sink already holds, of a flow whose next batch does not
+        // depend on this one's rows (no state, no watermark), is not read again: its
+        // files may be gone (retention, VACUUM) and their rows are in the table.
+        let written = planned.replayed
+            && !spec.stateful.is_stateful()
+            && spec.stateful.watermark.is_none()
+            && spec.stream_join.is_none()
+            && spec.union.iter().all(|u| u.watermark.is_none())
+            && sinks.holds_batch(planned.batch_id).await;
+        let read = batch::read(spec, f, planned, events, written).await?;
         let output = batch::transform(spec, f, read).await?;
         let written = batch::write(spec, &f.output_schema, output, &mut sinks).await?;
         let committed = batch::commit(spec, f, written, &checkpoint)?;
@@ -336,6 +357,39 @@ async fn run(
     summary.elapsed_ms = ms_since(run_start);
     drop(lock);
     Ok(summary)
+}
+
+/// Refuses to start when the sink table records a batch of this query past the
+/// checkpoint's last planned batch ([`crate::delta::table_ahead_error`]). A table that
+/// cannot be read now is left to the sink's own open and retries (health
+/// `sink_unavailable`); the sink's write checks the same again before each batch.
+async fn refuse_table_ahead(
+    spec: &FlowSpec,
+    checkpoint: &Checkpoint,
+    query_id: &str,
+    last_planned: Option<u64>,
+) -> Result<()> {
+    let Some(table) = spec.writes() else {
+        return Ok(());
+    };
+    let txn = match crate::delta::txn_version(&table, query_id).await {
+        Ok(Some(v)) => v,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            tracing::warn!(table = %table.display(), error = %e, "cannot read the sink table's transactions at start; the sink's open retries");
+            return Ok(());
+        }
+    };
+    if last_planned.is_some_and(|b| txn <= b as i64) {
+        return Ok(());
+    }
+    Err(crate::delta::table_ahead_error(
+        &table,
+        checkpoint.root(),
+        query_id,
+        txn,
+        last_planned,
+    ))
 }
 
 /// A new checkpoint (no batch planned yet) over a sink table that already has rows: the

@@ -78,10 +78,13 @@ impl Sinks {
         }
     }
 
-    /// Writes batch `batch_id`'s rows to the side table at `path` (created on first use).
+    /// Writes batch `batch_id`'s rows to the side table at `path` (created on first use),
+    /// named by its pipeline `key` (`late_rows`, `bad_records_table`), with the side
+    /// table's own app id ([`crate::checkpoint::side_table_app_id`]).
     pub async fn write_side(
         &mut self,
         path: &Path,
+        key: &str,
         batch_id: u64,
         rows: Vec<RecordBatch>,
         schema: Option<&SchemaRef>,
@@ -97,7 +100,8 @@ impl Sinks {
                     allow_existing_table: true,
                     column_mapping_mode: None,
                 };
-                let sink = Sink::open(&spec, &self.app_id).await?;
+                let app_id = crate::checkpoint::side_table_app_id(&self.app_id, key);
+                let sink = Sink::open(&spec, &app_id).await?;
                 self.side.push((path.to_path_buf(), sink));
                 self.side.len() - 1
             }
@@ -106,6 +110,19 @@ impl Sinks {
             .1
             .add_batch_mode(batch_id, rows, false, schema)
             .await
+    }
+
+    /// Whether the sink table already holds batch `batch_id` of this query (its Delta
+    /// `txn`): a re-run batch whose first attempt committed it. False for sinks without
+    /// a transaction log (memory, console) and when the table cannot be read.
+    pub async fn holds_batch(&self, batch_id: u64) -> bool {
+        let (SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. }) = &self.spec else {
+            return false;
+        };
+        matches!(
+            crate::delta::txn_version(path, &self.app_id).await,
+            Ok(Some(v)) if v >= batch_id as i64
+        )
     }
 
     /// The sink's description once opened (Spark's `sink.description`), else the spec's.

@@ -233,6 +233,8 @@ pub struct FilesSourceFile {
     pub allow_non_numeric_numbers: Option<Spanned<bool>>,
     /// CSV and JSON: a longer record is a corrupt record (rescued or quarantined).
     pub max_record_size: Option<ByteSize>,
+    /// CSV and JSON: a file larger than this once decompressed fails as a whole.
+    pub max_file_size: Option<ByteSize>,
     /// CSV and JSON: `permissive` (default) or `failfast` (Spark's `mode`).
     pub mode: Option<Spanned<String>>,
     /// JSON inference: numbers with a fraction are decimals (Spark's `prefersDecimal`).

@@ -78,6 +78,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
             ));
         }
         flows.push(resolve_flow(&cx, &base, span.clone(), flow)?);
+        if let Some((last, earlier)) = flows.split_last() {
+            check_tables_written(last, earlier).map_err(|m| cx.error(span.clone(), m))?;
+        }
         let this = flows.last().map(|f: &FlowSpec| f.reads());
         if let Some(reads) = this
             && flows
@@ -96,6 +99,62 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
         path: path.to_path_buf(),
         flows,
     })
+}
+
+/// Issue #18: every table a flow writes is its own (a side table on the sink's path
+/// would take the sink's batch, or the sink the side table's), two flows share a table
+/// only when both just append to it, and no two sources share a `bad_records_path`.
+fn check_tables_written(flow: &FlowSpec, earlier: &[FlowSpec]) -> Result<(), String> {
+    let mine = flow.tables_written();
+    for (i, (key, path)) in mine.iter().enumerate() {
+        if let Some((other, _)) = mine[..i].iter().find(|(_, p)| p == path) {
+            return Err(format!(
+                "flow {:?} writes {} as both {other} and {key}; each table a flow writes needs its own path",
+                flow.name,
+                path.display()
+            ));
+        }
+        for e in earlier {
+            for (other_key, other_path) in e.tables_written() {
+                if &other_path != path {
+                    continue;
+                }
+                let both_append = *key == "sink.path"
+                    && other_key == "sink.path"
+                    && flow.sink_appends_only()
+                    && e.sink_appends_only();
+                if !both_append {
+                    return Err(format!(
+                        "flows {:?} ({other_key}) and {:?} ({key}) both write {}; two flows may share a table \
+                         only when both are Delta sinks in output mode append (a MERGE, a complete-mode \
+                         overwrite or a side table would overwrite or skip the other's batches)",
+                        e.name,
+                        flow.name,
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    let dirs = |f: &FlowSpec| -> Vec<std::path::PathBuf> {
+        f.sources()
+            .into_iter()
+            .filter_map(|s| s.quarantine().0.map(crate::spec::normalize))
+            .collect()
+    };
+    let mine = dirs(flow);
+    for (i, dir) in mine.iter().enumerate() {
+        let shared = mine[..i].contains(dir)
+            || earlier.iter().any(|e| dirs(e).contains(dir));
+        if shared {
+            return Err(format!(
+                "bad_records_path {} is used twice (flow {:?}); give each source its own quarantine directory",
+                dir.display(),
+                flow.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn valid_flow_name(name: &str) -> bool {
@@ -1420,6 +1479,21 @@ fn resolve_text(
         }
         text.max_record_bytes = Some(max.0);
     }
+    if let Some(max) = &files.max_file_size {
+        if format == FileFormat::Parquet {
+            return Err(cx.error(
+                0..0,
+                "max_file_size applies to CSV and JSON files (decoded whole); Parquet files are read by row group".into(),
+            ));
+        }
+        if max.0 == 0 {
+            return Err(cx.error(
+                0..0,
+                "max_file_size must be at least 1 byte, e.g. \"4 GiB\"".into(),
+            ));
+        }
+        text.max_file_bytes = max.0;
+    }
     let mut timestamps = TimestampOptions::default();
     if let Some(tz) = &files.session_time_zone {
         let name = tz.get_ref().trim();
@@ -1512,6 +1586,7 @@ fn resolve_delta(
             src.allow_non_numeric_numbers.is_some(),
         ),
         ("max_record_size", src.max_record_size.is_some()),
+        ("max_file_size", src.max_file_size.is_some()),
         ("session_time_zone", src.session_time_zone.is_some()),
         ("timestamp_format", src.timestamp_format.is_some()),
         ("partition_columns", src.partition_columns.is_some()),

@@ -126,7 +126,19 @@ impl DeltaSink {
         let committed = crate::delta::table_txn_version(&self.table, &self.app_id)
             .await
             .map_err(|e| self.err(e))?;
-        let done = committed.is_some_and(|v| v >= batch_id as i64);
+        if let Some(v) = committed
+            && v > batch_id as i64
+        {
+            // Only a table ahead of the checkpoint records a later batch of this query.
+            return Err(crate::delta::table_ahead_error(
+                &self.path,
+                &self.path,
+                &self.app_id,
+                v,
+                Some(batch_id),
+            ));
+        }
+        let done = committed == Some(batch_id as i64);
         if done {
             tracing::info!(batch_id, app_id = %self.app_id, "batch already in the Delta log (replay after a crash); skipping the write");
             crate::delta::sync_txn_commit(&self.table, &self.path, &self.app_id, batch_id).await?;

@@ -171,6 +171,32 @@ impl FlowSpec {
         out
     }
 
+    /// Every Delta table this flow writes, with the key that names it: the sink
+    /// (`sink.path`), `late_rows`, and each source's `bad_records_table`. Each is written
+    /// with its own application transaction id ([`FlowSpec::side_app_id`]).
+    pub fn tables_written(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut out = Vec::new();
+        if let Some(sink) = self.writes() {
+            out.push(("sink.path", sink));
+        }
+        if let Some(late) = &self.late_rows {
+            out.push(("late_rows", normalize(late)));
+        }
+        for source in self.sources() {
+            if let (_, Some(table)) = source.quarantine() {
+                out.push(("bad_records_table", normalize(table)));
+            }
+        }
+        out
+    }
+
+    /// Whether the sink only appends rows (a Delta sink in output mode append): two
+    /// flows may share such a table; a MERGE or a complete-mode overwrite may not.
+    pub fn sink_appends_only(&self) -> bool {
+        matches!(self.sink, SinkSpec::Delta { .. })
+            && self.stateful.output_mode == OutputMode::Append
+    }
+
     /// The table this flow writes, if it is a Delta table.
     pub fn writes(&self) -> Option<PathBuf> {
         match &self.sink {

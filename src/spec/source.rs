@@ -33,6 +33,16 @@ impl SourceSpec {
         }
     }
 
+    /// Where the source's unparseable records go: `bad_records_path` (a directory of JSON
+    /// files) and `bad_records_table` (a Delta table); none for a Delta source.
+    pub fn quarantine(&self) -> (Option<&Path>, Option<&Path>) {
+        match self {
+            SourceSpec::Files(f) => (f.bad_records_path.as_deref(), f.bad_records_table.as_deref()),
+            SourceSpec::Kafka(k) => (k.bad_records_path.as_deref(), k.bad_records_table.as_deref()),
+            SourceSpec::Delta(_) => (None, None),
+        }
+    }
+
     /// The directory the source reads; for Kafka, [`KafkaSourceSpec::locator`].
     pub fn path(&self) -> &Path {
         match self {
@@ -179,6 +189,10 @@ pub struct TextOptions {
     pub allow_non_numeric_numbers: bool,
     /// A record (JSON line, CSV record) longer than this many bytes is a corrupt record.
     pub max_record_bytes: Option<u64>,
+    /// A CSV or JSON file larger than this many bytes once decompressed is not read (a
+    /// gzip bomb, a runaway export): it fails as a whole, named, and its rows are not
+    /// ingested ([`DEFAULT_MAX_FILE_BYTES`] unless `max_file_size` says otherwise).
+    pub max_file_bytes: u64,
     /// How timestamp text is read.
     pub timestamps: super::time::TimestampOptions,
     /// What a malformed record does (Spark's `mode`): kept (`permissive`) or fatal (`failfast`).
@@ -188,12 +202,18 @@ pub struct TextOptions {
     pub prefers_decimal: bool,
 }
 
+/// `max_file_size`'s default: 1 GiB of decompressed CSV or JSON per file. A file is
+/// decoded whole, so this bounds the memory one file can take (about 2-3x this while
+/// its Arrow columns are built).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
+
 impl Default for TextOptions {
     fn default() -> Self {
         TextOptions {
             encoding: TextEncoding::Utf8,
             allow_non_numeric_numbers: true,
             max_record_bytes: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             timestamps: Default::default(),
             mode: ParseMode::Permissive,
             prefers_decimal: false,

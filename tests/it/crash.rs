@@ -303,8 +303,12 @@ async fn sorted_rows(dir: &Path) -> Vec<String> {
     out
 }
 
+/// A re-run batch must end each file as its first attempt did. When the sink already
+/// holds the batch and the flow keeps no state, the re-run reads nothing (issue #18: a
+/// file removed meanwhile, by retention say, must not crash-loop the flow), and the
+/// file is not ingested a second time when it comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rerun_batch_whose_file_is_unreadable_fails_instead_of_splitting() {
+async fn a_rerun_batch_whose_file_is_unreadable_does_not_split_or_loop() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let pipeline = write_pipeline(
@@ -329,17 +333,16 @@ path = "table"
     // Batch 0 reaches the table, then the process dies before commits/0.
     let crashed = run(&pipeline, Some("after_sink_commit:0"));
     assert!(!crashed.status.success());
-    // While it is down, one of the batch's files becomes unreadable.
+    // While it is down, one of the batch's files becomes unreadable: the re-run
+    // finishes without reading (the table holds batch 0).
     std::fs::rename(landing.join("b.csv"), dir.join("b.csv.away")).unwrap();
-    let refused = run(&pipeline, None);
+    let rerun = run(&pipeline, None);
     assert!(
-        !refused.status.success(),
-        "the re-run must not go on without b.csv"
+        rerun.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
     );
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("re-run after a restart"), "{stderr}");
-    // The file is back: the batch re-runs whole, its write is skipped (already in the
-    // table), and b.csv is not ingested a second time by a later batch.
+    // The file is back: it is not ingested a second time by a later batch.
     std::fs::rename(dir.join("b.csv.away"), landing.join("b.csv")).unwrap();
     let ok = run(&pipeline, None);
     assert!(
@@ -350,4 +353,66 @@ path = "table"
     let mut ids = column_strings(&delta_rows(&dir.join("table")).await, "id");
     ids.sort();
     assert_eq!(ids, vec!["1", "2", "3", "4"]);
+}
+
+/// Issue #18: a file's outcome in batch N is recorded before the sink write and the
+/// re-run reproduces it. Batch 0 met a truncated gzip (failed) and reached the table;
+/// the process died before `commits/0`; meanwhile the file was replaced by a complete
+/// copy. Before, the re-run read the complete copy into its skipped write and the ledger
+/// marked it committed: its rows never reached the table. Now the re-run keeps it
+/// failed, and the changed file is ingested by the next batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_batch_keeps_the_outcomes_of_its_first_attempt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = write_pipeline(
+        dir,
+        r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+schema = "id BIGINT"
+[flow.sink]
+type = "delta"
+path = "table"
+"#,
+    );
+    let landing = dir.join("landing");
+    land(&landing, "a.json", b"{\"id\":1}\n{\"id\":2}\n");
+    let gzip = |ids: std::ops::Range<i32>| {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        for id in ids {
+            writeln!(e, "{{\"id\":{id}}}").unwrap();
+        }
+        e.finish().unwrap()
+    };
+    let full = gzip(10..40);
+    land(&landing, "b.json.gz", &full[..full.len() / 2]);
+    let crashed = run(&pipeline, Some("after_sink_commit:0"));
+    assert!(!crashed.status.success());
+    // An armed failpoint says so before anything runs.
+    let stderr = String::from_utf8_lossy(&crashed.stderr);
+    assert!(
+        stderr.contains("WEIR_FAILPOINT is armed") && stderr.contains("batch 0"),
+        "{stderr}"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    land(&landing, "b.json.gz", &full);
+    let ok = run(&pipeline, None);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let ids = column_strings(&delta_rows(&dir.join("table")).await, "id");
+    assert_eq!(ids.len(), 2 + 30, "every row once: {ids:?}");
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ids.len(), "no row twice");
 }

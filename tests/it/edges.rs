@@ -1193,3 +1193,150 @@ path = "table"
         ["2"]
     );
 }
+
+/// Copies a directory tree (a checkpoint "backup" taken by hand).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Issue #18: a checkpoint restored from an older backup is behind its sink table (the
+/// table's txn records a later batch of the same query). Before, the next batch id was
+/// taken for "already written" and the newly landed file was marked ingested but never
+/// reached the table; now the start is refused naming both versions, nothing is written,
+/// and the newest checkpoint carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_behind_its_table_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    let checkpoint = dir.join("_checkpoints/t");
+    land(&landing, "a.json", b"{\"id\":1}\n{\"id\":2}\n");
+    let p = pipeline(dir, "json", "");
+    run_ok(&p);
+    let old = dir.join("old-checkpoint");
+    copy_tree(&checkpoint, &old);
+    land(&landing, "b.json", b"{\"id\":3}\n");
+    run_ok(&p);
+    let newest = dir.join("newest-checkpoint");
+    copy_tree(&checkpoint, &newest);
+    let version = delta_version(&table).await;
+
+    // The old backup restored over the checkpoint, and a new file lands.
+    std::fs::remove_dir_all(&checkpoint).unwrap();
+    copy_tree(&old, &checkpoint);
+    land(&landing, "c.json", b"{\"id\":4}\n");
+    let stderr = run_err(&p);
+    for fact in [
+        "ahead of this checkpoint",
+        "records batch 1",
+        "last batch is 0",
+        "checkpoint_incompatible",
+    ] {
+        assert!(stderr.contains(fact), "missing {fact:?}: {stderr}");
+    }
+    assert_eq!(delta_version(&table).await, version, "nothing written");
+
+    // Offsets and commits deleted, metadata kept: the same refusal, and the ledger
+    // is left as it was (recovery has not run).
+    std::fs::remove_dir_all(checkpoint.join("offsets")).unwrap();
+    std::fs::remove_dir_all(checkpoint.join("commits")).unwrap();
+    let ledger_before = std::fs::read(checkpoint.join("sources/0/ledger.sqlite")).unwrap();
+    let stderr = run_err(&p);
+    assert!(stderr.contains("last batch is none"), "{stderr}");
+    assert_eq!(
+        std::fs::read(checkpoint.join("sources/0/ledger.sqlite")).unwrap(),
+        ledger_before
+    );
+
+    // The newest checkpoint restored: c.json is ingested, nothing twice.
+    std::fs::remove_dir_all(&checkpoint).unwrap();
+    copy_tree(&newest, &checkpoint);
+    run_ok(&p);
+    assert_eq!(
+        table_lines(&table, &["id"], "id", ",").await,
+        ["1", "2", "3", "4"]
+    );
+}
+
+/// Issue #18: a checkpoint with batches whose file ledger is gone is refused (a new,
+/// empty ledger would ingest every file again), never recreated silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_ledger_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    let p = pipeline(dir, "json", "");
+    run_ok(&p);
+    let ledger = dir.join("_checkpoints/t/sources/0/ledger.sqlite");
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = ledger.as_os_str().to_owned();
+        name.push(suffix);
+        std::fs::remove_file(PathBuf::from(name)).ok();
+    }
+    land(&landing, "b.json", b"{\"id\":2}\n");
+    let stderr = run_err(&p);
+    assert!(stderr.contains("the file ledger is missing"), "{stderr}");
+    assert!(stderr.contains("ledger.sqlite"), "{stderr}");
+    assert!(!ledger.exists(), "not recreated");
+    assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1"]);
+}
+
+/// Issue #18: a gzip bomb (a small file that inflates past `max_file_size`) and a
+/// plain file over the limit fail as a whole, named, without being held in memory;
+/// the other files of the batch are ingested, and nothing is silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_bomb_fails_alone_within_max_file_size() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    land(&landing, "good.json", b"{\"id\":1}\n{\"id\":2}\n");
+    // 64 MiB of JSON lines from a gzip of well under 1 MiB.
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let line = b"{\"id\":3}\n";
+    for _ in 0..(64 << 20) / line.len() {
+        e.write_all(line).unwrap();
+    }
+    let bomb = e.finish().unwrap();
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    land(&landing, "bomb.json.gz", &bomb);
+    land(&landing, "big.json", &b"{\"id\":4}\n".repeat(200_000));
+    let p = pipeline(
+        dir,
+        "json",
+        "schema = \"id BIGINT\"\nmax_file_size = \"1 MiB\"",
+    );
+    let out = run_ok(&p);
+    let records = progress(&out);
+    let failed: u64 = records
+        .iter()
+        .map(|r| r["weir"]["numFilesFailed"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(failed, 2, "{records:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("decompresses to more than max_file_size"), "{text}");
+    assert!(text.contains("bytes, over max_file_size"), "{text}");
+    assert_eq!(
+        table_lines(&dir.join("table"), &["id"], "id", ",").await,
+        ["1", "2"]
+    );
+    let inspect = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("\"files_failed\": 2"), "{text}");
+}

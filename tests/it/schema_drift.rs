@@ -313,6 +313,31 @@ async fn unparseable_records_go_to_a_delta_quarantine_table_once_even_after_a_cr
     );
     let rows = delta_rows(&dir.join("table")).await;
     assert_eq!(num_rows(&rows) + num_rows(&quarantined), 7, "nothing lost");
+    // The quarantine table has its own app id (issue #18): its batch 0 never stands
+    // for the sink's batch 0.
+    let metadata: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("_checkpoints/t/metadata")).unwrap(),
+    )
+    .unwrap();
+    let query = metadata["id"].as_str().unwrap();
+    let quarantine = dir.join("lake/quarantine");
+    let side_app_id = format!("{query}:bad_records_table");
+    assert_eq!(
+        weir::delta::txn_version(&quarantine, &side_app_id)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        weir::delta::txn_version(&quarantine, query).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        weir::delta::txn_version(&dir.join("table"), query)
+            .await
+            .unwrap(),
+        Some(0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use super::{Backlog, BatchFiles, Evolution, Planned, source_dir};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::schema::evolve::{evolve, strings_only};
-use crate::source::files::ledger::Ledger;
+use crate::source::files::ledger::{FileOutcome, Ledger};
 use crate::source::files::{BatchRead, FileSource, schema_store, select};
 use crate::spec::EvolutionMode;
 use crate::spec::{FilesSource, Trigger};
@@ -86,6 +86,22 @@ impl FilesInput {
         last_commit: Option<u64>,
         now_ms: i64,
     ) -> Result<()> {
+        let path = ledger_path(checkpoint, index);
+        if let Some(batch) = last_planned
+            && !path.exists()
+        {
+            // Never recreated silently: an empty ledger lists every file as new.
+            return Err(Error::checkpoint(
+                &path,
+                format!(
+                    "the file ledger is missing, but the checkpoint has batches up to {batch}: a new ledger \
+                     would take every file in the landing directory as new and ingest it again (duplicates). \
+                     Nothing was written. Restore the ledger from a copy of the checkpoint \
+                     (`weir checkpoint backup` makes one), or start over as \
+                     `weir playbook checkpoint_incompatible` describes"
+                ),
+            ));
+        }
         let mut ledger = open_ledger(checkpoint, index)?;
         ledger.discard_unplanned_after(last_planned)?;
         ledger.settle_committed_through(last_commit, now_ms)?;
@@ -136,10 +152,30 @@ impl FilesInput {
         }))
     }
 
+    /// The files batch N planned, to read again; files whose first attempt recorded
+    /// them as failed or to retry are not read again: they end as recorded
+    /// ([`crate::source::files::ledger::Ledger::record_outcomes`]).
     pub fn replay(&mut self, batch_id: u64) -> Result<BatchFiles> {
-        Ok(BatchFiles::Files(
-            self.source.ledger.files_for_batch(batch_id)?,
-        ))
+        let ledger = &self.source.ledger;
+        let not_read: std::collections::HashSet<String> = ledger
+            .recorded_outcomes(batch_id)?
+            .into_iter()
+            .filter(|(_, o)| !matches!(o, FileOutcome::Ingested { .. }))
+            .map(|(path, _)| path)
+            .collect();
+        let files = ledger
+            .files_for_batch(batch_id)?
+            .into_iter()
+            .filter(|f| !not_read.contains(&f.path))
+            .collect();
+        Ok(BatchFiles::Files(files))
+    }
+
+    /// Records the outcomes of batch N's read before its sink write.
+    pub fn record_outcomes(&mut self, batch_id: u64, read: &BatchRead) -> Result<()> {
+        self.source
+            .ledger
+            .record_outcomes(batch_id, &read.outcomes)
     }
 
     /// New columns in the batch's files against the schema, per `schema_evolution`:

@@ -260,6 +260,39 @@ impl Input {
         }
     }
 
+    /// A read of re-run batch N that reads nothing: the files' outcomes as its first
+    /// attempt recorded them (files), no rows.
+    pub fn recorded_read(&self, batch_id: u64) -> Result<BatchRead> {
+        match self {
+            Input::Files(f) => {
+                let outcomes = f.source.ledger.recorded_outcomes(batch_id)?;
+                // The progress record counts the rows the first attempt read.
+                let num_rows = outcomes
+                    .iter()
+                    .map(|(_, o)| match o {
+                        FileOutcome::Ingested { num_rows } => *num_rows,
+                        _ => 0,
+                    })
+                    .sum();
+                Ok(BatchRead {
+                    outcomes,
+                    num_rows,
+                    ..BatchRead::default()
+                })
+            }
+            Input::Delta(_) | Input::Kafka(_) => Ok(BatchRead::default()),
+        }
+    }
+
+    /// Records the outcome of each file the read met (files only: ingested, failed,
+    /// retry), before the batch's sink write, so a re-run reproduces them.
+    pub fn record_outcomes(&mut self, batch_id: u64, read: &BatchRead) -> Result<()> {
+        match self {
+            Input::Files(f) => f.record_outcomes(batch_id, read),
+            Input::Delta(_) | Input::Kafka(_) => Ok(()),
+        }
+    }
+
     /// What the read's new columns mean for the schema (Auto Loader's schema evolution).
     pub fn evolve(&self, read: &BatchRead) -> Evolution {
         match self {

@@ -64,7 +64,11 @@ pub fn infer_schema(
         FileFormat::Json | FileFormat::Csv => {
             let mut root = StructTy::default();
             for file in files {
-                let text = match read_contents(&file.path, text_options.encoding) {
+                let text = match read_contents(
+                    &file.path,
+                    text_options.encoding,
+                    text_options.max_file_bytes,
+                ) {
                     Ok(text) => text,
                     Err(e @ FileReadError::Corrupt { .. }) => {
                         corrupt.get_or_insert(e);

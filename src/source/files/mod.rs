@@ -18,6 +18,10 @@
 //! - files the ledger knows with the same size and modification time;
 //! - files the ledger recorded as failed (unusable content, e.g. a truncated gzip)
 //!   with the same size and modification time; a changed version is taken again;
+//! - files that could not be read (permissions, vanished, an I/O error) until their
+//!   backoff has passed ([`ledger::retry_backoff_ms`]: 1 s, doubling per failed
+//!   attempt, at most 5 minutes), so an unreadable file does not make every trigger a
+//!   new batch; a changed version is taken at once;
 //! - files the ledger knows with another size or modification time (rewritten in
 //!   place): logged and counted once as `numFilesModifiedAfterIngestion`, and
 //!   ingested again only with `allow_overwrites = true` (key = path + size + mtime).
@@ -165,13 +169,26 @@ impl FileSource {
             .ledger
             .lookup_many(found.iter().map(|f| f.path.as_str()))?;
         for (file, known) in found.into_iter().zip(known) {
+            let unchanged = |k: &ledger::LedgerEntry| {
+                k.size == file.size && k.modification_time_ms == file.modification_time_ms
+            };
             match known {
                 None => listing.candidates.push(file),
+                // A file that could not be read is taken again once its backoff has passed.
+                Some(known) if known.state == ledger::FileState::Retry && unchanged(&known) => {
+                    if known.retry_due(now_ms) {
+                        listing.candidates.push(file);
+                    }
+                }
+                Some(known) if unchanged(&known) => {}
+                // A file that failed (e.g. a truncated upload) or could not be read is
+                // taken again once it changes.
                 Some(known)
-                    if known.size == file.size
-                        && known.modification_time_ms == file.modification_time_ms => {}
-                // A file that failed (e.g. a truncated upload) is taken again once it changes.
-                Some(known) if known.state == ledger::FileState::Failed => {
+                    if matches!(
+                        known.state,
+                        ledger::FileState::Failed | ledger::FileState::Retry
+                    ) =>
+                {
                     listing.candidates.push(file)
                 }
                 Some(_) if self.options.allow_overwrites => {

@@ -401,11 +401,11 @@ pub(crate) fn decode_data(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFil
     match spec.format {
         FileFormat::Parquet => parquet_file::decode(meta, spec, &schema),
         FileFormat::Json => {
-            let text = read_contents(&meta.path, spec.text.encoding)?;
+            let text = read_contents(&meta.path, spec.text.encoding, spec.text.max_file_bytes)?;
             json_lines::decode(&text, meta, spec, &schema)
         }
         FileFormat::Csv => {
-            let text = read_contents(&meta.path, spec.text.encoding)?;
+            let text = read_contents(&meta.path, spec.text.encoding, spec.text.max_file_bytes)?;
             csv_file::decode(&text, meta, spec, &schema)
         }
     }
@@ -431,16 +431,53 @@ pub fn decode_text(
 
 /// The bytes of a JSON or CSV file as the decoders see them: gunzipped when the
 /// file starts with the gzip magic, transcoded to UTF-8 from `encoding`, without a
-/// leading byte-order mark.
+/// leading byte-order mark. A file larger than `max_bytes`, on disk or once
+/// decompressed (a gzip bomb), fails as a whole before it is held in memory
+/// (`max_file_size`).
 pub fn read_contents(
     path: &std::path::Path,
     encoding: TextEncoding,
+    max_bytes: u64,
 ) -> Result<Vec<u8>, FileReadError> {
-    let raw = std::fs::read(path).map_err(|source| FileReadError::Io {
+    let io = |source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    decode_contents(path, raw, encoding)
+    };
+    let mut file = open_listed(path)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > max_bytes {
+        return Err(too_large(path, &format!("is {size} bytes, over"), max_bytes));
+    }
+    let mut raw = Vec::with_capacity(size as usize);
+    file.read_to_end(&mut raw).map_err(io)?;
+    decode_contents(path, raw, encoding, max_bytes)
+}
+
+/// Opens a listed file for reading without following a symbolic link in its place
+/// (`O_NOFOLLOW`): the listing skipped links, so a link swapped in between the
+/// listing and the read (to `/etc/shadow`, say) is refused, not read. Such a file
+/// fails as a whole and is named.
+pub fn open_listed(path: &std::path::Path) -> Result<std::fs::File, FileReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| {
+            if source.raw_os_error() == Some(nix::libc::ELOOP) {
+                FileReadError::Unsupported {
+                    path: path.to_path_buf(),
+                    message: "is a symbolic link now (it was a file when the directory was listed); \
+                              links are not followed"
+                        .into(),
+                }
+            } else {
+                FileReadError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })
 }
 
 /// [`read_contents`] for bytes already in memory.
@@ -448,8 +485,9 @@ pub fn decode_contents(
     path: &std::path::Path,
     raw: Vec<u8>,
     encoding: TextEncoding,
+    max_bytes: u64,
 ) -> Result<Vec<u8>, FileReadError> {
-    let text = gunzip(path, raw)?;
+    let text = gunzip(path, raw, max_bytes)?;
     let mut text = match encoding {
         TextEncoding::Utf8 => text,
         TextEncoding::Latin1 => latin1_text(&text).into_bytes(),
@@ -476,15 +514,33 @@ pub(crate) fn oversized_record(len: usize, max: Option<u64>) -> Option<String> {
     })
 }
 
-fn gunzip(path: &std::path::Path, raw: Vec<u8>) -> Result<Vec<u8>, FileReadError> {
+/// The error of a file over `max_file_size`: it fails as a whole (not retried until it
+/// changes), named, and none of its rows is ingested.
+fn too_large(path: &std::path::Path, what: &str, max_bytes: u64) -> FileReadError {
+    FileReadError::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "the file {what} max_file_size ({max_bytes} bytes): not read, so that one file \
+             cannot exhaust memory (a file is decoded whole). Split it, or raise max_file_size on the source"
+        ),
+    }
+}
+
+fn gunzip(path: &std::path::Path, raw: Vec<u8>, max_bytes: u64) -> Result<Vec<u8>, FileReadError> {
     let text = if raw.starts_with(&[0x1F, 0x8B]) {
-        let mut out = Vec::with_capacity(raw.len().saturating_mul(4));
+        let capacity = raw.len().saturating_mul(4).min(max_bytes as usize);
+        let mut out = Vec::with_capacity(capacity);
+        // Decompress at most one byte past the limit: a gzip bomb stops there.
         flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .take(max_bytes.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| FileReadError::Corrupt {
                 path: path.to_path_buf(),
                 message: format!("gzip stream is damaged or truncated: {e}"),
             })?;
+        if out.len() as u64 > max_bytes {
+            return Err(too_large(path, "decompresses to more than", max_bytes));
+        }
         out
     } else {
         raw
@@ -596,5 +652,49 @@ pub(crate) mod test_support {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #18: a link put in a listed file's place is not read through.
+    #[test]
+    fn a_link_swapped_in_after_the_listing_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"{\"id\":1}\n").unwrap();
+        let listed = dir.path().join("a.json");
+        std::os::unix::fs::symlink(&secret, &listed).unwrap();
+        match read_contents(&listed, TextEncoding::Utf8, 1 << 20) {
+            Err(FileReadError::Unsupported { message, .. }) => {
+                assert!(message.contains("symbolic link"), "{message}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(read_contents(&secret, TextEncoding::Utf8, 1 << 20).is_ok());
+    }
+
+    /// `max_file_size` stops a gzip bomb one byte past the limit.
+    #[test]
+    fn a_gzip_bomb_stops_at_the_limit() {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&vec![b'\n'; 8 << 20]).unwrap();
+        let gz = e.finish().unwrap();
+        let path = std::path::Path::new("bomb.json.gz");
+        match decode_contents(path, gz.clone(), TextEncoding::Utf8, 1 << 20) {
+            Err(FileReadError::Corrupt { message, .. }) => {
+                assert!(message.contains("max_file_size"), "{message}")
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|t| t.len())),
+        }
+        assert_eq!(
+            decode_contents(path, gz, TextEncoding::Utf8, 8 << 20)
+                .unwrap()
+                .len(),
+            8 << 20
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! converted with the `cast` kernel; rejected values and unknown columns are rescued.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -35,7 +34,7 @@ pub(super) fn decode(
         path: meta.path.clone(),
         message: format!("Parquet: {e}"),
     };
-    let file = File::open(&meta.path).map_err(io)?;
+    let file = super::open_listed(&meta.path)?;
     if file.metadata().map_err(io)?.len() == 0 {
         return Ok(DecodedFile::default());
     }
