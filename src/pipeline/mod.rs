@@ -142,7 +142,6 @@ fn resolve_alerts(
     let mut names = BTreeSet::new();
     let mut rules = Vec::with_capacity(file.rule.len());
     for rule in file.rule {
-        let span = rule.span();
         let rule = rule.into_inner();
         let name = rule.name.get_ref().trim().to_string();
         if name.is_empty()
@@ -240,7 +239,7 @@ fn resolve_alerts(
             1 => conditions.remove(0),
             n => {
                 return Err(cx.error(
-                    span,
+                    rule.name.span(),
                     format!(
                         "rule {name:?} has {n} conditions; give exactly one of health, freshness, backlog_seconds, failed_batches"
                     ),
@@ -280,7 +279,7 @@ fn resolve_alerts(
             }
             (None, None) => {
                 return Err(cx.error(
-                    span,
+                    rule.name.span(),
                     format!("rule {name:?} has no target; add command = [\"program\", \"arg\"] or url = \"http://...\""),
                 ));
             }

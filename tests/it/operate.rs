@@ -533,12 +533,12 @@ fn a_bad_rule_is_refused_before_anything_runs_naming_the_key() {
         ),
         (
             "name = \"r\"\nhealth = [\"lagging\"]\nfreshness = \"1m\"\ncommand = [\"true\"]",
-            "alerts.rule[0]",
+            "alerts.rule[0].name",
             "give exactly one of health, freshness, backlog_seconds, failed_batches",
         ),
         (
             "name = \"r\"\nhealth = [\"lagging\"]",
-            "alerts.rule[0]",
+            "alerts.rule[0].name",
             "has no target",
         ),
     ] {
@@ -552,4 +552,66 @@ fn a_bad_rule_is_refused_before_anything_runs_naming_the_key() {
         }
         assert!(!dir.join("_checkpoints").exists(), "nothing may run: {rule}");
     }
+}
+
+#[test]
+fn alert_rules_are_read_with_their_defaults() {
+    use weir::spec::{AlertCondition, AlertTarget};
+    let text = r#"
+[[flow]]
+name = "bronze"
+[flow.source]
+type = "files"
+path = "landing"
+format = "json"
+[flow.sink]
+type = "delta"
+path = "lake/bronze"
+
+[alerts]
+queue = 8
+
+[[alerts.rule]]
+name = "stale"
+flows = ["bronze"]
+freshness = "15 minutes"
+url = "https://hooks.example.com/weir"
+
+[[alerts.rule]]
+name = "behind"
+backlog_seconds = 600
+command = ["/usr/local/bin/page", "--team", "data"]
+timeout = "30 seconds"
+
+[[alerts.rule]]
+name = "unhealthy"
+health = ["lagging", "sink-unavailable"]
+command = ["true"]
+"#;
+    let p = weir::pipeline::parse(Path::new("/etc/weir/pipeline.toml"), text).unwrap();
+    let a = &p.alerts;
+    assert_eq!(a.queue, 8);
+    assert_eq!(a.evaluate_every, Duration::from_secs(5));
+    assert_eq!(a.rules.len(), 3);
+    assert_eq!(a.rules[0].flows, ["bronze"]);
+    assert_eq!(
+        a.rules[0].condition,
+        AlertCondition::Freshness(Duration::from_secs(900))
+    );
+    assert_eq!(
+        a.rules[0].target,
+        AlertTarget::Url("https://hooks.example.com/weir".into())
+    );
+    assert_eq!(a.rules[0].timeout, Duration::from_secs(10));
+    assert_eq!(a.rules[1].condition, AlertCondition::BacklogSeconds(600.0));
+    assert_eq!(a.rules[1].timeout, Duration::from_secs(30));
+    assert!(a.rules[1].flows.is_empty() && a.rules[1].watches("bronze"));
+    assert_eq!(
+        a.rules[2].condition,
+        AlertCondition::Health(vec!["lagging".into(), "sink_unavailable".into()])
+    );
+    // No [alerts]: no rules.
+    let bare = text.split("[alerts]").next().unwrap();
+    let p = weir::pipeline::parse(Path::new("/etc/weir/pipeline.toml"), bare).unwrap();
+    assert!(p.alerts.rules.is_empty());
 }
