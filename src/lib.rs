@@ -66,9 +66,9 @@
 // The console's futures nest the engine's, whose sources nest their clients'.
 #![recursion_limit = "256"]
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod checkpoint_tools;
-pub mod alerts;
 pub mod cli;
 pub mod clock;
 pub mod console;

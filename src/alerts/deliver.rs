@@ -99,7 +99,9 @@ async fn run_command(argv: &[String], p: &AlertPayload, timeout: Duration) -> Re
         child.wait_with_output().await
     };
     match tokio::time::timeout(timeout, run).await {
-        Err(_) => Err(format!("{program} did not finish within {timeout:?}; killed")),
+        Err(_) => Err(format!(
+            "{program} did not finish within {timeout:?}; killed"
+        )),
         Ok(Err(e)) => Err(format!("{program}: {e}")),
         Ok(Ok(out)) if out.status.success() => Ok(()),
         Ok(Ok(out)) => {

@@ -169,9 +169,13 @@ pub fn check(condition: &AlertCondition, s: &FlowSnapshot, now_ms: i64) -> Optio
             let summary = match (&s.last_error, failed) {
                 (_, 0) => format!("flow {flow} committed a batch"),
                 (Some(e), _) => {
-                    format!("flow {flow}: {failed} failed batch attempt(s) since the last commit: {e}")
+                    format!(
+                        "flow {flow}: {failed} failed batch attempt(s) since the last commit: {e}"
+                    )
                 }
-                (None, _) => format!("flow {flow}: {failed} failed batch attempt(s) since the last commit"),
+                (None, _) => {
+                    format!("flow {flow}: {failed} failed batch attempt(s) since the last commit")
+                }
             };
             Some(Check {
                 holds: failed >= *n,
@@ -371,7 +375,11 @@ impl Stats {
     }
 
     pub(crate) fn count(&self, rule: &str, outcome: &'static str) {
-        self.with(|s| *s.notifications.entry((rule.to_string(), outcome)).or_insert(0) += 1);
+        self.with(|s| {
+            *s.notifications
+                .entry((rule.to_string(), outcome))
+                .or_insert(0) += 1
+        });
     }
 }
 
@@ -441,7 +449,11 @@ async fn evaluate_until_stopped(
     for rule in &rules.spec.rules {
         let (tx, rx) = mpsc::channel(rules.spec.queue.max(1));
         queues.push(tx);
-        workers.push(tokio::spawn(deliver::worker(rule.clone(), rx, stats.clone())));
+        workers.push(tokio::spawn(deliver::worker(
+            rule.clone(),
+            rx,
+            stats.clone(),
+        )));
     }
     let grace = rules
         .spec
@@ -551,7 +563,10 @@ mod tests {
         let board = Board::default();
         let cond = AlertCondition::Health(vec!["lagging".into()]);
         let mut r = rules(cond.clone(), dir.path());
-        assert!(r.evaluate(&board, 0).is_empty(), "no verdict yet: nothing to tell");
+        assert!(
+            r.evaluate(&board, 0).is_empty(),
+            "no verdict yet: nothing to tell"
+        );
         health(&board, HealthState::Healthy);
         assert!(r.evaluate(&board, 1).is_empty());
         health(&board, HealthState::Lagging);

@@ -32,9 +32,8 @@ pub struct WatchArgs {
 type Seen = [(u64, Option<SystemTime>); 2];
 
 fn seen(cp: &Checkpoint) -> Seen {
-    let stat = |p: PathBuf| {
-        std::fs::metadata(p).map_or((0, None), |m| (m.len(), m.modified().ok()))
-    };
+    let stat =
+        |p: PathBuf| std::fs::metadata(p).map_or((0, None), |m| (m.len(), m.modified().ok()));
     [stat(cp.progress_path()), stat(cp.health_path())]
 }
 

@@ -164,8 +164,8 @@ impl FlowSnapshot {
     /// newest record, the latest verdict, when rows last became visible, and whether the
     /// flow stopped on a failure after its last commit. Counters stay at 0.
     pub fn from_checkpoint(flow: &str, checkpoint: &Checkpoint) -> Self {
-        let records =
-            crate::checkpoint::progress::read_progress(&checkpoint.progress_path()).unwrap_or_default();
+        let records = crate::checkpoint::progress::read_progress(&checkpoint.progress_path())
+            .unwrap_or_default();
         let mut s = FlowSnapshot::new(flow);
         s.rows_visible_ms = records
             .iter()
@@ -186,7 +186,12 @@ impl FlowSnapshot {
             if failed_after_commit {
                 s.failed_since_commit = Some(1);
                 s.status = Some(FlowStatus::Failed);
-                s.last_error = record.health.evidence.error.as_ref().map(|e| e.message.clone());
+                s.last_error = record
+                    .health
+                    .evidence
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone());
             } else if last_end.is_some() {
                 s.failed_since_commit = Some(0);
             }
@@ -271,7 +276,11 @@ impl FlowSnapshot {
             BacklogUnit::Offsets | BacklogUnit::Rows => r.processed_rows_per_second,
             BacklogUnit::Versions => return None,
         };
-        Some(if pace > 0.0 { n as f64 / pace } else { f64::INFINITY })
+        Some(if pace > 0.0 {
+            n as f64 / pace
+        } else {
+            f64::INFINITY
+        })
     }
 }
 
@@ -386,7 +395,13 @@ mod tests {
     use super::*;
     use crate::records::SourceProgress;
 
-    fn record(batch_id: u64, rows: u64, files: u64, outstanding: u64, ms: u64) -> StreamingQueryProgress {
+    fn record(
+        batch_id: u64,
+        rows: u64,
+        files: u64,
+        outstanding: u64,
+        ms: u64,
+    ) -> StreamingQueryProgress {
         let mut r = StreamingQueryProgress {
             batch_id,
             num_input_rows: rows,
@@ -428,13 +443,17 @@ mod tests {
         // Nothing read and files outstanding: it never drains.
         s.observe_record(&record(2, 0, 0, 6, 100), 5_000);
         assert_eq!(s.backlog_seconds(), Some(f64::INFINITY));
-        assert_eq!(s.rows_visible_ms, Some(2_000), "a batch without rows is not fresh");
+        assert_eq!(
+            s.rows_visible_ms,
+            Some(2_000),
+            "a batch without rows is not fresh"
+        );
     }
 
     #[test]
     fn readers_keep_their_copy_while_the_engine_publishes() {
         let board = Board::default();
-        let mut rx = board.subscribe();
+        let rx = board.subscribe();
         board.update("f", |s| s.observe_record(&record(0, 10, 1, 0, 10), 1));
         assert!(rx.has_changed().unwrap_or(false));
         let before = board.snapshot();

@@ -100,83 +100,245 @@ fn ms_to_s(ms: i64) -> f64 {
 impl Collector for Scrape {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let flows = &self.flows;
-        counter(&mut e, flows, "weir_flow_batches", "Micro-batches the flow committed (this process).", |f| f.totals.batches)?;
-        counter(&mut e, flows, "weir_flow_input_rows", "Rows read by committed batches (numInputRows).", |f| f.totals.input_rows)?;
-        counter(&mut e, flows, "weir_flow_output_rows", "Rows written to the sink by committed batches (sink.numOutputRows).", |f| f.totals.output_rows)?;
-        counter(&mut e, flows, "weir_flow_input_files", "Files read by committed batches.", |f| f.totals.files)?;
-        counter(&mut e, flows, "weir_flow_input_bytes", "Bytes of the files read by committed batches.", |f| f.totals.bytes)?;
-        counter(&mut e, flows, "weir_flow_rescued_rows", "Rows with values in _rescued_data.", |f| f.totals.rows_rescued)?;
-        counter(&mut e, flows, "weir_flow_corrupt_records", "Records that could not be parsed (numRecordsCorrupt).", |f| f.totals.records_corrupt)?;
-        counter(&mut e, flows, "weir_flow_quarantined_records", "Records written to bad_records_path.", |f| f.totals.records_quarantined)?;
-        counter(&mut e, flows, "weir_flow_failed_files", "Files that failed to read (numFilesFailed).", |f| f.totals.files_failed)?;
-        counter(&mut e, flows, "weir_flow_late_rows", "Input rows behind the watermark (numRowsDroppedByWatermark).", |f| f.totals.rows_dropped_by_watermark)?;
-        counter(&mut e, flows, "weir_flow_failures", "Runs of the flow that stopped on an error (after retries).", |f| f.totals.failures)?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_batches",
+            "Micro-batches the flow committed (this process).",
+            |f| f.totals.batches,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_input_rows",
+            "Rows read by committed batches (numInputRows).",
+            |f| f.totals.input_rows,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_output_rows",
+            "Rows written to the sink by committed batches (sink.numOutputRows).",
+            |f| f.totals.output_rows,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_input_files",
+            "Files read by committed batches.",
+            |f| f.totals.files,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_input_bytes",
+            "Bytes of the files read by committed batches.",
+            |f| f.totals.bytes,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_rescued_rows",
+            "Rows with values in _rescued_data.",
+            |f| f.totals.rows_rescued,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_corrupt_records",
+            "Records that could not be parsed (numRecordsCorrupt).",
+            |f| f.totals.records_corrupt,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_quarantined_records",
+            "Records written to bad_records_path.",
+            |f| f.totals.records_quarantined,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_failed_files",
+            "Files that failed to read (numFilesFailed).",
+            |f| f.totals.files_failed,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_late_rows",
+            "Input rows behind the watermark (numRowsDroppedByWatermark).",
+            |f| f.totals.rows_dropped_by_watermark,
+        )?;
+        counter(
+            &mut e,
+            flows,
+            "weir_flow_failures",
+            "Runs of the flow that stopped on an error (after retries).",
+            |f| f.totals.failures,
+        )?;
 
-        gauge(&mut e, self, "weir_flow_input_rows_per_second", "inputRowsPerSecond of the last batch.", |f, _| {
-            f.last.as_ref().map(|r| r.input_rows_per_second)
-        })?;
-        gauge(&mut e, self, "weir_flow_processed_rows_per_second", "processedRowsPerSecond of the last batch.", |f, _| {
-            f.last.as_ref().map(|r| r.processed_rows_per_second)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_files", "Files listed and not read yet, after the last batch (numFilesOutstanding).", |f, _| {
-            backlog_of(f, BacklogUnit::Files)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_bytes", "Bytes of the files not read yet, after the last batch (numBytesOutstanding).", |f, _| {
-            f.backlog_bytes().map(|b| b as f64)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_offsets", "Kafka offsets behind the latest, after the last batch (numOffsetsBehindLatest).", |f, _| {
-            backlog_of(f, BacklogUnit::Offsets)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_versions", "Delta versions behind, after the last batch (numVersionsBehind).", |f, _| {
-            backlog_of(f, BacklogUnit::Versions)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_rows", "Rate-source rows behind, after the last batch (numRowsBehindLatest).", |f, _| {
-            backlog_of(f, BacklogUnit::Rows)
-        })?;
-        gauge(&mut e, self, "weir_flow_backlog_seconds", "Time the backlog would take at the last batch's pace (+Inf: no progress on it).", |f, _| {
-            f.backlog_seconds()
-        })?;
-        gauge(&mut e, self, "weir_flow_watermark_timestamp_seconds", "The flow's watermark after the last batch, as a Unix time.", |f, _| {
-            f.watermark_ms().map(ms_to_s)
-        })?;
-        gauge(&mut e, self, "weir_flow_watermark_delay_seconds", "Wall clock at the scrape minus the flow's watermark.", |f, now| {
-            f.watermark_ms().map(|w| ms_to_s(now - w))
-        })?;
-        gauge(&mut e, self, "weir_flow_freshness_seconds", "Time since the newest row became visible in the flow's table (the end of the last batch that wrote rows).", |f, now| {
-            f.freshness_ms(now).map(ms_to_s)
-        })?;
-        gauge(&mut e, self, "weir_flow_state_rows", "Keys held by the flow's stateful operators (numRowsTotal).", |f, _| {
-            f.last.as_ref().filter(|r| !r.state_operators.is_empty()).map(|r| {
-                r.state_operators.iter().map(|o| o.num_rows_total).sum::<u64>() as f64
-            })
-        })?;
-        gauge(&mut e, self, "weir_flow_state_memory_bytes", "Memory of the stateful operators' state (memoryUsedBytes).", |f, _| {
-            f.last.as_ref().filter(|r| !r.state_operators.is_empty()).map(|r| {
-                r.state_operators.iter().map(|o| o.memory_used_bytes).sum::<u64>() as f64
-            })
-        })?;
-        gauge(&mut e, self, "weir_flow_state_disk_bytes", "Bytes on disk of the current state version (stateOnCurrentVersionSizeBytes).", |f, _| {
-            f.last.as_ref().filter(|r| !r.state_operators.is_empty()).map(|r| {
-                r.state_operators
-                    .iter()
-                    .filter_map(|o| o.custom_metrics.get("stateOnCurrentVersionSizeBytes"))
-                    .map(|b| (*b).max(0) as f64)
-                    .sum::<f64>()
-            })
-        })?;
-        gauge(&mut e, self, "weir_flow_last_batch_id", "The last committed batch id.", |f, _| {
-            f.last.as_ref().map(|r| r.batch_id as f64)
-        })?;
-        gauge(&mut e, self, "weir_flow_delta_version", "The sink table's Delta version after the last batch.", |f, _| {
-            f.last.as_ref().and_then(|r| r.weir.delta_version).map(|v| v as f64)
-        })?;
-        gauge(&mut e, self, "weir_flow_last_batch_timestamp_seconds", "When the last committed batch ended, as a Unix time.", |f, _| {
-            f.last.as_ref().and_then(|r| {
-                chrono::DateTime::parse_from_rfc3339(&r.timestamp)
-                    .ok()
-                    .map(|t| ms_to_s(t.timestamp_millis() + r.batch_duration as i64))
-            })
-        })?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_input_rows_per_second",
+            "inputRowsPerSecond of the last batch.",
+            |f, _| f.last.as_ref().map(|r| r.input_rows_per_second),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_processed_rows_per_second",
+            "processedRowsPerSecond of the last batch.",
+            |f, _| f.last.as_ref().map(|r| r.processed_rows_per_second),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_files",
+            "Files listed and not read yet, after the last batch (numFilesOutstanding).",
+            |f, _| backlog_of(f, BacklogUnit::Files),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_bytes",
+            "Bytes of the files not read yet, after the last batch (numBytesOutstanding).",
+            |f, _| f.backlog_bytes().map(|b| b as f64),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_offsets",
+            "Kafka offsets behind the latest, after the last batch (numOffsetsBehindLatest).",
+            |f, _| backlog_of(f, BacklogUnit::Offsets),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_versions",
+            "Delta versions behind, after the last batch (numVersionsBehind).",
+            |f, _| backlog_of(f, BacklogUnit::Versions),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_rows",
+            "Rate-source rows behind, after the last batch (numRowsBehindLatest).",
+            |f, _| backlog_of(f, BacklogUnit::Rows),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_backlog_seconds",
+            "Time the backlog would take at the last batch's pace (+Inf: no progress on it).",
+            |f, _| f.backlog_seconds(),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_watermark_timestamp_seconds",
+            "The flow's watermark after the last batch, as a Unix time.",
+            |f, _| f.watermark_ms().map(ms_to_s),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_watermark_delay_seconds",
+            "Wall clock at the scrape minus the flow's watermark.",
+            |f, now| f.watermark_ms().map(|w| ms_to_s(now - w)),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_freshness_seconds",
+            "Time since the newest row became visible in the flow's table (the end of the last batch that wrote rows).",
+            |f, now| f.freshness_ms(now).map(ms_to_s),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_state_rows",
+            "Keys held by the flow's stateful operators (numRowsTotal).",
+            |f, _| {
+                f.last
+                    .as_ref()
+                    .filter(|r| !r.state_operators.is_empty())
+                    .map(|r| {
+                        r.state_operators
+                            .iter()
+                            .map(|o| o.num_rows_total)
+                            .sum::<u64>() as f64
+                    })
+            },
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_state_memory_bytes",
+            "Memory of the stateful operators' state (memoryUsedBytes).",
+            |f, _| {
+                f.last
+                    .as_ref()
+                    .filter(|r| !r.state_operators.is_empty())
+                    .map(|r| {
+                        r.state_operators
+                            .iter()
+                            .map(|o| o.memory_used_bytes)
+                            .sum::<u64>() as f64
+                    })
+            },
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_state_disk_bytes",
+            "Bytes on disk of the current state version (stateOnCurrentVersionSizeBytes).",
+            |f, _| {
+                f.last
+                    .as_ref()
+                    .filter(|r| !r.state_operators.is_empty())
+                    .map(|r| {
+                        r.state_operators
+                            .iter()
+                            .filter_map(|o| o.custom_metrics.get("stateOnCurrentVersionSizeBytes"))
+                            .map(|b| (*b).max(0) as f64)
+                            .sum::<f64>()
+                    })
+            },
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_last_batch_id",
+            "The last committed batch id.",
+            |f, _| f.last.as_ref().map(|r| r.batch_id as f64),
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_delta_version",
+            "The sink table's Delta version after the last batch.",
+            |f, _| {
+                f.last
+                    .as_ref()
+                    .and_then(|r| r.weir.delta_version)
+                    .map(|v| v as f64)
+            },
+        )?;
+        gauge(
+            &mut e,
+            self,
+            "weir_flow_last_batch_timestamp_seconds",
+            "When the last committed batch ended, as a Unix time.",
+            |f, _| {
+                f.last.as_ref().and_then(|r| {
+                    chrono::DateTime::parse_from_rfc3339(&r.timestamp)
+                        .ok()
+                        .map(|t| ms_to_s(t.timestamp_millis() + r.batch_duration as i64))
+                })
+            },
+        )?;
 
         // Stage durations of the last batch (Spark's durationMs, in seconds).
         let stages: Vec<(&str, &str, f64)> = flows
@@ -202,7 +364,8 @@ impl Collector for Scrape {
         }
 
         // Batch durations: one histogram per flow.
-        let timed: Vec<&Arc<FlowSnapshot>> = flows.iter().filter(|f| f.durations.count > 0).collect();
+        let timed: Vec<&Arc<FlowSnapshot>> =
+            flows.iter().filter(|f| f.durations.count > 0).collect();
         if !timed.is_empty() {
             let mut m = e.encode_descriptor(
                 "weir_flow_batch_duration_seconds",
@@ -211,8 +374,12 @@ impl Collector for Scrape {
                 MetricType::Histogram,
             )?;
             for f in timed {
-                let bounds = DURATION_BUCKETS.iter().copied().chain(std::iter::once(f64::MAX));
-                let buckets: Vec<(f64, u64)> = bounds.zip(f.durations.counts.iter().copied()).collect();
+                let bounds = DURATION_BUCKETS
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(f64::INFINITY));
+                let buckets: Vec<(f64, u64)> =
+                    bounds.zip(f.durations.counts.iter().copied()).collect();
                 let labels = [("flow", f.flow.as_str())];
                 m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
                     f.durations.sum_seconds,
@@ -346,7 +513,10 @@ mod tests {
             "weir_flow_freshness_seconds{flow=\"bronze\"} 3.0",
             "# EOF",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
     }
 }

@@ -62,11 +62,23 @@ fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
 }
 
 fn answer(request: tiny_http::Request, board: &Board) {
-    let path = request.url().split('?').next().unwrap_or_default().to_string();
-    let get = matches!(request.method(), tiny_http::Method::Get | tiny_http::Method::Head);
+    let path = request
+        .url()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let get = matches!(
+        request.method(),
+        tiny_http::Method::Get | tiny_http::Method::Head
+    );
     let response = match (get, path.as_str()) {
         (true, "/metrics") => {
-            match super::encode(board.snapshot(), board.alert_stats(), crate::clock::now_ms()) {
+            match super::encode(
+                board.snapshot(),
+                board.alert_stats(),
+                crate::clock::now_ms(),
+            ) {
                 Ok(text) => {
                     let mut r = tiny_http::Response::from_string(text);
                     if let Some(h) = header("Content-Type", super::CONTENT_TYPE) {

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::spec::{
-    AlertCondition, AlertRule, AlertTarget, AlertsSpec, CsvOptions, DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
-    DimensionFormat, EvolutionMode, FileFormat, FilesSource, FlowSpec, HumanDuration, JoinOn,
-    JoinSpec, JoinType, OutputMode, Pipeline, PipelineError, SinkSpec, SourceSpec, StartingVersion,
-    StatefulSpec, StreamJoinSpec, TimeRange, Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec,
-    dependency_order, normalize,
+    AlertCondition, AlertRule, AlertTarget, AlertsSpec, CsvOptions, DEFAULT_INFERENCE_MAX_BYTES,
+    DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions, DimensionFormat, EvolutionMode, FileFormat,
+    FilesSource, FlowSpec, HumanDuration, JoinOn, JoinSpec, JoinType, OutputMode, Pipeline,
+    PipelineError, SinkSpec, SourceSpec, StartingVersion, StatefulSpec, StreamJoinSpec, TimeRange,
+    Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec, dependency_order, normalize,
 };
 
 /// Reads and checks a pipeline file.
@@ -169,7 +169,11 @@ fn resolve_alerts(
                         format!(
                             "no flow named {:?}; flows in this file: {}",
                             f.get_ref(),
-                            flows.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", ")
+                            flows
+                                .iter()
+                                .map(|x| x.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     ));
                 }
@@ -190,7 +194,8 @@ fn resolve_alerts(
                     Some(crate::records::HealthState::Healthy) => {
                         return Err(cx.error(
                             s.span(),
-                            "healthy cannot fire an alert; name the unhealthy states that should".into(),
+                            "healthy cannot fire an alert; name the unhealthy states that should"
+                                .into(),
                         ));
                     }
                     Some(state) => state_names.push(state.as_str().to_string()),

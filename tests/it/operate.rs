@@ -157,7 +157,11 @@ fn land_rows(dir: &Path, first: usize, files: usize, age: chrono::Duration) {
                 i * 10 + j
             ));
         }
-        land(&dir.join("landing"), &format!("f{i:03}.json"), text.as_bytes());
+        land(
+            &dir.join("landing"),
+            &format!("f{i:03}.json"),
+            text.as_bytes(),
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -193,7 +197,10 @@ fn terminate(child: &mut Child) {
 /// The value of the sample line `name{labels} value` in an exposition.
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
         .and_then(|v| v.trim().parse().ok())
 }
 
@@ -207,7 +214,13 @@ fn metrics_are_scraped_with_a_real_client_during_a_run_and_match_the_rows() {
     let mut child = weir()
         .arg("run")
         .arg(&p)
-        .args(["--headless", "--trigger", "100ms", "--metrics", "127.0.0.1:0"])
+        .args([
+            "--headless",
+            "--trigger",
+            "100ms",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -225,8 +238,13 @@ fn metrics_are_scraped_with_a_real_client_during_a_run_and_match_the_rows() {
         }
         all
     });
-    let url = addr.recv_timeout(PATIENCE).expect("the run printed no metrics address");
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/metrics"), "{url}");
+    let url = addr
+        .recv_timeout(PATIENCE)
+        .expect("the run printed no metrics address");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/metrics"),
+        "{url}"
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -251,11 +269,17 @@ fn metrics_are_scraped_with_a_real_client_during_a_run_and_match_the_rows() {
     let text = loop {
         let (status, content_type, text) = scrape(&url);
         assert_eq!(status, 200);
-        assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
+        assert!(
+            content_type.starts_with("application/openmetrics-text"),
+            "{content_type}"
+        );
         if sample(&text, "weir_flow_batches_total{flow=\"f\"}") == Some(3.0) {
             break text;
         }
-        assert!(start.elapsed() < PATIENCE, "three batches never showed:\n{text}");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "three batches never showed:\n{text}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     for (series, value) in [
@@ -267,7 +291,10 @@ fn metrics_are_scraped_with_a_real_client_during_a_run_and_match_the_rows() {
         ("weir_flow_backlog_seconds{flow=\"f\"}", 0.0),
         ("weir_flow_last_batch_id{flow=\"f\"}", 2.0),
         ("weir_flow_batch_duration_seconds_count{flow=\"f\"}", 3.0),
-        ("weir_flow_batch_duration_seconds_bucket{le=\"+Inf\",flow=\"f\"}", 3.0),
+        (
+            "weir_flow_batch_duration_seconds_bucket{le=\"+Inf\",flow=\"f\"}",
+            3.0,
+        ),
         ("weir_flow_health{flow=\"f\",state=\"healthy\"}", 1.0),
         ("weir_flow_health{flow=\"f\",state=\"lagging\"}", 0.0),
     ] {
@@ -280,9 +307,15 @@ fn metrics_are_scraped_with_a_real_client_during_a_run_and_match_the_rows() {
         "# TYPE weir_flow_freshness_seconds gauge",
         "# EOF",
     ] {
-        assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing in\n{text}"
+        );
     }
-    assert!(text.contains("# HELP weir_flow_input_rows Rows read"), "{text}");
+    assert!(
+        text.contains("# HELP weir_flow_input_rows Rows read"),
+        "{text}"
+    );
     let rate = sample(&text, "weir_flow_processed_rows_per_second{flow=\"f\"}").unwrap();
     assert!(rate > 0.0, "{text}");
     let other = url.replace("/metrics", "/other");
@@ -334,7 +367,13 @@ fn a_failed_batch_fires_once_and_resolves_once_to_a_url_and_to_a_command() {
     assert_eq!(fired["value"], 1);
     assert_eq!(fired["threshold"], 1);
     assert_eq!(fired["by"], "run");
-    assert!(fired["summary"].as_str().unwrap().contains(s(&dir.join("table"))), "{fired}");
+    assert!(
+        fired["summary"]
+            .as_str()
+            .unwrap()
+            .contains(s(&dir.join("table"))),
+        "{fired}"
+    );
     listener.none_left();
     let from_command = lines_of(&out);
     assert_eq!(from_command.len(), 1, "{from_command:?}");
@@ -368,7 +407,12 @@ fn a_failed_batch_fires_once_and_resolves_once_to_a_url_and_to_a_command() {
     let recorded = lines_of(&dir.join("_checkpoints/f/_weir/alerts.jsonl"));
     let seen: Vec<(String, String)> = recorded
         .iter()
-        .map(|r| (r["rule"].as_str().unwrap().into(), r["status"].as_str().unwrap().into()))
+        .map(|r| {
+            (
+                r["rule"].as_str().unwrap().into(),
+                r["status"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     let mut seen_sorted = seen.clone();
     seen_sorted.sort();
@@ -431,7 +475,11 @@ command = ["sh", "-c", "cat >> '{}'; echo >> '{}'"]
         .accepted
         .recv_timeout(PATIENCE)
         .expect("the stuck target was never called");
-    assert!(stderr(&o).contains("not delivered before exit"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not delivered before exit"),
+        "{}",
+        stderr(&o)
+    );
     let from_command = lines_of(&out);
     assert_eq!(from_command.len(), 1, "{from_command:?}");
     assert_eq!(from_command[0]["rule"], "lagging-command");
@@ -477,7 +525,10 @@ url = "{}"
     assert_eq!(fired["value"], "lagging");
     assert_eq!(fired["by"], "watch");
     assert!(
-        fired["summary"].as_str().unwrap().contains("above the freshness target"),
+        fired["summary"]
+            .as_str()
+            .unwrap()
+            .contains("above the freshness target"),
         "{fired}"
     );
 
@@ -550,7 +601,10 @@ fn a_bad_rule_is_refused_before_anything_runs_naming_the_key() {
             assert!(err.contains(key), "{key} not named: {err}");
             assert!(err.contains(words), "{words:?} not in: {err}");
         }
-        assert!(!dir.join("_checkpoints").exists(), "nothing may run: {rule}");
+        assert!(
+            !dir.join("_checkpoints").exists(),
+            "nothing may run: {rule}"
+        );
     }
 }
 
