@@ -25,7 +25,8 @@
 //! ops                        where/select and stream-static joins (DataFusion), watermark, windows, aggregation, dedup, stream-stream join
 //! pipeline                   pipeline.toml read and checked into spec types (errors point at file:line:key)
 //! health                     the health classifier (six states with evidence) and the engine's tracker
-//! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints
+//! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints, the board of snapshots
+//! metrics, alerts            the Prometheus endpoint over the engine's board; alert rules, hysteresis, delivery (weir watch)
 //! checkpoint_tools           inspect, diff, check (weir check), backup/reset/rollback with dry-runs
 //! spark                      Apache Spark queries, read-only: checkpoints, event logs, progress, restart verdicts (attach --spark)
 //! playbook, drill, generate, export, fuzz  playbooks bound to evidence; restart drills on a copy; synthetic input files; a pipeline as PySpark; fuzz harnesses
@@ -56,6 +57,7 @@
 //! | inspect, diff, check, backup/reset/rollback | `checkpoint_tools` |
 //! | a pipeline as a PySpark script (`weir export`) | `export` |
 //! | Apache Spark checkpoints and event logs read into weir's records (`attach --spark`) | `spark` |
+//! | the Prometheus endpoint, alert rules and their delivery (`weir watch`) | `metrics`, `alerts` over `engine::board` |
 //! | commands and exit codes | `cli` |
 //!
 //! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
@@ -64,6 +66,7 @@
 // The console's futures nest the engine's, whose sources nest their clients'.
 #![recursion_limit = "256"]
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod checkpoint_tools;
 pub mod cli;
@@ -81,6 +84,7 @@ pub mod export;
 pub mod fuzz;
 pub mod generate;
 pub mod health;
+pub mod metrics;
 pub mod ops;
 pub mod pipeline;
 pub mod playbook;

@@ -112,6 +112,10 @@ impl Checkpoint {
     pub fn progress_path(&self) -> PathBuf {
         self.weir_dir().join("progress.jsonl")
     }
+    /// `_weir/alerts.jsonl`: every alert notification of the flow (fired, resolved).
+    pub fn alerts_path(&self) -> PathBuf {
+        self.weir_dir().join("alerts.jsonl")
+    }
     /// `_weir/health.json`: the latest health verdict.
     pub fn health_path(&self) -> PathBuf {
         self.weir_dir().join("health.json")

@@ -18,6 +18,7 @@ pub mod playbook;
 pub mod run;
 pub mod schema;
 pub mod validate;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Export the pipeline for another engine: `weir export pyspark` (docs/spark.md).
     Export(export::ExportArgs),
+    /// Evaluate the pipeline's [alerts] rules over the checkpoints of flows run elsewhere
+    /// (headless, until stopped; docs/operate.md). Writes only their _weir/alerts.jsonl.
+    Watch(watch::WatchArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -90,6 +94,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Diff(args) => diff::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Watch(args) => watch::run(&args),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `weir run PIPELINE [--flow NAME] [--headless] [--trigger ...]`.
+//! `weir run PIPELINE [--flow NAME] [--headless] [--trigger ...] [--metrics ADDR]`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +30,14 @@ pub struct RunArgs {
     /// (the `lagging` playbook's first action); the pipeline file is not changed.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_files_per_trigger: Option<u64>,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics while the flows
+    /// run, e.g. `127.0.0.1:9464` (port 0: any free port, printed on stderr). docs/operate.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Do not evaluate the pipeline's `[alerts]` rules in this process (`weir watch`
+    /// evaluates them elsewhere).
+    #[arg(long)]
+    pub no_alerts: bool,
     #[command(flatten)]
     pub console: crate::console::ConsoleArgs,
 }
@@ -77,6 +85,47 @@ pub fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
     };
+    // The metrics endpoint and the alert rules read the flows' snapshots on the board.
+    let alert_rules = !args.no_alerts && !pipeline.alerts.rules.is_empty();
+    let board = crate::engine::board::global();
+    if args.metrics.is_some() || alert_rules {
+        board.enable();
+    }
+    let _metrics = match &args.metrics {
+        Some(addr) => match crate::metrics::server::MetricsServer::start(addr, board.clone()) {
+            Ok(server) => {
+                eprintln!("weir: metrics at http://{}/metrics", server.addr());
+                Some(server)
+            }
+            Err(m) => {
+                eprintln!("error: {m}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        },
+        None => None,
+    };
+    let alerts = if alert_rules {
+        let options = crate::alerts::AlertOptions {
+            spec: pipeline.alerts.clone(),
+            pipeline: args.pipeline.clone(),
+            flows: flows
+                .iter()
+                .map(|f| (f.name.clone(), f.checkpoint.clone()))
+                .collect(),
+            by: crate::alerts::Evaluator::Run,
+            print: false,
+            refresh: None,
+        };
+        match crate::alerts::start(options, board.clone()) {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                eprintln!("error: cannot start the alert rules: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let console = !args.headless && crate::console::terminal_available();
     if !args.headless && !console {
         tracing::warn!("the console needs a terminal on stdin and stdout; running headless");
@@ -105,6 +154,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
     } else {
         rt.block_on(run_flows(&flows, args.trigger, true))
     };
+    // The last evaluation (a flow that just failed fires now) and the queued deliveries.
+    if let Some(alerts) = alerts {
+        alerts.finish();
+    }
     for (_, result) in &results {
         if let Ok(summary) = result {
             print_summary(summary);

@@ -9,6 +9,8 @@
 //!   the start (the model drops records it already has).
 //! - `offsets/` and `commits/` give the last planned and committed batch.
 //! - `_schemas/` gives schema versions.
+//! - `_weir/alerts.jsonl` gives alert notifications for the timeline (`weir run` and
+//!   `weir attach` alike; docs/operate.md).
 //! - A Kafka flow's lag ([`kafka_lag`]) is measured against the cluster every
 //!   interval: the latest offsets against the last committed `offsets/N`.
 //! - `_weir/lock` names the process running the flow. It is read as a plain
@@ -40,30 +42,29 @@ pub struct FollowOptions {
     pub interval: Duration,
 }
 
-/// Follows `_weir/progress.jsonl` from where it was last read.
+/// Follows a JSON-lines file from where it was last read: a line is returned once its
+/// newline is there (a torn last line waits); a file that shrank or was replaced is
+/// re-read from the start.
 #[derive(Debug)]
-pub struct ProgressTail {
+pub struct LineTail {
     path: PathBuf,
     offset: u64,
     inode: u64,
     partial: Vec<u8>,
-    /// Complete lines that were not a progress record.
-    pub skipped: u64,
 }
 
-impl ProgressTail {
+impl LineTail {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        ProgressTail {
+        LineTail {
             path: path.into(),
             offset: 0,
             inode: 0,
             partial: Vec::new(),
-            skipped: 0,
         }
     }
 
-    /// The records appended since the last call (all of them after a rewrite).
-    pub fn poll(&mut self) -> std::io::Result<Vec<StreamingQueryProgress>> {
+    /// The complete, non-blank lines appended since the last call (all of them after a rewrite).
+    pub fn poll(&mut self) -> std::io::Result<Vec<String>> {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -88,14 +89,40 @@ impl ProgressTail {
         while let Some(n) = self.partial[start..].iter().position(|b| *b == b'\n') {
             let line = String::from_utf8_lossy(&self.partial[start..start + n]);
             if !line.trim().is_empty() {
-                match parse_progress_line(&line) {
-                    Some(p) => out.push(p),
-                    None => self.skipped += 1,
-                }
+                out.push(line.into_owned());
             }
             start += n + 1;
         }
         self.partial.drain(..start);
+        Ok(out)
+    }
+}
+
+/// Follows `_weir/progress.jsonl` from where it was last read.
+#[derive(Debug)]
+pub struct ProgressTail {
+    lines: LineTail,
+    /// Complete lines that were not a progress record.
+    pub skipped: u64,
+}
+
+impl ProgressTail {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        ProgressTail {
+            lines: LineTail::new(path),
+            skipped: 0,
+        }
+    }
+
+    /// The records appended since the last call (all of them after a rewrite).
+    pub fn poll(&mut self) -> std::io::Result<Vec<StreamingQueryProgress>> {
+        let mut out = Vec::new();
+        for line in self.lines.poll()? {
+            match parse_progress_line(&line) {
+                Some(p) => out.push(p),
+                None => self.skipped += 1,
+            }
+        }
         Ok(out)
     }
 }
@@ -160,6 +187,7 @@ pub async fn follow(
 ) {
     let cp = Checkpoint::at(&checkpoint);
     let mut tail = ProgressTail::new(cp.progress_path());
+    let mut alerts = LineTail::new(cp.alerts_path());
     let mut batches: Option<CheckpointBatches> = None;
     let mut schemas_seen: Option<u64> = None;
     let mut holder: Option<Option<String>> = None;
@@ -197,6 +225,19 @@ pub async fn follow(
                     });
                 }
                 Err(_) => {}
+            }
+        }
+        // Alert notifications (fired, resolved) go on the timeline, whoever evaluated them.
+        if let Ok(lines) = alerts.poll() {
+            for line in lines {
+                if let Ok(p) = serde_json::from_str::<crate::alerts::AlertPayload>(&line) {
+                    inputs.push(Report::Event {
+                        flow: flow.clone(),
+                        at_ms: p.at_ms().unwrap_or_else(now_ms),
+                        kind: super::model::EventKind::Alert,
+                        text: p.timeline_text(),
+                    });
+                }
             }
         }
         match read_batches(&cp) {

@@ -172,6 +172,8 @@ pub enum EventKind {
     Operator,
     Batch,
     Health,
+    /// An alert rule fired or resolved (docs/operate.md).
+    Alert,
 }
 
 impl EventKind {
@@ -185,6 +187,7 @@ impl EventKind {
             EventKind::Operator => "operator",
             EventKind::Batch => "batch",
             EventKind::Health => "health",
+            EventKind::Alert => "alert",
         }
     }
 }

@@ -384,7 +384,7 @@ pub fn status_role(s: Option<FlowStatus>) -> Role {
 fn event_role(kind: EventKind) -> Role {
     match kind {
         EventKind::Error => Role::Bad,
-        EventKind::Operator | EventKind::Health => Role::Warn,
+        EventKind::Operator | EventKind::Health | EventKind::Alert => Role::Warn,
         EventKind::Start | EventKind::Schema => Role::Good,
         _ => Role::Plain,
     }

@@ -295,17 +295,22 @@ impl Control {
     }
 }
 
-/// A flow's events, stamped with its name and the time; nothing is sent without a consumer.
+/// A flow's events, stamped with its name and the time; nothing is sent without a
+/// consumer. When the process's board is enabled ([`super::board`]), each event also
+/// publishes the flow's next snapshot there.
 pub struct FlowEvents {
     flow: String,
     sink: Option<EventSink>,
+    board: Option<Arc<super::board::Board>>,
 }
 
 impl FlowEvents {
     pub fn new(flow: &str, sink: Option<EventSink>) -> Self {
+        let board = super::board::global();
         FlowEvents {
             flow: flow.to_string(),
             sink,
+            board: board.enabled().then_some(board),
         }
     }
 
@@ -315,11 +320,34 @@ impl FlowEvents {
         }
     }
 
+    fn publish(&self, change: impl FnOnce(&mut super::board::FlowSnapshot)) {
+        if let Some(board) = &self.board {
+            board.update(&self.flow, change);
+        }
+    }
+
+    /// Puts what the checkpoint says on the board, unless this process already published
+    /// the flow (a restarted run keeps its counters).
+    pub fn seed(&self, checkpoint: &crate::checkpoint::Checkpoint) {
+        if let Some(board) = &self.board
+            && board.get(&self.flow).is_none()
+        {
+            board.put(super::board::FlowSnapshot::from_checkpoint(
+                &self.flow, checkpoint,
+            ));
+        }
+    }
+
     pub fn status(&self, status: FlowStatus) {
+        let at_ms = crate::clock::now_ms();
+        self.publish(|s| {
+            s.status = Some(status);
+            s.at_ms = at_ms;
+        });
         self.send(|flow| FlowEvent::Status {
             flow,
             status,
-            at_ms: crate::clock::now_ms(),
+            at_ms,
         });
     }
 
@@ -340,6 +368,7 @@ impl FlowEvents {
     }
 
     pub fn progress(&self, progress: &StreamingQueryProgress) {
+        self.publish(|s| s.observe_record(progress, crate::clock::now_ms()));
         self.send(|flow| FlowEvent::Progress {
             flow,
             progress: Box::new(progress.clone()),
@@ -347,21 +376,28 @@ impl FlowEvents {
     }
 
     pub fn health(&self, health: crate::records::Health) {
+        let at_ms = crate::clock::now_ms();
+        self.publish(|s| {
+            s.health = Some(health.clone());
+            s.at_ms = at_ms;
+        });
         self.send(|flow| FlowEvent::Health {
             flow,
             health: Box::new(health),
-            at_ms: crate::clock::now_ms(),
+            at_ms,
         });
     }
 
     pub fn error(&self, e: &crate::error::Error) {
+        let at_ms = crate::clock::now_ms();
+        self.publish(|s| s.observe_error(e.to_string(), at_ms));
         self.send(|flow| FlowEvent::Error {
             flow,
             kind: e.kind(),
             domain: e.domain(),
             retryable: e.retryable(),
             message: e.to_string(),
-            at_ms: crate::clock::now_ms(),
+            at_ms,
         });
     }
 }

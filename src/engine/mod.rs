@@ -21,9 +21,12 @@
 //! re-run write at most once.
 //!
 //! A flow's life ([`control`]): `starting → running ⇄ idle → stopped | failed`, with
-//! `paused` on an operator's command.
+//! `paused` on an operator's command. Status, progress, health and errors go out as
+//! events ([`control::FlowEvents`]) and, when enabled, as the flow's snapshot on the
+//! process's [`board`] (the Prometheus endpoint and alert rules read it).
 
 pub mod batch;
+pub mod board;
 pub mod control;
 pub mod failpoint;
 pub mod input;
@@ -106,6 +109,7 @@ fn ms_since(t: Instant) -> u64 {
 /// Runs a flow until its trigger says it is done or a stop is requested.
 pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSummary> {
     let events = FlowEvents::new(&spec.name, options.events.take());
+    events.seed(&Checkpoint::at(&spec.checkpoint));
     events.status(FlowStatus::Starting);
     let mut tracker = HealthTracker::new(
         &spec.name,

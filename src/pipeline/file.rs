@@ -12,6 +12,35 @@ pub struct PipelineFile {
     /// One `[[flow]]` table per streaming query.
     #[serde(default)]
     pub flow: Vec<Spanned<FlowFile>>,
+    /// `[alerts]` with `[[alerts.rule]]` tables (docs/operate.md).
+    pub alerts: Option<Spanned<AlertsFile>>,
+}
+
+/// `[alerts]`: how often rules are evaluated, the delivery queue, the rules.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsFile {
+    pub evaluate_every: Option<Spanned<String>>,
+    pub queue: Option<Spanned<i64>>,
+    /// The default delivery timeout of the rules.
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub rule: Vec<Spanned<AlertRuleFile>>,
+}
+
+/// `[[alerts.rule]]`: a name, one condition, one target.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertRuleFile {
+    pub name: Spanned<String>,
+    pub flows: Option<Spanned<Vec<Spanned<String>>>>,
+    pub health: Option<Spanned<Vec<Spanned<String>>>>,
+    pub freshness: Option<Spanned<String>>,
+    pub backlog_seconds: Option<Spanned<f64>>,
+    pub failed_batches: Option<Spanned<i64>>,
+    pub command: Option<Spanned<Vec<String>>>,
+    pub url: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

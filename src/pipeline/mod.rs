@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::spec::{
-    CsvOptions, DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
-    DimensionFormat, EvolutionMode, FileFormat, FilesSource, FlowSpec, HumanDuration, JoinOn,
-    JoinSpec, JoinType, OutputMode, Pipeline, PipelineError, SinkSpec, SourceSpec, StartingVersion,
-    StatefulSpec, StreamJoinSpec, TimeRange, Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec,
-    dependency_order, normalize,
+    AlertCondition, AlertRule, AlertTarget, AlertsSpec, CsvOptions, DEFAULT_INFERENCE_MAX_BYTES,
+    DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions, DimensionFormat, EvolutionMode, FileFormat,
+    FilesSource, FlowSpec, HumanDuration, JoinOn, JoinSpec, JoinType, OutputMode, Pipeline,
+    PipelineError, SinkSpec, SourceSpec, StartingVersion, StatefulSpec, StreamJoinSpec, TimeRange,
+    Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec, dependency_order, normalize,
 };
 
 /// Reads and checks a pipeline file.
@@ -95,9 +95,219 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, PipelineError> {
         }
     }
     dependency_order(&flows).map_err(|m| cx.error(0..0, m))?;
+    let alerts = resolve_alerts(&cx, file.alerts, &flows)?;
     Ok(Pipeline {
         path: path.to_path_buf(),
         flows,
+        alerts,
+    })
+}
+
+/// `[alerts]`: every rule checked before anything runs (docs/operate.md).
+fn resolve_alerts(
+    cx: &Context<'_>,
+    file: Option<toml::Spanned<file::AlertsFile>>,
+    flows: &[FlowSpec],
+) -> Result<AlertsSpec, PipelineError> {
+    use crate::spec::alerts::{DEFAULT_ALERT_QUEUE, DEFAULT_ALERT_TIMEOUT, DEFAULT_EVALUATE_EVERY};
+    let Some(file) = file else {
+        return Ok(AlertsSpec::default());
+    };
+    let file = file.into_inner();
+    let duration = |v: &toml::Spanned<String>, what: &str| -> Result<Duration, PipelineError> {
+        let d = HumanDuration::parse(v.get_ref()).map_err(|m| cx.error(v.span(), m))?;
+        if d.0.is_zero() {
+            return Err(cx.error(v.span(), format!("{what} must be longer than 0")));
+        }
+        Ok(d.0)
+    };
+    let evaluate_every = match &file.evaluate_every {
+        Some(v) => duration(v, "evaluate_every")?,
+        None => DEFAULT_EVALUATE_EVERY,
+    };
+    let queue = match &file.queue {
+        Some(q) if !(1..=10_000).contains(q.get_ref()) => {
+            return Err(cx.error(
+                q.span(),
+                format!(
+                    "queue = {} is out of range; notifications waiting per rule, 1 to 10000 (default {DEFAULT_ALERT_QUEUE})",
+                    q.get_ref()
+                ),
+            ));
+        }
+        Some(q) => usize::try_from(*q.get_ref()).unwrap_or(DEFAULT_ALERT_QUEUE),
+        None => DEFAULT_ALERT_QUEUE,
+    };
+    let default_timeout = match &file.timeout {
+        Some(v) => duration(v, "timeout")?,
+        None => DEFAULT_ALERT_TIMEOUT,
+    };
+    let mut names = BTreeSet::new();
+    let mut rules = Vec::with_capacity(file.rule.len());
+    for rule in file.rule {
+        let rule = rule.into_inner();
+        let name = rule.name.get_ref().trim().to_string();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(cx.error(
+                rule.name.span(),
+                format!("invalid rule name {name:?}; use letters, digits, '_', '-' and '.'"),
+            ));
+        }
+        if !names.insert(name.clone()) {
+            return Err(cx.error(
+                rule.name.span(),
+                format!("duplicate rule name {name:?}; rule names must be unique"),
+            ));
+        }
+        let mut watched = Vec::new();
+        if let Some(list) = &rule.flows {
+            for f in list.get_ref() {
+                if !flows.iter().any(|x| &x.name == f.get_ref()) {
+                    return Err(cx.error(
+                        f.span(),
+                        format!(
+                            "no flow named {:?}; flows in this file: {}",
+                            f.get_ref(),
+                            flows
+                                .iter()
+                                .map(|x| x.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+                watched.push(f.get_ref().clone());
+            }
+        }
+        let mut conditions = Vec::new();
+        if let Some(states) = &rule.health {
+            if states.get_ref().is_empty() {
+                return Err(cx.error(
+                    states.span(),
+                    "health lists no state; name the states that fire, e.g. [\"lagging\", \"sink_unavailable\"]".into(),
+                ));
+            }
+            let mut state_names = Vec::new();
+            for s in states.get_ref() {
+                match crate::records::HealthState::parse(s.get_ref()) {
+                    Some(crate::records::HealthState::Healthy) => {
+                        return Err(cx.error(
+                            s.span(),
+                            "healthy cannot fire an alert; name the unhealthy states that should"
+                                .into(),
+                        ));
+                    }
+                    Some(state) => state_names.push(state.as_str().to_string()),
+                    None => {
+                        return Err(cx.error(
+                            s.span(),
+                            format!(
+                                "unknown health state {:?}; one of: {}",
+                                s.get_ref(),
+                                crate::records::HealthState::ALL[1..]
+                                    .iter()
+                                    .map(|h| h.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            conditions.push(AlertCondition::Health(state_names));
+        }
+        if let Some(v) = &rule.freshness {
+            conditions.push(AlertCondition::Freshness(duration(v, "freshness")?));
+        }
+        if let Some(v) = &rule.backlog_seconds {
+            let secs = *v.get_ref();
+            if !secs.is_finite() || secs < 0.0 {
+                return Err(cx.error(
+                    v.span(),
+                    format!("backlog_seconds = {secs} must be a number of seconds, 0 or more"),
+                ));
+            }
+            conditions.push(AlertCondition::BacklogSeconds(secs));
+        }
+        if let Some(v) = &rule.failed_batches {
+            let n = *v.get_ref();
+            if n < 1 {
+                return Err(cx.error(
+                    v.span(),
+                    format!("failed_batches = {n} must be 1 or more (failed batch attempts since the last commit)"),
+                ));
+            }
+            conditions.push(AlertCondition::FailedBatches(n.unsigned_abs()));
+        }
+        let condition = match conditions.len() {
+            1 => conditions.remove(0),
+            n => {
+                return Err(cx.error(
+                    rule.name.span(),
+                    format!(
+                        "rule {name:?} has {n} conditions; give exactly one of health, freshness, backlog_seconds, failed_batches"
+                    ),
+                ));
+            }
+        };
+        let target = match (&rule.command, &rule.url) {
+            (Some(c), None) => {
+                if c.get_ref().first().is_none_or(|p| p.trim().is_empty()) {
+                    return Err(cx.error(
+                        c.span(),
+                        "command is empty; give the program and its arguments, e.g. [\"/usr/local/bin/page\", \"--team\", \"data\"]".into(),
+                    ));
+                }
+                AlertTarget::Command(c.get_ref().clone())
+            }
+            (None, Some(u)) => {
+                let ok = url::Url::parse(u.get_ref().trim())
+                    .ok()
+                    .filter(|p| matches!(p.scheme(), "http" | "https") && p.host().is_some());
+                if ok.is_none() {
+                    return Err(cx.error(
+                        u.span(),
+                        format!(
+                            "url {:?} is not an http:// or https:// URL with a host",
+                            u.get_ref()
+                        ),
+                    ));
+                }
+                AlertTarget::Url(u.get_ref().trim().to_string())
+            }
+            (Some(_), Some(u)) => {
+                return Err(cx.error(
+                    u.span(),
+                    format!("rule {name:?} has both command and url; give one target per rule"),
+                ));
+            }
+            (None, None) => {
+                return Err(cx.error(
+                    rule.name.span(),
+                    format!("rule {name:?} has no target; add command = [\"program\", \"arg\"] or url = \"http://...\""),
+                ));
+            }
+        };
+        let timeout = match &rule.timeout {
+            Some(v) => duration(v, "timeout")?,
+            None => default_timeout,
+        };
+        rules.push(AlertRule {
+            name,
+            flows: watched,
+            condition,
+            target,
+            timeout,
+        });
+    }
+    Ok(AlertsSpec {
+        rules,
+        evaluate_every,
+        queue,
     })
 }
 

@@ -3,11 +3,12 @@
 //! Every type a pipeline's flows are made of, resolved (absolute paths, parsed
 //! durations and sizes): the flow, its source (files or a Delta table), sink,
 //! trigger, watermark and stateful query, stream-static and stream-stream joins,
-//! health thresholds, the units they are written in, and [`PipelineError`], the
+//! health thresholds, alert rules, the units they are written in, and [`PipelineError`], the
 //! error of an invalid pipeline file. This module imports nothing else of weir;
 //! `crate::pipeline` reads and checks the TOML into these types, and every other
 //! module takes them from here.
 
+pub mod alerts;
 mod error;
 mod health;
 mod join;
@@ -21,6 +22,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use alerts::{AlertCondition, AlertRule, AlertTarget, AlertsSpec};
 pub use error::PipelineError;
 pub use health::HealthConfig;
 pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, TimeRange};
@@ -40,6 +42,8 @@ pub use units::{ByteSize, HumanDuration};
 pub struct Pipeline {
     pub path: PathBuf,
     pub flows: Vec<FlowSpec>,
+    /// `[alerts]`: rules notifying a command or a URL (docs/operate.md).
+    pub alerts: AlertsSpec,
 }
 
 impl Pipeline {

@@ -18,6 +18,7 @@ mod ingest;
 mod kafka;
 mod layers;
 mod multihop;
+mod operate;
 mod pipeline_files;
 mod power;
 mod schema_drift;
