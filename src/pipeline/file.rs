@@ -52,6 +52,9 @@ pub struct FlowFile {
     /// `"min"` (default) or `"max"`: how the sources' watermarks make the flow's
     /// (Spark's `spark.sql.streaming.multipleWatermarkPolicy`).
     pub multiple_watermark_policy: Option<Spanned<String>>,
+    /// Batches the checkpoint keeps in `offsets/`, `commits/` and `state/` (Spark's
+    /// `spark.sql.streaming.minBatchesToRetain`, default 100; docs/maintenance.md).
+    pub min_batches_to_retain: Option<Spanned<i64>>,
 }
 
 /// `[[flow.union]]`: one more source of the flow, with its own watermark.

@@ -519,7 +519,25 @@ fn resolve_flow(
             cx, base, sj, &stateful, &joins, &source,
         )?),
     };
+    let min_batches_to_retain = match &flow.min_batches_to_retain {
+        None => crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN,
+        Some(n) => match u64::try_from(*n.get_ref()) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(cx.error(
+                    n.span(),
+                    format!(
+                        "min_batches_to_retain = {} must be at least 1: a restart needs the last committed batch's \
+                         offsets and commit (Spark: \"minBatchesToRetain has to be positive\"); the default is {}",
+                        n.get_ref(),
+                        crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN
+                    ),
+                ));
+            }
+        },
+    };
     Ok(FlowSpec {
+        min_batches_to_retain,
         union,
         multiple_watermark_policy,
         stream_join,

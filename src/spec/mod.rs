@@ -113,7 +113,14 @@ pub struct FlowSpec {
     pub union: Vec<UnionSpec>,
     /// How the sources' watermarks make the flow's (with `union`).
     pub multiple_watermark_policy: WatermarkPolicy,
+    /// Batches whose `offsets/`, `commits/` and state versions the checkpoint keeps (Spark's
+    /// `spark.sql.streaming.minBatchesToRetain`; at least 1, default
+    /// [`DEFAULT_MIN_BATCHES_TO_RETAIN`]).
+    pub min_batches_to_retain: u64,
 }
+
+/// Spark's default `spark.sql.streaming.minBatchesToRetain`.
+pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
 
 /// One `[[flow.union]]`: a source and its own watermark.
 #[derive(Debug, Clone)]

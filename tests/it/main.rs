@@ -16,6 +16,7 @@ mod health;
 mod ingest;
 mod kafka;
 mod layers;
+mod maintenance;
 mod multihop;
 mod pipeline_files;
 mod power;
