@@ -380,6 +380,60 @@ pub async fn optimize(path: &Path, target_size: Option<u64>) -> Result<Optimized
     })
 }
 
+/// `_weir/maintenance.json` in a flow's checkpoint: when the engine last compacted the
+/// flow's sink table (`optimize_every`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+struct MaintenanceRecord {
+    last_optimize_ms: i64,
+}
+
+fn maintenance_path(checkpoint: &Path) -> PathBuf {
+    checkpoint.join("_weir").join("maintenance.json")
+}
+
+/// The sink's `optimize_every` (docs/maintenance.md): called by the engine between
+/// batches, never during one. When `every` has passed since the last OPTIMIZE of this
+/// flow (or since the flow first ran with the setting), compacts the table if it has a
+/// partition with two or more small files. The time is recorded in the checkpoint
+/// (`_weir/maintenance.json`), also when the OPTIMIZE fails, so a failing one is not
+/// retried after every batch.
+pub async fn optimize_if_due(
+    checkpoint: &Path,
+    table: &Path,
+    every: Duration,
+    now_ms: i64,
+) -> Result<Option<Optimized>> {
+    let record_path = maintenance_path(checkpoint);
+    let record: Option<MaintenanceRecord> = std::fs::read_to_string(&record_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let write = |ms: i64| {
+        let text = serde_json::to_string(&MaintenanceRecord {
+            last_optimize_ms: ms,
+        })
+        .unwrap_or_default();
+        crate::durable::write_atomic(&record_path, text.as_bytes())
+            .map_err(|e| Error::unwritable(&record_path, e))
+    };
+    let Some(record) = record else {
+        write(now_ms)?;
+        return Ok(None);
+    };
+    let every_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+    if now_ms.saturating_sub(record.last_optimize_ms) < every_ms {
+        return Ok(None);
+    }
+    write(now_ms)?;
+    if !table.join("_delta_log").is_dir() {
+        return Ok(None);
+    }
+    let stats = stats(table).await?;
+    if !stats.small_by_partition.values().any(|(n, _)| *n >= 2) {
+        return Ok(None);
+    }
+    optimize(table, None).await.map(Some)
+}
+
 /// A flow reading the table as a stream, and the oldest version it still has to read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reader {

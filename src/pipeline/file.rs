@@ -304,6 +304,8 @@ pub enum SinkFile {
         /// `"name"` / `"id"`: create the table with Delta column mapping
         /// (`delta.columnMapping.mode`), so any column name can be stored.
         column_mapping_mode: Option<String>,
+        /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
+        optimize_every: Option<HumanDuration>,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {
@@ -319,6 +321,8 @@ pub enum SinkFile {
         /// Keys match when both are null (`<=>`); by default `=` never matches a null key.
         #[serde(default)]
         null_safe_keys: bool,
+        /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
+        optimize_every: Option<HumanDuration>,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

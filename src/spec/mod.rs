@@ -117,6 +117,9 @@ pub struct FlowSpec {
     /// `spark.sql.streaming.minBatchesToRetain`; at least 1, default
     /// [`DEFAULT_MIN_BATCHES_TO_RETAIN`]).
     pub min_batches_to_retain: u64,
+    /// The Delta sink's `optimize_every`: the engine compacts the table's small files
+    /// (Delta OPTIMIZE) between batches when this long has passed since the last time.
+    pub optimize_every: Option<Duration>,
 }
 
 /// Spark's default `spark.sql.streaming.minBatchesToRetain`.

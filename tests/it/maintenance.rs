@@ -405,3 +405,38 @@ fn min_batches_to_retain_must_be_positive() {
     );
     assert!(message.contains(":5:"), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn optimize_every_compacts_between_batches_and_downstream_reads_each_row_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = TWO_HOPS.replacen(
+        "path = \"bronze\"\n\n",
+        "path = \"bronze\"\noptimize_every = \"1s\"\n\n",
+        1,
+    );
+    assert!(pipeline.contains("optimize_every"));
+    let p = write_pipeline(dir, &pipeline);
+    let bronze = dir.join("bronze");
+    land_ids(dir, 0..4);
+    run_flow(&p, "bronze");
+    run_flow(&p, "silver");
+    // The first run starts the clock; a later batch, a second on, compacts.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    land_ids(dir, 4..8);
+    run_flow(&p, "bronze");
+    let json = ok(weir_out(&["table", "history", "bronze", "--json"], &p));
+    let history: Vec<serde_json::Value> = serde_json::from_str(json.trim()).unwrap();
+    assert!(
+        history.iter().any(|h| h["operation"] == "OPTIMIZE"),
+        "{json}"
+    );
+    assert_eq!(ids(&bronze).await, expected(8));
+    run_flow(&p, "silver");
+    assert_eq!(ids(&dir.join("silver")).await, expected(8));
+    // "0" is refused.
+    let zero = write_pipeline(dir, &pipeline.replace("\"1s\"", "\"0\""));
+    let out = weir().arg("validate").arg(&zero).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("optimize_every"), "{}", text(&out));
+}
