@@ -884,3 +884,54 @@ pub fn render_history(path: &Path, entries: &[HistoryEntry]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_small_files_in_one_partition_warn() {
+        let mut stats = TableStats {
+            target_file_size: 100 << 20,
+            ..TableStats::default()
+        };
+        stats
+            .small_by_partition
+            .insert("day=1".into(), (SMALL_FILES_WARNING - 1, 1000));
+        assert_eq!(stats.small_files_warning(), None);
+        stats
+            .small_by_partition
+            .insert("day=2".into(), (SMALL_FILES_WARNING, 1000));
+        let w = stats.small_files_warning().unwrap();
+        assert!(w.contains("50 small files") && w.contains("partition day=2"), "{w}");
+    }
+
+    #[test]
+    fn a_table_is_named_by_path_directory_name_or_flow() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.toml");
+        std::fs::write(
+            &p,
+            "[[flow]]\nname = \"b\"\n[flow.source]\ntype = \"files\"\npath = \"in\"\nformat = \"json\"\n\
+             [flow.sink]\ntype = \"delta\"\npath = \"tables/bronze\"\n\
+             [[flow]]\nname = \"s\"\n[flow.source]\ntype = \"delta\"\npath = \"tables/bronze\"\n\
+             [flow.sink]\ntype = \"memory\"\n",
+        )
+        .unwrap();
+        let pipeline = crate::pipeline::load(&p).unwrap();
+        let by_name = resolve(&pipeline.flows, Some("bronze"), None).unwrap();
+        assert_eq!(by_name.role, "sink of flow b");
+        let by_flow = resolve(&pipeline.flows, None, Some("b")).unwrap();
+        assert_eq!(by_flow, by_name);
+        let by_path = resolve(
+            &pipeline.flows,
+            Some(&dir.path().join("tables/./bronze").display().to_string()),
+            None,
+        )
+        .unwrap();
+        assert_eq!(by_path.path, by_name.path);
+        assert!(resolve(&pipeline.flows, None, Some("s")).unwrap_err().contains("writes no Delta table"));
+        assert!(resolve(&pipeline.flows, Some("x"), None).unwrap_err().contains("sink of flow b"));
+        assert_eq!(stream_readers(&pipeline.flows, &by_name.path).len(), 1);
+    }
+}

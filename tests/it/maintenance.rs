@@ -371,8 +371,21 @@ async fn retention_bounds_the_checkpoint_and_restarts_stay_exactly_once() {
     let counts = table_lines(&dir.join("counts"), &["v", "n"], "v", "|").await;
     assert_eq!(counts, vec!["r0|7", "r1|7", "r2|6"]);
 
-    // The tools read what is kept.
-    ok(weir().arg("inspect").arg(&cp).output().unwrap());
+    // The tools read what is kept; inspect shows what is on disk.
+    let text_report = ok(weir().arg("inspect").arg(&cp).output().unwrap());
+    assert!(text_report.contains("disk "), "{text_report}");
+    let json = ok(weir()
+        .args(["inspect", "--json"])
+        .arg(&cp)
+        .output()
+        .unwrap());
+    let report: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(report["disk"]["offsets_files"], 5);
+    assert_eq!(report["disk"]["commits_files"], 5);
+    assert!(report["disk"]["ledger_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(report["sink"]["table"]["files"], 20);
+    assert_eq!(report["sink"]["table"]["small_files"], 20);
+    assert_eq!(report["warnings"], serde_json::json!([]));
     ok(weir()
         .args(["checkpoint", "rollback"])
         .arg(&cp)
