@@ -392,6 +392,24 @@ async fn retention_bounds_the_checkpoint_and_restarts_stay_exactly_once() {
         .args(["--to", "19", "--dry-run"])
         .output()
         .unwrap());
+    // Handed over to Spark, the removed batches' files are still known as read.
+    let script = dir.join("t.py");
+    ok(weir()
+        .args(["export", "pyspark"])
+        .arg(&p)
+        .args(["--flow", "t", "--handoff", "-o"])
+        .arg(&script)
+        .output()
+        .unwrap());
+    let log = dir.join("_checkpoints/t.spark/sources/0");
+    let mut seen = std::collections::BTreeSet::new();
+    for f in std::fs::read_dir(&log).unwrap() {
+        for line in std::fs::read_to_string(f.unwrap().path()).unwrap().lines().skip(1) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            seen.insert(v["path"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(seen.len(), 20, "{seen:?}");
     let old = weir()
         .arg("diff")
         .arg(&cp)
