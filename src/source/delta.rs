@@ -1628,6 +1628,8 @@ mod tests {
         let table = crate::delta::open_table(&path).await.unwrap();
         let (table, _) = table.optimize().await.unwrap();
         let before_vacuum = table.version().unwrap();
+        // The files were removed at this millisecond; a retention of zero deletes them after it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
         let (table, metrics) = table
             .vacuum()
             .with_retention_period(chrono::Duration::zero())
