@@ -74,11 +74,7 @@ fn tree_bytes(dir: &Path) -> u64 {
 fn disk_report(cp: &Checkpoint, offsets: usize, commits: usize) -> DiskReport {
     let sources = cp.root().join("sources");
     let ledger_bytes = std::fs::read_dir(&sources)
-        .map(|d| {
-            d.flatten()
-                .map(|e| tree_bytes(&e.path()))
-                .sum::<u64>()
-        })
+        .map(|d| d.flatten().map(|e| tree_bytes(&e.path())).sum::<u64>())
         .unwrap_or(0);
     DiskReport {
         checkpoint_bytes: tree_bytes(cp.root()),

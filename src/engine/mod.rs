@@ -298,9 +298,11 @@ async fn run(
             match crate::maintenance::optimize_if_due(&spec.checkpoint, &table, every, now_ms())
                 .await
             {
-                Ok(Some(done)) => tracing::info!(table = %table.display(), version = done.version_after,
+                Ok(Some(done)) => {
+                    tracing::info!(table = %table.display(), version = done.version_after,
                     files_removed = done.files_removed, files_added = done.files_added,
-                    "OPTIMIZE (optimize_every) committed"),
+                    "OPTIMIZE (optimize_every) committed")
+                }
                 Ok(None) => {}
                 Err(e) => tracing::warn!(table = %table.display(), error = %e,
                     "OPTIMIZE (optimize_every) failed; the flow goes on, next try after optimize_every"),

@@ -107,7 +107,10 @@ pub fn resolve(
     };
     match (table, flow) {
         (Some(_), Some(_)) => Err("give a TABLE or --flow NAME, not both".into()),
-        (None, None) => Err(format!("which table? give a TABLE or --flow NAME; {}", listing())),
+        (None, None) => Err(format!(
+            "which table? give a TABLE or --flow NAME; {}",
+            listing()
+        )),
         (None, Some(name)) => {
             let Some(spec) = flows.iter().find(|f| f.name == name) else {
                 return Err(format!(
@@ -167,13 +170,15 @@ pub fn resolve(
 }
 
 async fn open(path: &Path) -> Result<DeltaTable> {
-    crate::delta::open_existing(path).await?.ok_or_else(|| Error::Delta {
-        path: path.display().to_string(),
-        source: deltalake::DeltaTableError::NotATable(format!(
-            "no Delta table at {} (no _delta_log)",
-            path.display()
-        )),
-    })
+    crate::delta::open_existing(path)
+        .await?
+        .ok_or_else(|| Error::Delta {
+            path: path.display().to_string(),
+            source: deltalake::DeltaTableError::NotATable(format!(
+                "no Delta table at {} (no _delta_log)",
+                path.display()
+            )),
+        })
 }
 
 fn version_of(table: &DeltaTable) -> u64 {
@@ -200,7 +205,10 @@ pub struct TableStats {
 impl TableStats {
     /// The partition with the most small files, when it has at least [`SMALL_FILES_WARNING`].
     pub fn small_files_warning(&self) -> Option<String> {
-        let (part, (n, _)) = self.small_by_partition.iter().max_by_key(|(_, (n, _))| *n)?;
+        let (part, (n, _)) = self
+            .small_by_partition
+            .iter()
+            .max_by_key(|(_, (n, _))| *n)?;
         (*n >= SMALL_FILES_WARNING).then(|| {
             format!(
                 "{n} small files (< {}){}: compact them with `weir table optimize`",
@@ -453,7 +461,9 @@ impl Reader {
     /// The shortest retention that keeps every file this reader still needs.
     pub fn min_retention(&self, now_ms: i64) -> Option<Duration> {
         let at = self.committed_at_ms?;
-        Some(Duration::from_millis(now_ms.saturating_sub(at).max(0) as u64))
+        Some(Duration::from_millis(
+            now_ms.saturating_sub(at).max(0) as u64
+        ))
     }
 }
 
@@ -903,7 +913,10 @@ mod tests {
             .small_by_partition
             .insert("day=2".into(), (SMALL_FILES_WARNING, 1000));
         let w = stats.small_files_warning().unwrap();
-        assert!(w.contains("50 small files") && w.contains("partition day=2"), "{w}");
+        assert!(
+            w.contains("50 small files") && w.contains("partition day=2"),
+            "{w}"
+        );
     }
 
     #[test]
@@ -930,8 +943,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(by_path.path, by_name.path);
-        assert!(resolve(&pipeline.flows, None, Some("s")).unwrap_err().contains("writes no Delta table"));
-        assert!(resolve(&pipeline.flows, Some("x"), None).unwrap_err().contains("sink of flow b"));
+        assert!(
+            resolve(&pipeline.flows, None, Some("s"))
+                .unwrap_err()
+                .contains("writes no Delta table")
+        );
+        assert!(
+            resolve(&pipeline.flows, Some("x"), None)
+                .unwrap_err()
+                .contains("sink of flow b")
+        );
         assert_eq!(stream_readers(&pipeline.flows, &by_name.path).len(), 1);
     }
 }

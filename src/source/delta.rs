@@ -1620,7 +1620,9 @@ mod tests {
             let rows: Vec<(i64, &str)> = (v * 5..v * 5 + 5).map(|i| (i, "a")).collect();
             append(&path, &rows, false).await;
         }
-        let mut src = source(&path, |o| o.starting_version = Some(StartingVersion::Version(0)));
+        let mut src = source(&path, |o| {
+            o.starting_version = Some(StartingVersion::Version(0))
+        });
         let read = drain(&mut src, None).await;
         let end = read.last().unwrap().end.clone();
         // OPTIMIZE (dataChange = false), then VACUUM of the files it removed: two more
@@ -1646,7 +1648,10 @@ mod tests {
         let mut all = all_files(&read);
         all.extend(files.clone());
         assert_once(&all);
-        assert_eq!(sorted(ids(&src, &files).await), (15..20).collect::<Vec<_>>());
+        assert_eq!(
+            sorted(ids(&src, &files).await),
+            (15..20).collect::<Vec<_>>()
+        );
     }
 
     #[tokio::test]

@@ -516,7 +516,10 @@ pub fn purge_versions(dir: &Path, version: u64, retain: u64) -> usize {
     for (&v, f) in files.range(..base) {
         for (present, path) in [
             (f.delta_bytes.is_some(), dir.join(format!("{v}.delta"))),
-            (f.snapshot_bytes.is_some(), dir.join(format!("{v}.snapshot"))),
+            (
+                f.snapshot_bytes.is_some(),
+                dir.join(format!("{v}.snapshot")),
+            ),
         ] {
             if !present {
                 continue;

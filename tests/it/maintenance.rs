@@ -167,7 +167,10 @@ async fn optimize_then_vacuum_under_a_downstream_flow_loses_and_duplicates_nothi
     assert_eq!(history[0]["files_removed"], 10);
     assert_eq!(history[1]["data_change"], true);
     let table = ok(weir_out(&["table", "history", "--flow", "bronze"], &p));
-    assert!(table.contains("OPTIMIZE") && table.contains("WRITE"), "{table}");
+    assert!(
+        table.contains("OPTIMIZE") && table.contains("WRITE"),
+        "{table}"
+    );
 
     // Silver had read versions up to 5: it reads 6..9 (files OPTIMIZE removed, still
     // there), skips the OPTIMIZE commit, then the later appends.
@@ -265,7 +268,11 @@ async fn vacuum_is_refused_while_a_downstream_flow_has_not_read_the_files() {
         "{message}"
     );
     assert!(message.contains("--retain 1h or more"), "{message}");
-    assert_eq!(data_files(&bronze), before, "a refused VACUUM deletes nothing");
+    assert_eq!(
+        data_files(&bronze),
+        before,
+        "a refused VACUUM deletes nothing"
+    );
     // Once silver has read them, the same VACUUM runs.
     run_flow(&p, "silver");
     assert_eq!(ids(&dir.join("silver")).await, expected(8));
@@ -404,7 +411,11 @@ async fn retention_bounds_the_checkpoint_and_restarts_stay_exactly_once() {
     let log = dir.join("_checkpoints/t.spark/sources/0");
     let mut seen = std::collections::BTreeSet::new();
     for f in std::fs::read_dir(&log).unwrap() {
-        for line in std::fs::read_to_string(f.unwrap().path()).unwrap().lines().skip(1) {
+        for line in std::fs::read_to_string(f.unwrap().path())
+            .unwrap()
+            .lines()
+            .skip(1)
+        {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             seen.insert(v["path"].as_str().unwrap().to_string());
         }
@@ -417,7 +428,11 @@ async fn retention_bounds_the_checkpoint_and_restarts_stay_exactly_once() {
         .output()
         .unwrap();
     assert!(!old.status.success());
-    assert!(text(&old).contains("min_batches_to_retain"), "{}", text(&old));
+    assert!(
+        text(&old).contains("min_batches_to_retain"),
+        "{}",
+        text(&old)
+    );
 }
 
 #[test]
