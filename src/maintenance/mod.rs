@@ -599,8 +599,9 @@ pub struct VacuumPlan {
     pub files: Vec<(String, u64)>,
 }
 
-fn hours_up(d: Duration) -> u64 {
-    d.as_secs().div_ceil(3600)
+/// Whole hours at least `d`, and at least one.
+fn hours_up(d: Duration) -> u128 {
+    d.as_millis().div_ceil(3_600_000).max(1)
 }
 
 fn fmt_duration(d: Duration) -> String {
