@@ -22,6 +22,7 @@
 //! checkpoint                 the checkpoint's files: layout, offsets/commits logs, lock, progress.jsonl, health.json, static restart checks
 //! source                     files (listing, ledger, decoders, inference, schema history), Delta tables and Kafka topics read as streams
 //! sink                       Delta append and MERGE (idempotent commits), memory, console, quarantine
+//! maintenance                Delta table maintenance: OPTIMIZE, VACUUM (refusing what a downstream flow still reads), history, small files
 //! ops                        where/select and stream-static joins (DataFusion), watermark, windows, aggregation, dedup, stream-stream join
 //! pipeline                   pipeline.toml read and checked into spec types (errors point at file:line:key)
 //! health                     the health classifier (six states with evidence) and the engine's tracker
@@ -55,6 +56,8 @@
 //! | error domains, kinds and their health states | `error`, `records::errors` |
 //! | health classification | `health` |
 //! | inspect, diff, check, backup/reset/rollback | `checkpoint_tools` |
+//! | OPTIMIZE, VACUUM, table history (`weir table`) | `maintenance` |
+//! | checkpoint retention (`min_batches_to_retain`) | `checkpoint::retention` |
 //! | a pipeline as a PySpark script (`weir export`) | `export` |
 //! | Apache Spark checkpoints and event logs read into weir's records (`attach --spark`) | `spark` |
 //! | the Prometheus endpoint, alert rules and their delivery (`weir watch`) | `metrics`, `alerts` over `engine::board` |
@@ -85,6 +88,7 @@ pub mod fuzz;
 pub mod generate;
 pub mod health;
 pub mod metrics;
+pub mod maintenance;
 pub mod ops;
 pub mod pipeline;
 pub mod playbook;

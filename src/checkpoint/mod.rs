@@ -15,12 +15,14 @@
 //!
 //! Every file is written atomically (temp file, fsync, rename, fsync of the
 //! directory) and created owner-only (0700 directories, 0600 files). Nothing
-//! here deletes a checkpoint.
+//! here deletes a checkpoint; [`retention`] removes the entries of batches older than the
+//! flow's `min_batches_to_retain` after a commit (Spark's `minBatchesToRetain`).
 
 pub mod compat;
 pub mod lock;
 pub mod log;
 pub mod progress;
+pub mod retention;
 
 use std::fs;
 use std::path::{Path, PathBuf};

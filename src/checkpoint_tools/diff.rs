@@ -69,9 +69,18 @@ pub fn side(checkpoint: &Path, batch: Option<u64>) -> Result<Side> {
     let offsets = match batch_id {
         Some(id) if cp.offsets_path(id).exists() => Some(cp.read_offsets(id)?),
         Some(id) => {
+            let kept = Checkpoint::batch_ids(&cp.offsets_dir())?;
+            let why = match kept.first() {
+                Some(&first) if id < first => format!(
+                    "; the checkpoint keeps batches {first}..={} (older ones are removed after each commit \
+                     beyond the flow's min_batches_to_retain, docs/maintenance.md)",
+                    kept.last().copied().unwrap_or(first)
+                ),
+                _ => String::new(),
+            };
             return Err(Error::checkpoint(
                 cp.offsets_path(id),
-                format!("batch {id} has no offsets"),
+                format!("batch {id} has no offsets{why}"),
             ));
         }
         None => None,

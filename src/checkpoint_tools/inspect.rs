@@ -36,6 +36,53 @@ pub struct Inspection {
     pub health: Option<crate::records::HealthRecord>,
     /// Corrupt, truncated or missing files, each with what is wrong.
     pub problems: Vec<String>,
+    /// Bytes and entries on disk (docs/maintenance.md).
+    pub disk: DiskReport,
+    /// Not a problem of the checkpoint, but worth acting on (many small files in the sink table).
+    pub warnings: Vec<String>,
+}
+
+/// What the checkpoint keeps on disk: its size and the parts that grow.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DiskReport {
+    /// Every file under the checkpoint directory.
+    pub checkpoint_bytes: u64,
+    /// Entries in `offsets/` and `commits/` (bounded by `min_batches_to_retain`).
+    pub offsets_files: u64,
+    pub commits_files: u64,
+    /// `state/` (bounded by `min_batches_to_retain` versions).
+    pub state_bytes: u64,
+    /// The file ledgers (`sources/*/ledger.sqlite`): one row per file ingested.
+    pub ledger_bytes: u64,
+}
+
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => total += tree_bytes(&entry.path()),
+            Ok(t) if t.is_file() => total += entry.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => {}
+        }
+    }
+    total
+}
+
+fn disk_report(cp: &Checkpoint, offsets: usize, commits: usize) -> DiskReport {
+    let sources = cp.root().join("sources");
+    let ledger_bytes = std::fs::read_dir(&sources)
+        .map(|d| d.flatten().map(|e| tree_bytes(&e.path())).sum::<u64>())
+        .unwrap_or(0);
+    DiskReport {
+        checkpoint_bytes: tree_bytes(cp.root()),
+        offsets_files: offsets as u64,
+        commits_files: commits as u64,
+        state_bytes: tree_bytes(&cp.root().join("state")),
+        ledger_bytes,
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -172,6 +219,8 @@ pub struct SinkReport {
     pub delta_version: Option<i64>,
     /// The last batch the table records for this query id (Delta `txn` version).
     pub txn_version: Option<i64>,
+    /// The table's files, bytes and small files (`maintenance::TableStats`).
+    pub table: Option<crate::maintenance::TableStats>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -315,15 +364,32 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
                 }
                 _ => None,
             };
+            let table = match (&plan.sink_path, delta_version) {
+                (Some(path), Some(_)) => crate::maintenance::stats(path).await.ok(),
+                _ => None,
+            };
             Some(SinkReport {
                 description: plan.sink.clone(),
                 path: plan.sink_path.clone(),
                 delta_version,
                 txn_version,
+                table,
             })
         }
     };
+    let disk = disk_report(&cp, offsets_ids.len(), commit_ids.len());
+    let warnings: Vec<String> = sink
+        .as_ref()
+        .and_then(|s| s.table.as_ref())
+        .and_then(|t| {
+            t.small_files_warning()
+                .map(|w| format!("sink table {}: {w}", t.path.display()))
+        })
+        .into_iter()
+        .collect();
     Ok(Inspection {
+        disk,
+        warnings,
         checkpoint: root.to_path_buf(),
         flow: plan.as_ref().map(|p| p.flow.clone()),
         query_id,

@@ -189,6 +189,24 @@ pub fn render_text(i: &Inspection) -> String {
             opt(s.txn_version)
         ));
     }
+    if let Some(t) = i.sink.as_ref().and_then(|s| s.table.as_ref()) {
+        out.push_str(&format!(
+            "table       {} file(s), {}; {} smaller than the target file size {}\n",
+            t.files,
+            bytesize::ByteSize(t.bytes),
+            t.small_files,
+            bytesize::ByteSize(t.target_file_size)
+        ));
+    }
+    let d = &i.disk;
+    out.push_str(&format!(
+        "disk        {} in the checkpoint: {} offsets, {} commits, state {}, ledger {}\n",
+        bytesize::ByteSize(d.checkpoint_bytes),
+        d.offsets_files,
+        d.commits_files,
+        bytesize::ByteSize(d.state_bytes),
+        bytesize::ByteSize(d.ledger_bytes)
+    ));
     match &i.lock {
         Some(h) => out.push_str(&format!(
             "lock        held by pid {} on {} since {}\n",
@@ -249,6 +267,9 @@ pub fn render_text(i: &Inspection) -> String {
         for r in &h.health.evidence.reasons {
             out.push_str(&format!("  {r}\n"));
         }
+    }
+    for w in &i.warnings {
+        out.push_str(&format!("warning: {w}\n"));
     }
     for p in &i.problems {
         out.push_str(&format!("problem: {p}\n"));

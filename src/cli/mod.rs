@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod playbook;
 pub mod run;
 pub mod schema;
+pub mod table;
 pub mod validate;
 pub mod watch;
 
@@ -68,6 +69,8 @@ pub enum Command {
     /// Evaluate the pipeline's [alerts] rules over the checkpoints of flows run elsewhere
     /// (headless, until stopped; docs/operate.md). Writes only their _weir/alerts.jsonl.
     Watch(watch::WatchArgs),
+    /// Delta table maintenance with a dry run: optimize (compaction), vacuum, history.
+    Table(table::TableArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Diff(args) => diff::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Table(args) => table::run(&args),
     }
 }
 

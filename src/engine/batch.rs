@@ -697,7 +697,8 @@ pub async fn write(
 /// Step 6 (`commitOffsets`): state version N, then `commits/N` with the next batch's
 /// watermark, then each source settles its part (the ledger's rows become committed;
 /// files that could not be read for a retryable reason are forgotten, so a later batch
-/// retries them).
+/// retries them), then the checkpoint's retention (`min_batches_to_retain`) purges the
+/// log entries and state versions of older batches.
 pub fn commit(
     spec: &FlowSpec,
     flow: &mut FlowPlan,
@@ -747,6 +748,17 @@ pub fn commit(
     )?;
     for (read, input) in output.read.reads.iter().zip(flow.inputs.iter_mut()) {
         input.settle(batch_id, &read.outcomes, crate::clock::now_ms())?;
+    }
+    // Retention (Spark's minBatchesToRetain): only now that commits/N is durable and the
+    // sources settled. A failed removal leaves old entries behind, never the batch undone.
+    match crate::checkpoint::retention::purge(wal, batch_id, spec.min_batches_to_retain) {
+        Ok(purged) if !purged.is_empty() => tracing::debug!(
+            flow = %spec.name, batch_id, offsets = purged.offsets, commits = purged.commits,
+            state_files = purged.state_files, "checkpoint retention"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(flow = %spec.name, batch_id, error = %e,
+            "checkpoint retention: old entries are left in place"),
     }
     output.read.planned.timings.commit_offsets = ms_since(started);
     Ok(Committed {

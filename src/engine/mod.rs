@@ -318,6 +318,21 @@ async fn run(
             events.health(health);
         }
         tracing::info!(batch_id = committed.batch_id(), rows = committed.num_input_rows(), files = committed.num_files(), ms = trigger_ms, delta_version = ?committed.written.sink.delta_version, "batch committed");
+        // The sink's optimize_every: between batches, never during a commit.
+        if let (Some(every), Some(table)) = (spec.optimize_every, spec.writes()) {
+            match crate::maintenance::optimize_if_due(&spec.checkpoint, &table, every, now_ms())
+                .await
+            {
+                Ok(Some(done)) => {
+                    tracing::info!(table = %table.display(), version = done.version_after,
+                    files_removed = done.files_removed, files_added = done.files_added,
+                    "OPTIMIZE (optimize_every) committed")
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(table = %table.display(), error = %e,
+                    "OPTIMIZE (optimize_every) failed; the flow goes on, next try after optimize_every"),
+            }
+        }
         summary.add(&committed);
         next.batch_id = committed.batch_id() + 1;
         next.watermark_ms = committed.next_watermark_ms;

@@ -358,22 +358,35 @@ pub fn write(flow: &FlowSpec) -> Result<HandedOver> {
         create_dir_private(&log)?;
         let ledger = Ledger::open_read_only(&weir.ledger_path())?;
         let mut all: Vec<String> = Vec::new();
+        let entry = |id: u64, f: &crate::source::files::ledger::ListedFile| {
+            serde_json::json!({
+                "path": file_uri(&f.path),
+                "timestamp": f.modification_time_ms,
+                "batchId": id,
+            })
+            .to_string()
+        };
+        // Batches before the first entry kept (min_batches_to_retain) are committed; their
+        // files go into the first entry's log file, so Spark knows them as seen and never
+        // reads them again (the first kept batch is committed whenever any was removed).
+        let purged: Vec<String> = match (&ledger, offsets.first()) {
+            (Some(l), Some(&first)) if first > 0 => l
+                .files_before_batch(first)?
+                .iter()
+                .map(|(id, f)| entry(*id, f))
+                .collect(),
+            _ => Vec::new(),
+        };
         for &id in &offsets {
             let batch = match &ledger {
                 Some(l) => l.files_for_batch(id)?,
                 None => Vec::new(),
             };
-            let lines: Vec<String> = batch
-                .iter()
-                .map(|f| {
-                    serde_json::json!({
-                        "path": file_uri(&f.path),
-                        "timestamp": f.modification_time_ms,
-                        "batchId": id,
-                    })
-                    .to_string()
-                })
-                .collect();
+            let mut lines: Vec<String> = Vec::new();
+            if Some(&id) == offsets.first() {
+                lines.extend(purged.iter().cloned());
+            }
+            lines.extend(batch.iter().map(|f| entry(id, f)));
             files += lines.len() as u64;
             all.extend(lines.iter().cloned());
             let (name, body) = if (id + 1) % COMPACT_INTERVAL == 0 {

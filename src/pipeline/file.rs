@@ -81,6 +81,9 @@ pub struct FlowFile {
     /// `"min"` (default) or `"max"`: how the sources' watermarks make the flow's
     /// (Spark's `spark.sql.streaming.multipleWatermarkPolicy`).
     pub multiple_watermark_policy: Option<Spanned<String>>,
+    /// Batches the checkpoint keeps in `offsets/`, `commits/` and `state/` (Spark's
+    /// `spark.sql.streaming.minBatchesToRetain`, default 100; docs/maintenance.md).
+    pub min_batches_to_retain: Option<Spanned<i64>>,
 }
 
 /// `[[flow.union]]`: one more source of the flow, with its own watermark.
@@ -332,6 +335,8 @@ pub enum SinkFile {
         /// `"name"` / `"id"`: create the table with Delta column mapping
         /// (`delta.columnMapping.mode`), so any column name can be stored.
         column_mapping_mode: Option<String>,
+        /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
+        optimize_every: Option<HumanDuration>,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {
@@ -347,6 +352,8 @@ pub enum SinkFile {
         /// Keys match when both are null (`<=>`); by default `=` never matches a null key.
         #[serde(default)]
         null_safe_keys: bool,
+        /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
+        optimize_every: Option<HumanDuration>,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

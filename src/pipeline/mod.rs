@@ -542,6 +542,21 @@ fn resolve_flow(
         file::SinkFile::Delta { merge_schema, .. } => *merge_schema,
         _ => None,
     };
+    let optimize_every = match &flow.sink {
+        file::SinkFile::Delta { optimize_every, .. }
+        | file::SinkFile::DeltaMerge { optimize_every, .. } => match optimize_every {
+            Some(d) if d.0.is_zero() => {
+                return Err(cx.error(
+                    span.clone(),
+                    "sink optimize_every = \"0\" would compact after every batch; give an interval such as \"1h\", \
+                     or leave it out (no automatic OPTIMIZE; `weir table optimize` runs one by hand)"
+                        .into(),
+                ));
+            }
+            other => other.map(|d| d.0),
+        },
+        _ => None,
+    };
     let sink = match flow.sink {
         file::SinkFile::Delta {
             path,
@@ -550,6 +565,7 @@ fn resolve_flow(
             idempotent,
             allow_existing_table,
             column_mapping_mode,
+            optimize_every: _,
         } => SinkSpec::Delta {
             column_mapping_mode: match column_mapping_mode.as_deref() {
                 None => None,
@@ -574,6 +590,7 @@ fn resolve_flow(
             partition_by,
             allow_existing_table,
             null_safe_keys,
+            optimize_every: _,
         } => {
             if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
                 return Err(cx.error(
@@ -788,7 +805,26 @@ fn resolve_flow(
             cx, base, sj, &stateful, &joins, &source,
         )?),
     };
+    let min_batches_to_retain = match &flow.min_batches_to_retain {
+        None => crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN,
+        Some(n) => match u64::try_from(*n.get_ref()) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(cx.error(
+                    n.span(),
+                    format!(
+                        "min_batches_to_retain = {} must be at least 1: a restart needs the last committed batch's \
+                         offsets and commit (Spark: \"minBatchesToRetain has to be positive\"); the default is {}",
+                        n.get_ref(),
+                        crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN
+                    ),
+                ));
+            }
+        },
+    };
     Ok(FlowSpec {
+        min_batches_to_retain,
+        optimize_every,
         union,
         multiple_watermark_policy,
         stream_join,

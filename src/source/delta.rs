@@ -1613,6 +1613,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn vacuum_commits_are_skipped_and_the_stream_goes_on_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        for v in 0..3i64 {
+            let rows: Vec<(i64, &str)> = (v * 5..v * 5 + 5).map(|i| (i, "a")).collect();
+            append(&path, &rows, false).await;
+        }
+        let mut src = source(&path, |o| {
+            o.starting_version = Some(StartingVersion::Version(0))
+        });
+        let read = drain(&mut src, None).await;
+        let end = read.last().unwrap().end.clone();
+        // OPTIMIZE (dataChange = false), then VACUUM of the files it removed: two more
+        // commits without data actions.
+        let table = crate::delta::open_table(&path).await.unwrap();
+        let (table, _) = table.optimize().await.unwrap();
+        let before_vacuum = table.version().unwrap();
+        // The files were removed at this millisecond; a retention of zero deletes them after it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let (table, metrics) = table
+            .vacuum()
+            .with_retention_period(chrono::Duration::zero())
+            .with_enforce_retention_duration(false)
+            .await
+            .unwrap();
+        assert_eq!(metrics.files_deleted.len(), 3);
+        assert!(table.version().unwrap() > before_vacuum, "VACUUM commits");
+        let rows: Vec<(i64, &str)> = (15..20).map(|i| (i, "a")).collect();
+        let appended = append(&path, &rows, false).await;
+        let rest = drain(&mut src, Some(end)).await;
+        let files = all_files(&rest);
+        assert!(files.iter().all(|f| f.version == appended), "{files:?}");
+        let mut all = all_files(&read);
+        all.extend(files.clone());
+        assert_once(&all);
+        assert_eq!(
+            sorted(ids(&src, &files).await),
+            (15..20).collect::<Vec<_>>()
+        );
+    }
+
+    #[tokio::test]
     async fn replay_of_a_recorded_range_gives_the_same_files() {
         for starting_version in [
             None,

@@ -117,7 +117,17 @@ pub struct FlowSpec {
     pub union: Vec<UnionSpec>,
     /// How the sources' watermarks make the flow's (with `union`).
     pub multiple_watermark_policy: WatermarkPolicy,
+    /// Batches whose `offsets/`, `commits/` and state versions the checkpoint keeps (Spark's
+    /// `spark.sql.streaming.minBatchesToRetain`; at least 1, default
+    /// [`DEFAULT_MIN_BATCHES_TO_RETAIN`]).
+    pub min_batches_to_retain: u64,
+    /// The Delta sink's `optimize_every`: the engine compacts the table's small files
+    /// (Delta OPTIMIZE) between batches when this long has passed since the last time.
+    pub optimize_every: Option<Duration>,
 }
+
+/// Spark's default `spark.sql.streaming.minBatchesToRetain`.
+pub const DEFAULT_MIN_BATCHES_TO_RETAIN: u64 = 100;
 
 /// One `[[flow.union]]`: a source and its own watermark.
 #[derive(Debug, Clone)]

@@ -18,10 +18,14 @@
 //! - **Loading version N** reads the latest snapshot ≤ N and applies the deltas after it
 //!   up to N. Files of versions > N (written by an attempt that crashed before
 //!   `commits/N`) are ignored, and the replay overwrites them.
-//! - **Retention**: after committing N, files older than the latest snapshot ≤
-//!   N - ([`RETAIN_VERSIONS`] - 1) are deleted, so the last 20 versions stay loadable
-//!   (at most ~30 versions are on disk). Nothing newer than the version being committed
-//!   is ever deleted.
+//! - **Retention**: the flow's `min_batches_to_retain` (Spark's
+//!   `spark.sql.streaming.minBatchesToRetain`, default [`RETAIN_VERSIONS`] = 100), the same
+//!   number of batches the checkpoint's `offsets/` and `commits/` keep. After `commits/N`
+//!   the engine calls [`purge_tree`] (`checkpoint::retention`): files older than the latest
+//!   snapshot ≤ N - (retain - 1) are deleted, so the last `retain` versions stay loadable
+//!   (at most retain + [`SNAPSHOT_INTERVAL`] versions are on disk). Nothing newer than the
+//!   version committed is ever deleted. A store opened with [`StoreOptions::retaining`]
+//!   purges itself after each commit (tests).
 //! - Every file is written atomically (temp file, fsync, rename; [`write_atomic`]).
 //! - **Restart compatibility**: `schema` records the operator's spec fingerprint
 //!   (operator, keys, window, aggregates, output mode, ...). Opening a committed version
@@ -51,8 +55,9 @@ pub use table::{Changes, KeyRows, Slot, StateTable};
 
 /// A snapshot is written when `version % SNAPSHOT_INTERVAL == 0`.
 pub const SNAPSHOT_INTERVAL: u64 = 10;
-/// Number of most recent versions that stay loadable after a commit.
-pub const RETAIN_VERSIONS: u64 = 20;
+/// Number of most recent versions that stay loadable after a commit by default: Spark's
+/// `minBatchesToRetain` default, the same as the checkpoint logs keep.
+pub const RETAIN_VERSIONS: u64 = 100;
 /// Name of the flag column in delta files.
 pub const REMOVED_COLUMN: &str = "__weir_removed";
 const FORMAT_VERSION: u32 = 1;
@@ -61,6 +66,9 @@ const FORMAT_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
     pub snapshot_interval: u64,
+    /// Versions kept loadable by the store's own purge after each commit; `u64::MAX`
+    /// (the default): the store deletes nothing itself, the engine purges after `commits/N`
+    /// with the flow's `min_batches_to_retain` ([`purge_tree`]).
     pub retain_versions: u64,
 }
 
@@ -68,7 +76,17 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             snapshot_interval: SNAPSHOT_INTERVAL,
-            retain_versions: RETAIN_VERSIONS,
+            retain_versions: u64::MAX,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// A store that purges itself after each commit, keeping `versions` loadable.
+    pub fn retaining(versions: u64) -> Self {
+        StoreOptions {
+            retain_versions: versions,
+            ..StoreOptions::default()
         }
     }
 }
@@ -420,36 +438,10 @@ impl StateStore {
 
     /// Deletes files no longer needed to load the last `retain_versions` versions.
     fn cleanup(&self, version: u64) -> usize {
-        let Ok(files) = Self::list_versions(&self.dir) else {
+        if self.options.retain_versions == u64::MAX {
             return 0;
-        };
-        let oldest_kept = version.saturating_sub(self.options.retain_versions - 1);
-        let Some(base) = files
-            .range(..=oldest_kept)
-            .rev()
-            .find(|(_, f)| f.snapshot_bytes.is_some())
-            .map(|(v, _)| *v)
-        else {
-            return 0;
-        };
-        let mut deleted = 0;
-        for (&v, f) in files.range(..base) {
-            for (present, path) in [
-                (f.delta_bytes.is_some(), self.delta_path(v)),
-                (f.snapshot_bytes.is_some(), self.snapshot_path(v)),
-            ] {
-                if !present {
-                    continue;
-                }
-                match fs::remove_file(&path) {
-                    Ok(()) => deleted += 1,
-                    Err(e) => {
-                        tracing::warn!(path = %path.display(), error = %e, "cannot delete an old state file")
-                    }
-                }
-            }
         }
-        deleted
+        purge_versions(&self.dir, version, self.options.retain_versions)
     }
 
     /// Bytes on disk of the files that make up the current version (snapshot + deltas).
@@ -501,6 +493,71 @@ pub fn read_metadata(dir: &Path) -> Result<Option<StateMetadata>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ckpt(&path, format!("cannot read: {e}"))),
     }
+}
+
+/// Deletes the files of one state directory no longer needed to load the last `retain`
+/// versions up to `version`: everything older than the latest snapshot at or before
+/// `version - (retain - 1)`. Files of versions after that snapshot (also any newer than
+/// `version`, left by an attempt that crashed) are kept. Returns the number of files deleted.
+pub fn purge_versions(dir: &Path, version: u64, retain: u64) -> usize {
+    let Ok(files) = StateStore::list_versions(dir) else {
+        return 0;
+    };
+    let oldest_kept = version.saturating_sub(retain.max(1) - 1);
+    let Some(base) = files
+        .range(..=oldest_kept)
+        .rev()
+        .find(|(_, f)| f.snapshot_bytes.is_some())
+        .map(|(v, _)| *v)
+    else {
+        return 0;
+    };
+    let mut deleted = 0;
+    for (&v, f) in files.range(..base) {
+        for (present, path) in [
+            (f.delta_bytes.is_some(), dir.join(format!("{v}.delta"))),
+            (
+                f.snapshot_bytes.is_some(),
+                dir.join(format!("{v}.snapshot")),
+            ),
+        ] {
+            if !present {
+                continue;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => deleted += 1,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot delete an old state file")
+                }
+            }
+        }
+    }
+    deleted
+}
+
+/// [`purge_versions`] for every state directory under `<checkpoint>/state`: each
+/// operator's (`state/<id>/`) and a stream-stream join's sides (`state/<id>/<side>/`),
+/// the directories holding a `schema` file. Returns the number of files deleted.
+pub fn purge_tree(state_root: &Path, version: u64, retain: u64) -> usize {
+    let mut deleted = 0;
+    let mut dirs = vec![(state_root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        if dir.join("schema").is_file() {
+            deleted += purge_versions(&dir, version, retain);
+        }
+        if depth >= 2 {
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push((entry.path(), depth + 1));
+            }
+        }
+    }
+    deleted
 }
 
 /// Operator ids that have a state directory under `<checkpoint>/state`, ascending
@@ -768,6 +825,33 @@ mod tests {
         }
         assert!(open(dir.path(), Some(2), options).is_err());
         assert!(store.current_version_size_bytes() > 0);
+    }
+
+    #[test]
+    fn by_default_the_store_keeps_every_version_and_purge_tree_applies_retention() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("0");
+        let options = StoreOptions {
+            snapshot_interval: 3,
+            ..StoreOptions::default()
+        };
+        let (mut store, mut table) = open(&dir, None, options).unwrap();
+        let mut expected = Vec::new();
+        for v in 0..12u64 {
+            mutate(&mut table, v);
+            store.commit(v, &mut table).unwrap();
+            expected.push(contents(&table));
+        }
+        assert!(StateStore::list_versions(&dir).unwrap().contains_key(&0));
+        // What the engine does after commits/11 with min_batches_to_retain = 4.
+        assert!(purge_tree(root.path(), 11, 4) > 0);
+        let files = StateStore::list_versions(&dir).unwrap();
+        assert_eq!(*files.keys().next().unwrap(), 6);
+        for v in 8..12u64 {
+            let (_, loaded) = open(&dir, Some(v), options).unwrap();
+            assert_eq!(contents(&loaded), expected[v as usize], "version {v}");
+        }
+        assert_eq!(purge_tree(root.path(), 11, 4), 0);
     }
 
     #[test]

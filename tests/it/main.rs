@@ -17,6 +17,7 @@ mod health;
 mod ingest;
 mod kafka;
 mod layers;
+mod maintenance;
 mod multihop;
 mod operate;
 mod pipeline_files;

@@ -335,6 +335,31 @@ impl Ledger {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
+    /// The files of every batch before `batch_id` (with their batch), in batch and planning
+    /// order: the batches whose `offsets/` entries retention removed.
+    pub fn files_before_batch(&self, batch_id: u64) -> Result<Vec<(u64, ListedFile)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT batch_id, path, size, modification_time_ms FROM files
+                 WHERE batch_id < ?1 AND state != 'modified' ORDER BY batch_id, id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![batch_id as i64], |row| {
+                Ok((
+                    row.get::<_, i64>(0)? as u64,
+                    ListedFile {
+                        path: row.get(1)?,
+                        size: row.get::<_, i64>(2)? as u64,
+                        modification_time_ms: row.get(3)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
     /// Marks the files of a committed batch with their outcomes.
     pub fn commit_batch(
         &mut self,
