@@ -195,7 +195,9 @@ fn open_new(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// by this user and closed to others.
 fn private_log_dir() -> io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let uid = nix::unistd::getuid().as_raw();
+    // This process's user: the owner of `/proc/self` (nix's `getuid` needs a feature
+    // the crate does not otherwise use).
+    let uid = std::fs::metadata("/proc/self")?.uid();
     let dir = std::env::temp_dir().join(format!("weir-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}

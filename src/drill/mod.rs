@@ -1075,7 +1075,7 @@ schema_location = "prod/schemas/left"
 
 [flow.stream_join]
 alias = "r"
-source = { type = "files", path = "landing/right", format = "json", schema_location = "prod/schemas/right", bad_records_table = "prod/right_quarantine" }
+source = { type = "files", path = "landing/right", format = "json", schema = "id BIGINT, ts TIMESTAMP", schema_location = "prod/schemas/right", bad_records_table = "prod/right_quarantine" }
 watermark = { column = "ts", delay = "1 minute" }
 on = ["id"]
 time_range = { left = "ts", right = "ts", lower = "0 seconds", upper = "1 minute" }

@@ -730,7 +730,11 @@ mod tests {
         let mut l = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
         assert_eq!(l.settle_committed_through(Some(0), 200).unwrap(), 3);
         assert_eq!(l.lookup("/a").unwrap().unwrap().state, FileState::Committed);
-        assert!(l.lookup("/b").unwrap().is_none(), "retried later");
+        assert_eq!(
+            l.lookup("/b").unwrap().unwrap().state,
+            FileState::Retry,
+            "retried later"
+        );
         assert_eq!(l.lookup("/c").unwrap().unwrap().state, FileState::Failed);
     }
 
