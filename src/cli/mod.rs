@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod playbook;
 pub mod run;
 pub mod schema;
+pub mod sql;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -64,6 +65,8 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Export the pipeline for another engine: `weir export pyspark` (docs/spark.md).
     Export(export::ExportArgs),
+    /// A read-only SQL query over the pipeline's tables and progress (docs/sql.md).
+    Sql(sql::SqlArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -90,6 +93,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Diff(args) => diff::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Sql(args) => sql::run(&args),
     }
 }
 
