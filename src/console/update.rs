@@ -458,7 +458,7 @@ fn sql_update(app: &mut App, action: Action) -> Vec<Effect> {
                     .history
                     .len()
                     .saturating_sub(crate::sql::HISTORY_KEPT);
-                app.sql.history.drain(..excess);
+                app.sql.history = app.sql.history.split_off(excess);
             }
             effects.push(Effect::RunSql { id, sql });
         }

@@ -32,6 +32,7 @@ use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{JsonReadOptions, SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
@@ -145,8 +146,11 @@ pub(crate) fn session(limits: &Limits) -> Result<SessionContext, SqlError> {
     // Names are matched as written: `batchId`, `numInputRows` (Spark's names) work unquoted.
     config.options_mut().sql_parser.enable_ident_normalization = false;
     let memory = usize::try_from(limits.max_memory).unwrap_or(usize::MAX);
+    // No spilling: a query that needs more than its memory fails (and writes no file).
+    let disk = DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled);
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(memory, 1.0)
+        .with_disk_manager_builder(disk)
         .build_arc()
         .map_err(|e| SqlError::Query(e.to_string()))?;
     Ok(SessionContext::new_with_config_rt(config, runtime))
@@ -311,11 +315,12 @@ impl Catalog {
             "Statement not supported: ",
         ] {
             if let Some(i) = text.find(marker) {
-                let what = text[i + marker.len()..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("the statement")
-                    .to_string();
+                let what = match text[i + marker.len()..].split_whitespace().next() {
+                    Some("CreateMemoryTable") => "CREATE TABLE (or SELECT ... INTO)",
+                    Some(w) => w,
+                    None => "the statement",
+                }
+                .to_string();
                 return SqlError::ReadOnly { what };
             }
         }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use datafusion::catalog::MemorySchemaProvider;
 use datafusion::datasource::TableProvider;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::TableReference;
+use datafusion::common::TableReference;
 
 use crate::spec::{FilesSource, FlowSpec, SinkSpec, SourceSpec, normalize};
 
