@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{EXIT_INVALID, report, runtime};
+use super::{EXIT_INVALID, init_logging, report, runtime};
 use crate::pipeline;
 use crate::sql::{
     Catalog, Format, History, HistoryEntry, Limits, TableStatus, history_path, pipeline_tables,
@@ -64,6 +64,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: &SqlArgs) -> ExitCode {
+    init_logging();
     let pipeline = match pipeline::load(&args.pipeline) {
         Ok(p) => p,
         Err(e) => {

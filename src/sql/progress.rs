@@ -122,11 +122,9 @@ fn row(flow: &str, record: &crate::records::StreamingQueryProgress) -> Option<Va
         for s in sources.iter_mut().filter_map(Value::as_object_mut) {
             for key in ["startOffset", "endOffset", "latestOffset"] {
                 if let Some(o) = s.get_mut(key) {
-                    *o = match o {
-                        Value::Null => Value::Null,
-                        Value::String(t) => Value::String(t.clone()),
-                        other => Value::String(other.to_string()),
-                    };
+                    if !o.is_null() && !o.is_string() {
+                        *o = Value::String(o.to_string());
+                    }
                 }
             }
         }

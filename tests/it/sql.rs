@@ -287,7 +287,7 @@ fn sql_limits_hold() {
     cmd.arg("sql").arg(&p).args([
         "--timeout",
         "2s",
-        "SELECT count(*) FROM generate_series(1, 1000000000) a CROSS JOIN generate_series(1, 1000000000) b",
+        "SELECT max(a.value + b.value) FROM generate_series(1, 100000) a CROSS JOIN generate_series(1, 1000000000) b",
     ]);
     let out = output_within(cmd, Duration::from_secs(300));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
