@@ -148,7 +148,10 @@ fn query(
             let _ = stdout.flush();
         }
         Err(e) => {
-            eprintln!("error: the rows could not be written as {:?}: {e}", args.format);
+            eprintln!(
+                "error: the rows could not be written as {:?}: {e}",
+                args.format
+            );
             return ExitCode::FAILURE;
         }
     }
@@ -182,9 +185,7 @@ fn list_tables(
     let mut text = String::new();
     for t in &catalog.tables {
         let what = match (&t.entry.backing, &t.entry.flow) {
-            (crate::sql::Backing::Progress, _) => {
-                "progress records of every flow".to_string()
-            }
+            (crate::sql::Backing::Progress, _) => "progress records of every flow".to_string(),
             (crate::sql::Backing::Delta(p) | crate::sql::Backing::QuarantineFiles(p), flow) => {
                 format!(
                     "{}{}: {}",

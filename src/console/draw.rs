@@ -137,32 +137,41 @@ fn draw_sql(frame: &mut Frame, body: Rect, q: &SqlSnap, theme: Theme) {
         used += need;
         cols.push((i, w));
     }
-    let mut status = q.status.clone();
-    // The status line, with room for the rows and columns shown.
-    let status_h = ((status.chars().count() + 48).div_ceil(width.max(1)) as u16)
-        .clamp(1, 4)
-        .min(inner.bottom().saturating_sub(y));
-    let rows_room =
-        usize::from(inner.bottom().saturating_sub(y + status_h)).saturating_sub(1);
-    let shown_rows = q.rows.len().min(rows_room);
-    if q.total_rows > 0 {
-        status.push_str(&format!(
-            " · rows {}-{} of {}",
-            q.first_row + 1,
-            q.first_row + shown_rows,
-            q.total_rows
-        ));
+    // The status line with which rows and columns are shown; its height decides the
+    // rows' room, which the line names (settles in two passes at most).
+    let mut status_h: u16 = 1;
+    let mut status = String::new();
+    for _ in 0..3 {
+        let rows_room = usize::from(inner.bottom().saturating_sub(y + status_h)).saturating_sub(1);
+        let shown_rows = q.rows.len().min(rows_room);
+        status = q.status.clone();
+        if q.total_rows > 0 {
+            status.push_str(&format!(
+                " · rows {}-{} of {}",
+                q.first_row + 1,
+                q.first_row + shown_rows,
+                q.total_rows
+            ));
+        }
+        if let (Some(first), Some(last)) = (cols.first(), cols.last())
+            && (first.0 > 0 || last.0 + 1 < q.columns.len())
+        {
+            status.push_str(&format!(
+                " · columns {}-{} of {}",
+                first.0 + 1,
+                last.0 + 1,
+                q.columns.len()
+            ));
+        }
+        let h = (status.chars().count().div_ceil(width.max(1)) as u16)
+            .clamp(1, 4)
+            .min(inner.bottom().saturating_sub(y).max(1));
+        if h == status_h {
+            break;
+        }
+        status_h = h;
     }
-    if let (Some(first), Some(last)) = (cols.first(), cols.last())
-        && (first.0 > 0 || last.0 + 1 < q.columns.len())
-    {
-        status.push_str(&format!(
-            " · columns {}-{} of {}",
-            first.0 + 1,
-            last.0 + 1,
-            q.columns.len()
-        ));
-    }
+    let status_h = status_h.min(inner.bottom().saturating_sub(y));
     frame.render_widget(
         Paragraph::new(Span::styled(status, theme.style(q.status_role))).wrap(Wrap { trim: false }),
         Rect::new(inner.x, y, inner.width, status_h),
@@ -192,12 +201,7 @@ fn draw_sql(frame: &mut Frame, body: Rect, q: &SqlSnap, theme: Theme) {
         theme.style(Role::Title),
     ))];
     let room = usize::from(inner.bottom() - y).saturating_sub(1);
-    lines.extend(
-        q.rows
-            .iter()
-            .take(room)
-            .map(|r| Line::from(line_of(r))),
-    );
+    lines.extend(q.rows.iter().take(room).map(|r| Line::from(line_of(r))));
     frame.render_widget(
         Paragraph::new(lines),
         Rect::new(inner.x, y, inner.width, inner.bottom() - y),

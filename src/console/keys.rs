@@ -964,7 +964,9 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
         && (rest.is_empty() || rest.starts_with(char::is_whitespace))
     {
         let query = rest.trim();
-        return Ok(Action::OpenSql((!query.is_empty()).then(|| query.to_string())));
+        return Ok(Action::OpenSql(
+            (!query.is_empty()).then(|| query.to_string()),
+        ));
     }
     let mut words = line.split_whitespace();
     let Some(name) = words.next() else {

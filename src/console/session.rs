@@ -8,9 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 
 use super::action::Action;
-use super::app::{
-    ActionDialog, App, Effect, Overlay, PeekKind, PlaybookView, Report, SqlResult,
-};
+use super::app::{ActionDialog, App, Effect, Overlay, PeekKind, PlaybookView, Report, SqlResult};
 use super::draw;
 use super::keys;
 use super::launch::EngineLink;

@@ -78,8 +78,12 @@ fn sql_snap(app: &App, v: &super::app::SqlView) -> SqlSnap {
     use super::app::{PeekKind, SqlRun};
     let limits = &app.sql.limits;
     let title = match &v.peek {
-        Some((flow, PeekKind::Output)) => format!("Peek: latest output rows of {flow} (o: refresh, i: input)"),
-        Some((flow, PeekKind::Input)) => format!("Peek: last input rows of {flow} (i: refresh, o: output)"),
+        Some((flow, PeekKind::Output)) => {
+            format!("Peek: latest output rows of {flow} (o: refresh, i: input)")
+        }
+        Some((flow, PeekKind::Input)) => {
+            format!("Peek: last input rows of {flow} (i: refresh, o: output)")
+        }
         None => format!(
             "SQL, read-only: at most {} rows, {}",
             crate::sql::grouped(limits.max_rows),

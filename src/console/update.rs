@@ -389,9 +389,7 @@ fn sql_update(app: &mut App, action: Action) -> Vec<Effect> {
     };
     let peeking = v.peek.is_some();
     let scroll = |row: &mut usize, delta: isize| {
-        *row = row
-            .saturating_add_signed(delta)
-            .min(rows.saturating_sub(1));
+        *row = row.saturating_add_signed(delta).min(rows.saturating_sub(1));
     };
     match action {
         Action::InputChar(c) if !peeking => {

@@ -146,7 +146,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let pipeline = tmp.path().join("flights.toml");
         let path = history_path(&pipeline);
-        assert_eq!(path, tmp.path().join(".weir/flights.toml.sql_history.jsonl"));
+        assert_eq!(
+            path,
+            tmp.path().join(".weir/flights.toml.sql_history.jsonl")
+        );
         let mut h = History::load(&path);
         assert!(h.entries().is_empty());
         h.append(entry("SELECT 1")).unwrap();
@@ -160,7 +163,10 @@ mod tests {
             h.append(entry(&format!("SELECT {i}"))).unwrap();
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.lines().count() < 2 * HISTORY_KEPT, "the file is cut back");
+        assert!(
+            text.lines().count() < 2 * HISTORY_KEPT,
+            "the file is cut back"
+        );
         let last = History::load(&path);
         assert_eq!(
             last.entries().last().map(|e| e.sql.as_str()),

@@ -458,7 +458,11 @@ fn check_read_only(sql: &str) -> Result<(), SqlError> {
 }
 
 /// Opens the tables and runs one query, all within the time limit.
-pub async fn run(flows: &[FlowTables], sql: &str, limits: &Limits) -> Result<QueryOutput, SqlError> {
+pub async fn run(
+    flows: &[FlowTables],
+    sql: &str,
+    limits: &Limits,
+) -> Result<QueryOutput, SqlError> {
     let work = async {
         let catalog = Catalog::open(flows, limits).await?;
         catalog.query(sql).await
@@ -485,12 +489,11 @@ pub enum Format {
 /// The rows in a format.
 pub fn render(out: &QueryOutput, format: Format) -> Result<String, String> {
     match format {
-        Format::Table => arrow::util::pretty::pretty_format_batches_with_schema(
-            out.schema.clone(),
-            &out.batches,
-        )
-        .map(|t| format!("{t}\n"))
-        .map_err(|e| e.to_string()),
+        Format::Table => {
+            arrow::util::pretty::pretty_format_batches_with_schema(out.schema.clone(), &out.batches)
+                .map(|t| format!("{t}\n"))
+                .map_err(|e| e.to_string())
+        }
         Format::Json => {
             let mut buf = Vec::new();
             {
@@ -690,7 +693,10 @@ mod tests {
             ("DROP TABLE t", "DROP"),
             ("COPY t TO '/tmp/x.csv'", "COPY"),
             ("SET datafusion.execution.batch_size = 1", "SET"),
-            ("CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/etc/passwd'", "CREATE"),
+            (
+                "CREATE EXTERNAL TABLE x STORED AS CSV LOCATION '/etc/passwd'",
+                "CREATE",
+            ),
             ("EXPLAIN ANALYZE INSERT INTO t VALUES (1)", "INSERT"),
         ] {
             assert_eq!(
@@ -785,7 +791,10 @@ mod tests {
             truncated: false,
             elapsed: Duration::from_millis(3),
         };
-        assert_eq!(render(&out, Format::Csv).unwrap(), "a,s\n1,\"x,y\"\n,a long value\n");
+        assert_eq!(
+            render(&out, Format::Csv).unwrap(),
+            "a,s\n1,\"x,y\"\n,a long value\n"
+        );
         assert_eq!(
             render(&out, Format::Json).unwrap(),
             "{\"a\":1,\"s\":\"x,y\"}\n{\"s\":\"a long value\"}\n"

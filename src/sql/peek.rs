@@ -326,10 +326,8 @@ fn with_file_and_line(batch: &RecordBatch, file: &str) -> Result<RecordBatch, St
         Arc::new(Field::new("_line", DataType::Int64, true)),
     ];
     fields.extend(batch.schema().fields().iter().cloned());
-    let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![file; n])),
-        Arc::new(lines),
-    ];
+    let mut columns: Vec<ArrayRef> =
+        vec![Arc::new(StringArray::from(vec![file; n])), Arc::new(lines)];
     columns.extend(batch.columns().iter().cloned());
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }

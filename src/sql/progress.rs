@@ -196,9 +196,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cp = tmp.path().join("cp");
         std::fs::create_dir_all(Checkpoint::at(&cp).weir_dir()).unwrap();
-        let mut log = crate::checkpoint::progress::ProgressLog::open(
-            &Checkpoint::at(&cp).progress_path(),
-        );
+        let mut log =
+            crate::checkpoint::progress::ProgressLog::open(&Checkpoint::at(&cp).progress_path());
         log.append(&p).unwrap();
         let flows = vec![FlowTables {
             flow: "bronze".into(),

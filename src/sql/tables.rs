@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::catalog::MemorySchemaProvider;
+use datafusion::common::TableReference;
 use datafusion::datasource::TableProvider;
 use datafusion::prelude::SessionContext;
-use datafusion::common::TableReference;
 
 use crate::spec::{FilesSource, FlowSpec, SinkSpec, SourceSpec, normalize};
 
@@ -316,13 +316,10 @@ pub fn name_tables(flows: &[FlowTables]) -> Naming {
 /// `lake/bronze/flights` -> `bronze.flights`; `None` for a path of fewer than two
 /// components or a parent named like a built-in schema.
 pub fn path_name(path: &Path) -> Option<TableName> {
-    let mut parts = path
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            std::path::Component::Normal(s) => Some(s.to_string_lossy().to_string()),
-            _ => None,
-        });
+    let mut parts = path.components().rev().filter_map(|c| match c {
+        std::path::Component::Normal(s) => Some(s.to_string_lossy().to_string()),
+        _ => None,
+    });
     let name = parts.next()?;
     let schema = parts.next()?;
     if schema == "information_schema" || schema == "public" {
@@ -368,7 +365,11 @@ mod tests {
         bronze.quarantine_files = Some("/p/quarantine".into());
         let flows = vec![
             bronze,
-            flow("silver", "/p/lake/silver/flights", &["/p/lake/bronze/flights"]),
+            flow(
+                "silver",
+                "/p/lake/silver/flights",
+                &["/p/lake/bronze/flights"],
+            ),
             gold,
         ];
         let naming = name_tables(&flows);
@@ -411,9 +412,16 @@ mod tests {
                 .iter()
                 .any(|e| e.name == TableName::Qualified("t".into(), "events".into()))
         );
-        assert!(naming.notes.iter().any(|n| n.contains("t.events")), "{:?}", naming.notes);
         assert!(
-            naming.notes.iter().any(|n| n.contains("progress is not registered for flow progress")),
+            naming.notes.iter().any(|n| n.contains("t.events")),
+            "{:?}",
+            naming.notes
+        );
+        assert!(
+            naming
+                .notes
+                .iter()
+                .any(|n| n.contains("progress is not registered for flow progress")),
             "{:?}",
             naming.notes
         );

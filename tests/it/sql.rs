@@ -138,7 +138,11 @@ async fn sql_answers_equal_a_second_reader_and_known_counts() {
     // The same table by its path's last two components; the dashed flow name quoted.
     let json = sql_ok(
         &p,
-        &["--format", "json", "SELECT count(*) AS n FROM bronze.events"],
+        &[
+            "--format",
+            "json",
+            "SELECT count(*) AS n FROM bronze.events",
+        ],
     );
     assert_eq!(json.trim(), "{\"n\":61}");
     let json = sql_ok(
@@ -211,7 +215,12 @@ async fn sql_answers_equal_a_second_reader_and_known_counts() {
         std::fs::read_to_string(dir.join(".weir/pipeline.toml.sql_history.jsonl")).unwrap();
     let queries: Vec<String> = history
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["sql"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["sql"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(queries.len(), 6, "{history}");
     assert!(queries[0].starts_with("SELECT kind, count(*)"));
@@ -266,7 +275,13 @@ fn sql_limits_hold() {
     // More rows than the limit: cut, and stderr says so.
     let out = sql(
         &p,
-        &["--limit", "5", "--format", "csv", "SELECT * FROM bronze_events"],
+        &[
+            "--limit",
+            "5",
+            "--format",
+            "csv",
+            "SELECT * FROM bronze_events",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 6);
@@ -274,14 +289,27 @@ fn sql_limits_hold() {
     // Exactly as many rows as the limit: not cut.
     let out = sql(
         &p,
-        &["--limit", "61", "--format", "csv", "SELECT * FROM bronze_events"],
+        &[
+            "--limit",
+            "61",
+            "--format",
+            "csv",
+            "SELECT * FROM bronze_events",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 62);
     assert!(!stderr(&out).contains("truncated"), "{}", stderr(&out));
     // The table format says how many rows there are.
-    let out = sql(&p, &["--limit", "3", "SELECT id FROM bronze_events ORDER BY id"]);
-    assert!(stderr(&out).contains("3 rows shown (truncated"), "{}", stderr(&out));
+    let out = sql(
+        &p,
+        &["--limit", "3", "SELECT id FROM bronze_events ORDER BY id"],
+    );
+    assert!(
+        stderr(&out).contains("3 rows shown (truncated"),
+        "{}",
+        stderr(&out)
+    );
     // A query that would run for hours is cancelled at the time limit.
     let mut cmd = weir();
     cmd.arg("sql").arg(&p).args([
@@ -347,8 +375,7 @@ fn sql_errors_name_the_table_and_the_column() {
     let out = sql(&p, &["SELECT * FROM bronze_events"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("table bronze_events")
-            && stderr(&out).contains("does not exist yet"),
+        stderr(&out).contains("table bronze_events") && stderr(&out).contains("does not exist yet"),
         "{}",
         stderr(&out)
     );
@@ -395,7 +422,9 @@ async fn peeks_show_the_last_commit_and_the_last_input_files() {
     // What the engine recorded for each flow's last batch: its Delta version and rows.
     let last = |flow: &str| -> Value {
         let text = std::fs::read_to_string(
-            dir.join("_checkpoints").join(flow).join("_weir/progress.jsonl"),
+            dir.join("_checkpoints")
+                .join(flow)
+                .join("_weir/progress.jsonl"),
         )
         .unwrap();
         serde_json::from_str(text.lines().last().unwrap()).unwrap()
@@ -405,7 +434,9 @@ async fn peeks_show_the_last_commit_and_the_last_input_files() {
         .await
         .unwrap();
     assert_eq!(out.output.rows, 21, "{}", out.title);
-    let version = last("bronze_events")["weir"]["deltaVersion"].as_i64().unwrap();
+    let version = last("bronze_events")["weir"]["deltaVersion"]
+        .as_i64()
+        .unwrap();
     assert!(
         out.title.contains(&format!("Delta version {version} ")),
         "{}",
@@ -413,7 +444,10 @@ async fn peeks_show_the_last_commit_and_the_last_input_files() {
     );
     let ids = column_strings(&out.output.batches, "id");
     assert!(ids.contains(&"999".to_string()) && ids.contains(&"219".to_string()));
-    assert!(!ids.contains(&"0".to_string()), "only the last commit's rows");
+    assert!(
+        !ids.contains(&"0".to_string()),
+        "only the last commit's rows"
+    );
     // Silver's last commit: as many rows as its last batch wrote.
     let out = weir::sql::peek::latest_output(&flows[1], &limits)
         .await
@@ -434,7 +468,10 @@ async fn peeks_show_the_last_commit_and_the_last_input_files() {
     assert!(out.title.contains("batch 2"), "{}", out.title);
     assert_eq!(out.output.rows, 22, "{}", out.title);
     let files = column_strings(&out.output.batches, "_file");
-    assert!(files.iter().all(|f| f.ends_with("part-2.json")), "{files:?}");
+    assert!(
+        files.iter().all(|f| f.ends_with("part-2.json")),
+        "{files:?}"
+    );
     let lines = column_strings(&out.output.batches, "_line");
     let rescued = column_strings(&out.output.batches, "_rescued_data");
     let corrupt = rescued
@@ -506,9 +543,9 @@ mod pane {
 
     /// A result of `n` rows of a wide table (more columns than 80 columns show).
     fn result(n: i64) -> weir::console::app::SqlResult {
-        use std::sync::Arc;
         use arrow::array::{ArrayRef, Int64Array, StringArray};
         use arrow::datatypes::{DataType, Field, Schema};
+        use std::sync::Arc;
         let schema = Arc::new(Schema::new(vec![
             Field::new("origin", DataType::Utf8, true),
             Field::new("departures", DataType::Int64, true),
@@ -521,7 +558,9 @@ mod pane {
             Arc::new(StringArray::from(
                 (0..n).map(|i| origins[i as usize % 3]).collect::<Vec<_>>(),
             )),
-            Arc::new(Int64Array::from((0..n).map(|i| 100 + i).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(
+                (0..n).map(|i| 100 + i).collect::<Vec<_>>(),
+            )),
             Arc::new(StringArray::from(
                 (0..n).map(|i| format!("{}.25", i % 17)).collect::<Vec<_>>(),
             )),
@@ -531,7 +570,9 @@ mod pane {
                     .collect::<Vec<_>>(),
             )),
             Arc::new(StringArray::from(
-                (0..n).map(|_| "ExpressJet Airlines Inc.").collect::<Vec<_>>(),
+                (0..n)
+                    .map(|_| "ExpressJet Airlines Inc.")
+                    .collect::<Vec<_>>(),
             )),
         ];
         let batch = arrow::record_batch::RecordBatch::try_new(schema.clone(), columns).unwrap();
@@ -559,7 +600,10 @@ mod pane {
         s.key(key(KeyCode::Char(':')));
         typed(&mut s, "sql");
         s.key(key(KeyCode::Enter));
-        typed(&mut s, "SELECT origin, count(*) FROM silver_flights GROUP BY origin");
+        typed(
+            &mut s,
+            "SELECT origin, count(*) FROM silver_flights GROUP BY origin",
+        );
         insta::assert_snapshot!("sql_pane_typing_80x24", screen(&s, 80, 24));
         // History: Up recalls the previous query.
         s.key(key(KeyCode::Up));
@@ -587,7 +631,10 @@ mod pane {
         s.key(key(KeyCode::Enter));
         s.ingest(Report::Sql {
             id: 2,
-            result: Err("no table named gold; the tables are: progress, bronze_events, silver_flights".into()),
+            result: Err(
+                "no table named gold; the tables are: progress, bronze_events, silver_flights"
+                    .into(),
+            ),
         });
         insta::assert_snapshot!("sql_pane_error_80x24", screen(&s, 80, 24));
         // A late answer to an older query is ignored.
@@ -650,7 +697,10 @@ fn sql_pane_in_tmux() {
     let screen = t.wait_for("the query's rows", Duration::from_secs(60), |s| {
         s.contains("1 row in") || s.contains("error")
     });
-    assert!(screen.contains("click") && screen.contains("60"), "{screen}");
+    assert!(
+        screen.contains("click") && screen.contains("60"),
+        "{screen}"
+    );
     // The history: Up brings the query back after clearing the line.
     t.keys(&["C-u", "Up"]);
     t.wait_for("the query from the history", Duration::from_secs(10), |s| {
@@ -658,17 +708,22 @@ fn sql_pane_in_tmux() {
     });
     // Read-only.
     t.keys(&["C-u", "DROP TABLE bronze_events", "Enter"]);
-    t.wait_for("the refusal", Duration::from_secs(30), |s| s.contains("read-only"));
+    t.wait_for("the refusal", Duration::from_secs(30), |s| {
+        s.contains("read-only")
+    });
     t.keys(&["Escape"]);
-    t.wait_for("the pane closed", Duration::from_secs(10), |s| !s.contains("SQL>"));
+    t.wait_for("the pane closed", Duration::from_secs(10), |s| {
+        !s.contains("SQL>")
+    });
     t.keys(&["q"]);
     let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
         s.contains("WEIR-EXITED-")
     });
     assert!(end.contains("WEIR-EXITED-0"), "{end}");
-    let history = std::fs::read_to_string(
-        tmp.path().join(".weir/pipeline.toml.sql_history.jsonl"),
-    )
-    .unwrap();
-    assert!(history.contains("GROUP BY kind") && history.contains("DROP TABLE"), "{history}");
+    let history =
+        std::fs::read_to_string(tmp.path().join(".weir/pipeline.toml.sql_history.jsonl")).unwrap();
+    assert!(
+        history.contains("GROUP BY kind") && history.contains("DROP TABLE"),
+        "{history}"
+    );
 }
