@@ -404,16 +404,15 @@ fn sql_update(app: &mut App, action: Action) -> Vec<Effect> {
             v.input.clear();
             v.history_pos = None;
         }
-        Action::Up if !peeking => {
-            if history_len > 0 {
-                let pos = match v.history_pos {
-                    Some(p) => p.saturating_sub(1),
-                    None => history_len - 1,
-                };
-                v.history_pos = Some(pos);
-                v.input = app.sql.history[pos].clone();
-            }
+        Action::Up if !peeking && history_len > 0 => {
+            let pos = match v.history_pos {
+                Some(p) => p.saturating_sub(1),
+                None => history_len - 1,
+            };
+            v.history_pos = Some(pos);
+            v.input = app.sql.history[pos].clone();
         }
+        Action::Up if !peeking => {}
         Action::Down if !peeking => match v.history_pos {
             Some(p) if p + 1 < history_len => {
                 v.history_pos = Some(p + 1);

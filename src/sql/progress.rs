@@ -121,10 +121,11 @@ fn row(flow: &str, record: &crate::records::StreamingQueryProgress) -> Option<Va
     if let Some(sources) = obj.get_mut("sources").and_then(Value::as_array_mut) {
         for s in sources.iter_mut().filter_map(Value::as_object_mut) {
             for key in ["startOffset", "endOffset", "latestOffset"] {
-                if let Some(o) = s.get_mut(key) {
-                    if !o.is_null() && !o.is_string() {
-                        *o = Value::String(o.to_string());
-                    }
+                if let Some(o) = s.get_mut(key)
+                    && !o.is_null()
+                    && !o.is_string()
+                {
+                    *o = Value::String(o.to_string());
                 }
             }
         }
