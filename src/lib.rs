@@ -29,6 +29,7 @@
 //! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints, the board of snapshots
 //! metrics, alerts            the Prometheus endpoint over the engine's board; alert rules, hysteresis, delivery (weir watch)
 //! checkpoint_tools           inspect, diff, check (weir check), backup/reset/rollback with dry-runs
+//! sql                        weir sql and the console's SQL pane: DataFusion over a pipeline's tables and progress, read-only and limited; peeks at a flow's latest output and input rows
 //! spark                      Apache Spark queries, read-only: checkpoints, event logs, progress, restart verdicts (attach --spark)
 //! playbook, drill, generate, export, fuzz  playbooks bound to evidence; restart drills on a copy; synthetic input files; a pipeline as PySpark; fuzz harnesses
 //! demo                       the live demo: nycflights13 replayed as a stream, faults to inject
@@ -61,6 +62,7 @@
 //! | a pipeline as a PySpark script (`weir export`) | `export` |
 //! | Apache Spark checkpoints and event logs read into weir's records (`attach --spark`) | `spark` |
 //! | the Prometheus endpoint, alert rules and their delivery (`weir watch`) | `metrics`, `alerts` over `engine::board` |
+//! | SQL over a pipeline's tables and progress (`weir sql`, `:sql`), peeks | `sql` |
 //! | commands and exit codes | `cli` |
 //!
 //! Data crosses module boundaries as Arrow `RecordBatch`es and plain serde
@@ -98,6 +100,7 @@ pub mod sink;
 pub mod source;
 pub mod spark;
 pub mod spec;
+pub mod sql;
 pub mod state;
 
 pub use error::{Error, Result};

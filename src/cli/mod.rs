@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod playbook;
 pub mod run;
 pub mod schema;
+pub mod sql;
 pub mod table;
 pub mod validate;
 pub mod watch;
@@ -71,6 +72,8 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Delta table maintenance with a dry run: optimize (compaction), vacuum, history.
     Table(table::TableArgs),
+    /// A read-only SQL query over the pipeline's tables and progress (docs/sql.md).
+    Sql(sql::SqlArgs),
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -99,6 +102,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Table(args) => table::run(&args),
+        Command::Sql(args) => sql::run(&args),
     }
 }
 

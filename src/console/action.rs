@@ -60,4 +60,13 @@ pub enum Action {
     ToggleStep,
     /// Show the dry-run of the checkpoint action the selected step names.
     DryRunStep,
+    /// Open the SQL pane (`:sql`), running the query when one is given.
+    OpenSql(Option<String>),
+    /// Peek at the current flow's latest output (`o`) or input (`i`) rows.
+    Peek(super::app::PeekKind),
+    /// SQL pane: show the columns further left / right.
+    ColumnLeft,
+    ColumnRight,
+    /// SQL pane: clear the query line.
+    ClearInput,
 }

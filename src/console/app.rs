@@ -97,6 +97,110 @@ pub enum Overlay {
     Playbook(PlaybookView),
     /// A checkpoint action's dry-run, waiting for its (typed) confirmation.
     Action(ActionDialog),
+    /// The SQL pane (`:sql`) or a peek at a flow's rows (`o`, `i`).
+    Sql(SqlView),
+}
+
+/// What a peek shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeekKind {
+    /// The rows the sink table's last commit added.
+    Output,
+    /// The rows of the flow's last input files.
+    Input,
+}
+
+/// The SQL pane: the query being typed, the last result, where the view is scrolled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlView {
+    /// `Some`: a peek at a flow's rows (no query line).
+    pub peek: Option<(String, PeekKind)>,
+    pub input: String,
+    /// While browsing the history with Up/Down: the index shown.
+    pub history_pos: Option<usize>,
+    pub run: SqlRun,
+    /// First row and first column shown.
+    pub row: usize,
+    pub col: usize,
+}
+
+impl SqlView {
+    pub fn new() -> Self {
+        SqlView {
+            peek: None,
+            input: String::new(),
+            history_pos: None,
+            run: SqlRun::Idle,
+            row: 0,
+            col: 0,
+        }
+    }
+}
+
+impl Default for SqlView {
+    fn default() -> Self {
+        SqlView::new()
+    }
+}
+
+/// Where the pane's query is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlRun {
+    Idle,
+    Running { id: u64, started_ms: i64 },
+    Done(SqlResult),
+    Failed(String),
+}
+
+/// A query's rows as text, ready to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlResult {
+    /// What the rows are (a peek's title), if more than the query says.
+    pub title: Option<String>,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// Widest value per column (characters, cut values included).
+    pub widths: Vec<usize>,
+    /// `12 rows in 35 ms` / `1,000 rows shown (truncated: ...) in 2.1 s`.
+    pub summary: String,
+    pub truncated: bool,
+    /// How long it took, ms.
+    pub elapsed_ms: u64,
+}
+
+/// The console's SQL: the tables it can query, the history, the limits.
+#[derive(Debug, Clone, Default)]
+pub struct SqlState {
+    pub flows: Vec<crate::sql::FlowTables>,
+    /// The names a query can use, as written.
+    pub table_names: Vec<String>,
+    /// Queries run, oldest first (Up/Down).
+    pub history: Vec<String>,
+    pub limits: crate::sql::Limits,
+    /// The id of the next query or peek (a late answer to an older one is ignored).
+    pub next_id: u64,
+}
+
+impl SqlState {
+    /// The console's SQL over these flows' tables, with the history so far.
+    pub fn new(flows: Vec<crate::sql::FlowTables>, history: Vec<String>) -> Self {
+        let table_names = crate::sql::name_tables(&flows)
+            .entries
+            .iter()
+            .map(|e| e.name.sql())
+            .collect();
+        SqlState {
+            flows,
+            table_names,
+            history,
+            limits: crate::sql::Limits {
+                // The console shares the machine with the flows.
+                partitions: 2,
+                ..Default::default()
+            },
+            next_id: 1,
+        }
+    }
 }
 
 /// The dry-run of a checkpoint action shown before it runs.
@@ -247,6 +351,11 @@ pub enum Report {
     },
     /// Every flow task of `run` has returned.
     EngineDone,
+    /// A query or peek of the SQL pane finished (`Err`: why it gave no rows).
+    Sql {
+        id: u64,
+        result: Result<SqlResult, String>,
+    },
 }
 
 /// What `update` asks the outside world to do.
@@ -272,6 +381,19 @@ pub enum Effect {
     Drill {
         pipeline: std::path::PathBuf,
     },
+    /// Run a read-only query off the UI thread (its answer comes back as `Report::Sql`).
+    RunSql {
+        id: u64,
+        sql: String,
+    },
+    /// Peek at a flow's latest output or input rows, off the UI thread.
+    Peek {
+        id: u64,
+        flow: String,
+        kind: PeekKind,
+    },
+    /// Cancel the running query or peek (the pane was closed).
+    CancelSql,
 }
 
 #[derive(Debug, Clone)]
@@ -307,6 +429,8 @@ pub struct App {
     pub abort: bool,
     /// Engine events dropped because the console lagged.
     pub events_dropped: u64,
+    /// The SQL pane's tables, history and limits.
+    pub sql: SqlState,
 }
 
 impl App {
@@ -343,6 +467,7 @@ impl App {
             exit: false,
             abort: false,
             events_dropped: 0,
+            sql: SqlState::default(),
         }
     }
 
@@ -535,6 +660,18 @@ impl App {
             Report::Problem { flow, at_ms, text } => {
                 if let Some(i) = self.flow_index(&flow) {
                     self.flows[i].push_event(at_ms, EventKind::Error, text);
+                }
+            }
+            Report::Sql { id, result } => {
+                if let Overlay::Sql(v) = &mut self.overlay
+                    && matches!(v.run, SqlRun::Running { id: running, .. } if running == id)
+                {
+                    v.run = match result {
+                        Ok(r) => SqlRun::Done(r),
+                        Err(e) => SqlRun::Failed(e),
+                    };
+                    v.row = 0;
+                    v.col = 0;
                 }
             }
             Report::EngineDone => {

@@ -25,7 +25,7 @@ use super::keys::Hint;
 use super::model::PHASES;
 use super::snapshot::{
     Body, ChartSnap, DetailSnap, EventRow, LagRow, LineKind, OverlaySnap, OverviewSnap,
-    PlaybookSnap, Snapshot,
+    PlaybookSnap, Snapshot, SqlSnap,
 };
 use super::theme::{Role, Theme, fold_ascii};
 
@@ -86,9 +86,126 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
     {
         draw_action(frame, body, title, lines, prompt, typed, theme);
     }
+    if let OverlaySnap::Sql(q) = &snap.overlay {
+        draw_sql(frame, body, q, theme);
+    }
     if theme.ascii {
         fold_ascii(frame.buffer_mut(), area);
     }
+}
+
+/// The SQL pane (or a peek) over the body: the query line, a status line, then the
+/// rows from the scroll position, the columns from the first one shown.
+fn draw_sql(frame: &mut Frame, body: Rect, q: &SqlSnap, theme: Theme) {
+    frame.render_widget(Clear, body);
+    let b = block(&q.title, true, theme);
+    let inner = b.inner(body);
+    frame.render_widget(b, body);
+    if inner.height == 0 || inner.width == 0 {
+        return;
+    }
+    let width = usize::from(inner.width);
+    let mut y = inner.y;
+    if let Some(input) = &q.input {
+        let prompt = "SQL> ";
+        let room = width.saturating_sub(prompt.len() + 1);
+        let n = input.chars().count();
+        let shown: String = input.chars().skip(n.saturating_sub(room)).collect();
+        let x = inner.x + (prompt.len() + shown.chars().count()) as u16;
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(prompt, theme.style(Role::Focus)),
+                Span::raw(shown),
+            ])),
+            Rect::new(inner.x, y, inner.width, 1),
+        );
+        frame.set_cursor_position((x.min(inner.right().saturating_sub(1)), y));
+        y += 1;
+    }
+    // Which columns fit, from the first shown.
+    let mut cols: Vec<(usize, usize)> = Vec::new();
+    let mut used = 0usize;
+    for (i, w) in q.widths.iter().enumerate().skip(q.first_col) {
+        let w = (*w).max(1);
+        let need = if cols.is_empty() { w } else { w + 2 };
+        if used + need > width {
+            if cols.is_empty() {
+                cols.push((i, width));
+            }
+            break;
+        }
+        used += need;
+        cols.push((i, w));
+    }
+    // The status line with which rows and columns are shown; its height decides the
+    // rows' room, which the line names (settles in two passes at most).
+    let mut status_h: u16 = 1;
+    let mut status = String::new();
+    for _ in 0..3 {
+        let rows_room = usize::from(inner.bottom().saturating_sub(y + status_h)).saturating_sub(1);
+        let shown_rows = q.rows.len().min(rows_room);
+        status = q.status.clone();
+        if q.total_rows > 0 {
+            status.push_str(&format!(
+                " · rows {}-{} of {}",
+                q.first_row + 1,
+                q.first_row + shown_rows,
+                q.total_rows
+            ));
+        }
+        if let (Some(first), Some(last)) = (cols.first(), cols.last())
+            && (first.0 > 0 || last.0 + 1 < q.columns.len())
+        {
+            status.push_str(&format!(
+                " · columns {}-{} of {}",
+                first.0 + 1,
+                last.0 + 1,
+                q.columns.len()
+            ));
+        }
+        let h = (status.chars().count().div_ceil(width.max(1)) as u16)
+            .clamp(1, 4)
+            .min(inner.bottom().saturating_sub(y).max(1));
+        if h == status_h {
+            break;
+        }
+        status_h = h;
+    }
+    let status_h = status_h.min(inner.bottom().saturating_sub(y));
+    frame.render_widget(
+        Paragraph::new(Span::styled(status, theme.style(q.status_role))).wrap(Wrap { trim: false }),
+        Rect::new(inner.x, y, inner.width, status_h),
+    );
+    y += status_h;
+    if q.columns.is_empty() || y >= inner.bottom() {
+        return;
+    }
+    let cell = |text: &str, w: usize| -> String {
+        let n = text.chars().count();
+        if n > w {
+            let mut t: String = text.chars().take(w.saturating_sub(1)).collect();
+            t.push('…');
+            t
+        } else {
+            format!("{text}{}", " ".repeat(w - n))
+        }
+    };
+    let line_of = |values: &[String]| -> String {
+        cols.iter()
+            .map(|(i, w)| cell(values.get(*i).map(String::as_str).unwrap_or(""), *w))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut lines = vec![Line::from(Span::styled(
+        line_of(&q.columns),
+        theme.style(Role::Title),
+    ))];
+    let room = usize::from(inner.bottom() - y).saturating_sub(1);
+    lines.extend(q.rows.iter().take(room).map(|r| Line::from(line_of(r))));
+    frame.render_widget(
+        Paragraph::new(lines),
+        Rect::new(inner.x, y, inner.width, inner.bottom() - y),
+    );
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, snap: &Snapshot) {

@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
-use super::app::{App, Mode, Overlay, View};
+use super::app::{App, Mode, Overlay, PeekKind, View};
 use crate::engine::control::{ControlCommand, FlowStatus};
 
 /// Where the keyboard is.
@@ -23,6 +23,10 @@ pub enum Ctx {
     Playbook,
     /// A checkpoint action's dry-run and confirmation.
     Action,
+    /// The SQL pane: typing a query, its rows.
+    Sql,
+    /// A peek at a flow's rows (`o`, `i`).
+    Peek,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +70,8 @@ const BROWSE: &[Ctx] = &[Ctx::Overview, Ctx::Detail];
 const PLAYBOOK: &[Ctx] = &[Ctx::Playbook];
 const OVERVIEW: &[Ctx] = &[Ctx::Overview];
 const DETAIL: &[Ctx] = &[Ctx::Detail];
+const SQL: &[Ctx] = &[Ctx::Sql];
+const PEEK: &[Ctx] = &[Ctx::Peek];
 
 fn always(_: &App) -> bool {
     true
@@ -661,6 +667,214 @@ pub static BINDINGS: &[Binding] = &[
         help: "close the playbook",
         when: always,
     },
+    // The SQL pane and peeks.
+    Binding {
+        keys: &[k('o')],
+        action: Action::Peek(PeekKind::Output),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "peek: the rows the flow's last Delta commit added to its table",
+        when: always,
+    },
+    Binding {
+        keys: &[k('i')],
+        action: Action::Peek(PeekKind::Input),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "peek: the rows of the flow's last input files, with _rescued_data, file and line",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::InputSubmit,
+        ctx: SQL,
+        hint: Some("run"),
+        hint_keys: None,
+        help: "run the query (read-only; the row and time limits apply)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc)],
+        action: Action::InputCancel,
+        ctx: SQL,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the SQL pane (a running query is cancelled)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Backspace)],
+        action: Action::InputBackspace,
+        ctx: SQL,
+        hint: None,
+        hint_keys: None,
+        help: "delete a character",
+        when: always,
+    },
+    Binding {
+        keys: &[ctrl('u')],
+        action: Action::ClearInput,
+        ctx: SQL,
+        hint: None,
+        hint_keys: None,
+        help: "clear the query line",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up)],
+        action: Action::Up,
+        ctx: SQL,
+        hint: Some("history"),
+        hint_keys: Some("↑/↓"),
+        help: "the previous query of the history",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down)],
+        action: Action::Down,
+        ctx: SQL,
+        hint: None,
+        hint_keys: None,
+        help: "the next query of the history",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageDown)],
+        action: Action::PageDown,
+        ctx: &[Ctx::Sql, Ctx::Peek],
+        hint: Some("rows"),
+        hint_keys: Some("PgUp/PgDn"),
+        help: "scroll the rows down a page",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageUp)],
+        action: Action::PageUp,
+        ctx: &[Ctx::Sql, Ctx::Peek],
+        hint: None,
+        hint_keys: None,
+        help: "scroll the rows up a page",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Home)],
+        action: Action::Top,
+        ctx: &[Ctx::Sql, Ctx::Peek],
+        hint: None,
+        hint_keys: None,
+        help: "the first row",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::End)],
+        action: Action::Bottom,
+        ctx: &[Ctx::Sql, Ctx::Peek],
+        hint: None,
+        hint_keys: None,
+        help: "the last row",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Left)],
+        action: Action::ColumnLeft,
+        ctx: SQL,
+        hint: Some("columns"),
+        hint_keys: Some("←/→"),
+        help: "the columns further left",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Right)],
+        action: Action::ColumnRight,
+        ctx: SQL,
+        hint: None,
+        hint_keys: None,
+        help: "the columns further right",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('q')],
+        action: Action::InputCancel,
+        ctx: PEEK,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the peek",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: PEEK,
+        hint: Some("rows"),
+        hint_keys: Some("j/k"),
+        help: "scroll the rows down",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: PEEK,
+        hint: None,
+        hint_keys: None,
+        help: "scroll the rows up",
+        when: always,
+    },
+    Binding {
+        keys: &[k('g')],
+        action: Action::Top,
+        ctx: PEEK,
+        hint: None,
+        hint_keys: None,
+        help: "the first row",
+        when: always,
+    },
+    Binding {
+        keys: &[k('G')],
+        action: Action::Bottom,
+        ctx: PEEK,
+        hint: None,
+        hint_keys: None,
+        help: "the last row",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Left), k('h')],
+        action: Action::ColumnLeft,
+        ctx: PEEK,
+        hint: Some("columns"),
+        hint_keys: Some("h/l"),
+        help: "the columns further left",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Right), k('l')],
+        action: Action::ColumnRight,
+        ctx: PEEK,
+        hint: None,
+        hint_keys: None,
+        help: "the columns further right",
+        when: always,
+    },
+    Binding {
+        keys: &[k('o')],
+        action: Action::Peek(PeekKind::Output),
+        ctx: PEEK,
+        hint: Some("output"),
+        hint_keys: None,
+        help: "peek at the latest output rows (again: refresh)",
+        when: always,
+    },
+    Binding {
+        keys: &[k('i')],
+        action: Action::Peek(PeekKind::Input),
+        ctx: PEEK,
+        hint: Some("input"),
+        hint_keys: None,
+        help: "peek at the last input files' rows (again: refresh)",
+        when: always,
+    },
     Binding {
         keys: &[k('q'), ctrl('c')],
         action: Action::Quit,
@@ -712,6 +926,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         run_only: true,
     },
     CommandSpec {
+        name: "sql",
+        args: "[QUERY]",
+        help: "the SQL pane: read-only queries over the pipeline's tables and progress (Esc closes)",
+        run_only: false,
+    },
+    CommandSpec {
         name: "freeze",
         args: "",
         help: "freeze the view",
@@ -739,6 +959,15 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// Parses a `:` command line into an action.
 pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
+    // `:sql QUERY`: the query as typed (spaces inside literals kept).
+    if let Some(rest) = line.trim_start().strip_prefix("sql")
+        && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+    {
+        let query = rest.trim();
+        return Ok(Action::OpenSql(
+            (!query.is_empty()).then(|| query.to_string()),
+        ));
+    }
     let mut words = line.split_whitespace();
     let Some(name) = words.next() else {
         return Err("empty command (try :help)".into());
@@ -801,6 +1030,8 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Confirm(_) => Ctx::Confirm,
         Overlay::Playbook(_) => Ctx::Playbook,
         Overlay::Action(_) => Ctx::Action,
+        Overlay::Sql(v) if v.peek.is_some() => Ctx::Peek,
+        Overlay::Sql(_) => Ctx::Sql,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -826,7 +1057,7 @@ pub fn action_for(app: &App, event: &KeyEvent) -> Option<Action> {
     if let Some(b) = live_bindings(app).find(|b| b.keys.iter().any(|k| matches(k, event))) {
         return Some(b.action.clone());
     }
-    if matches!(context(app), Ctx::Prompt | Ctx::Action)
+    if matches!(context(app), Ctx::Prompt | Ctx::Action | Ctx::Sql)
         && let KeyCode::Char(c) = event.code
         && !event
             .modifiers
@@ -897,7 +1128,10 @@ pub fn hints(app: &App) -> Vec<Hint> {
             keys,
             label: label.to_string(),
             pinned: pinned(&b.action)
-                || matches!(context(app), Ctx::Prompt | Ctx::Confirm | Ctx::Help),
+                || matches!(
+                    context(app),
+                    Ctx::Prompt | Ctx::Confirm | Ctx::Help | Ctx::Sql | Ctx::Peek
+                ),
         })
     };
     let mut out: Vec<Hint> = live_bindings(app)
@@ -968,6 +1202,8 @@ mod tests {
             Ctx::Help,
             Ctx::Prompt,
             Ctx::Confirm,
+            Ctx::Sql,
+            Ctx::Peek,
         ] {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()
@@ -991,11 +1227,19 @@ mod tests {
         for c in COMMANDS {
             let line = if c.args == "NAME" {
                 format!("{} sil", c.name)
+            } else if c.name == "sql" {
+                "sql SELECT  'a  b' AS x".to_string()
             } else {
                 c.name.to_string()
             };
             assert!(parse_command(&app, &line).is_ok(), ":{line}");
         }
+        assert_eq!(
+            parse_command(&app, "sql SELECT  'a  b' AS x"),
+            Ok(Action::OpenSql(Some("SELECT  'a  b' AS x".into())))
+        );
+        assert_eq!(parse_command(&app, "sql"), Ok(Action::OpenSql(None)));
+        assert!(parse_command(&app, "sqlx").is_err());
         assert_eq!(
             parse_command(&app, "pause silver"),
             Ok(Action::ControlNamed("silver".into(), ControlCommand::Pause))

@@ -208,7 +208,17 @@ pub async fn run_flows_with_notices(
     });
     let mut app = app;
     app.pipeline_path = pipeline.map(Path::to_path_buf);
-    let mut session = Session::new(app, Some(launched.link)).with_inputs(tx.clone());
+    app.sql = app::SqlState::new(
+        flows.iter().map(crate::sql::FlowTables::of).collect(),
+        Vec::new(),
+    );
+    let history = match pipeline {
+        Some(p) => crate::sql::History::load(&crate::sql::history_path(p)),
+        None => crate::sql::History::in_memory(),
+    };
+    let mut session = Session::new(app, Some(launched.link))
+        .with_inputs(tx.clone())
+        .with_sql_history(history);
     drop(tx);
     let feeds = Feeds {
         engine: Some(launched.events),
@@ -285,8 +295,18 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
             ))
         })
         .collect();
+    let mut app = app;
+    app.sql = app::SqlState::new(
+        checkpoints
+            .iter()
+            .zip(&names)
+            .map(|(cp, name)| crate::sql::FlowTables::from_checkpoint(name, cp))
+            .collect(),
+        Vec::new(),
+    );
+    // Attach writes nothing: its query history lives in memory.
+    let mut session = Session::new(app, None).with_inputs(tx.clone());
     drop(tx);
-    let mut session = Session::new(app, None);
     let feeds = Feeds {
         engine: None,
         inputs,

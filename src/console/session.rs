@@ -8,7 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 
 use super::action::Action;
-use super::app::{ActionDialog, App, Effect, Overlay, PlaybookView, Report};
+use super::app::{ActionDialog, App, Effect, Overlay, PeekKind, PlaybookView, Report, SqlResult};
 use super::draw;
 use super::keys;
 use super::launch::EngineLink;
@@ -21,8 +21,109 @@ use crate::playbook::StepAction;
 pub struct Session {
     pub app: App,
     link: Option<EngineLink>,
-    /// Where background work (the drill) reports back, as inputs.
+    /// Where background work (the drill, queries) reports back, as inputs.
     inputs: Option<tokio::sync::mpsc::Sender<Report>>,
+    /// Dropping it cancels the running query or peek.
+    sql_cancel: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The running query (id, text), recorded in the history when it ends.
+    sql_pending: Option<(u64, String)>,
+    /// The query history's file (`weir run`) or memory (`weir attach`).
+    sql_history: crate::sql::History,
+}
+
+/// Runs a query or a peek on a thread of its own (its own runtime: a slow query
+/// never holds the console's or the engine's threads), answering as `Report::Sql`.
+fn spawn_sql(
+    id: u64,
+    job: SqlJob,
+    flows: Vec<crate::sql::FlowTables>,
+    limits: crate::sql::Limits,
+    tx: tokio::sync::mpsc::Sender<Report>,
+    cancel: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("weir-sql".into())
+        .spawn(move || {
+            let result = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(async {
+                    tokio::select! {
+                        r = job.run(&flows, &limits) => Some(r),
+                        _ = cancel => None,
+                    }
+                }),
+                Err(e) => Some(Err(format!("no runtime for the query: {e}"))),
+            };
+            if let Some(result) = result {
+                let _ = tx.blocking_send(Report::Sql { id, result });
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the query: {e}"))
+}
+
+/// What the SQL thread runs.
+enum SqlJob {
+    Query(String),
+    Peek(String, PeekKind),
+}
+
+/// Widest cell shown in the SQL pane (characters; longer values are cut with `…`).
+pub const SQL_CELL_CHARS: usize = 40;
+
+impl SqlJob {
+    async fn run(
+        self,
+        flows: &[crate::sql::FlowTables],
+        limits: &crate::sql::Limits,
+    ) -> Result<SqlResult, String> {
+        let (title, out) = match self {
+            SqlJob::Query(sql) => (
+                None,
+                crate::sql::run(flows, &sql, limits)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            SqlJob::Peek(flow, kind) => {
+                let Some(f) = flows.iter().find(|f| f.flow == flow) else {
+                    return Err(format!("no tables known for flow {flow}"));
+                };
+                let peek = match kind {
+                    PeekKind::Output => crate::sql::peek::latest_output(f, limits).await,
+                    PeekKind::Input => crate::sql::peek::latest_input(f, limits).await,
+                }
+                .map_err(|e| e.to_string())?;
+                (Some(peek.title), peek.output)
+            }
+        };
+        Ok(sql_result(title, &out, limits.max_rows))
+    }
+}
+
+/// A query's rows as the pane draws them.
+pub fn sql_result(
+    title: Option<String>,
+    out: &crate::sql::QueryOutput,
+    max_rows: usize,
+) -> SqlResult {
+    let (columns, rows) = crate::sql::cells(out, SQL_CELL_CHARS);
+    let mut widths: Vec<usize> = columns.iter().map(|c| c.chars().count()).collect();
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    SqlResult {
+        title,
+        columns,
+        rows,
+        widths,
+        summary: crate::sql::summary(out, max_rows),
+        truncated: out.truncated,
+        elapsed_ms: u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX),
+    }
 }
 
 /// Runs a future to completion from the (synchronous) console loop.
@@ -46,7 +147,39 @@ impl Session {
             app,
             link,
             inputs: None,
+            sql_cancel: None,
+            sql_pending: None,
+            sql_history: crate::sql::History::in_memory(),
         }
+    }
+
+    /// Where queries run from the SQL pane are recorded (`weir run`: the pipeline's
+    /// history file, whose queries Up/Down recall).
+    pub fn with_sql_history(mut self, history: crate::sql::History) -> Self {
+        self.app.sql.history = history.queries();
+        self.sql_history = history;
+        self
+    }
+
+    fn start_sql(&mut self, id: u64, job: SqlJob) -> Result<(), String> {
+        let tx = self
+            .inputs
+            .clone()
+            .ok_or("this console cannot run queries (no input channel)")?;
+        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel();
+        // Replacing the sender cancels the query before.
+        self.sql_cancel = Some(cancel_tx);
+        if let SqlJob::Query(sql) = &job {
+            self.sql_pending = Some((id, sql.clone()));
+        }
+        spawn_sql(
+            id,
+            job,
+            self.app.sql.flows.clone(),
+            self.app.sql.limits,
+            tx,
+            cancel_rx,
+        )
     }
 
     /// Lets background work started by the console report into its inputs.
@@ -140,6 +273,15 @@ impl Session {
                     Ok(())
                 }
                 (_, Effect::Drill { pipeline }) => self.start_drill(pipeline),
+                (_, Effect::RunSql { id, sql }) => self.start_sql(*id, SqlJob::Query(sql.clone())),
+                (_, Effect::Peek { id, flow, kind }) => {
+                    self.start_sql(*id, SqlJob::Peek(flow.clone(), *kind))
+                }
+                (_, Effect::CancelSql) => {
+                    self.sql_cancel = None;
+                    self.sql_pending = None;
+                    Ok(())
+                }
                 (None, _) => Err("no engine to send to".to_string()),
                 (Some(link), Effect::StopAll) => {
                     link.stop_all();
@@ -220,6 +362,21 @@ impl Session {
     }
 
     pub fn ingest(&mut self, input: Report) {
+        if let Report::Sql { id, result } = &input
+            && let Some((_, sql)) = self.sql_pending.take_if(|(p, _)| p == id)
+        {
+            let entry = crate::sql::HistoryEntry {
+                at: crate::records::iso_millis(self.app.now_ms),
+                sql,
+                rows: result.as_ref().ok().map(|r| r.rows.len() as u64),
+                truncated: result.as_ref().is_ok_and(|r| r.truncated),
+                ms: result.as_ref().map(|r| r.elapsed_ms).unwrap_or(0),
+                error: result.as_ref().err().cloned(),
+            };
+            if let Err(e) = self.sql_history.append(entry) {
+                tracing::warn!(error = %e, "could not record the query in the history");
+            }
+        }
         self.app.ingest(input);
     }
 

@@ -50,6 +50,100 @@ pub enum OverlaySnap {
         prompt: String,
         typed: String,
     },
+    /// The SQL pane or a peek.
+    Sql(Box<SqlSnap>),
+}
+
+/// The SQL pane: the query line, a status line, the rows from the scroll position.
+#[derive(Debug, Clone)]
+pub struct SqlSnap {
+    pub title: String,
+    /// The query being typed; `None` for a peek.
+    pub input: Option<String>,
+    pub status: String,
+    pub status_role: Role,
+    pub columns: Vec<String>,
+    pub widths: Vec<usize>,
+    /// Rows from `first_row`, at most [`SQL_ROWS_SHOWN`].
+    pub rows: Vec<Vec<String>>,
+    pub first_row: usize,
+    pub total_rows: usize,
+    pub first_col: usize,
+}
+
+/// Rows a frame of the SQL pane carries (more than any terminal shows).
+pub const SQL_ROWS_SHOWN: usize = 200;
+
+fn sql_snap(app: &App, v: &super::app::SqlView) -> SqlSnap {
+    use super::app::{PeekKind, SqlRun};
+    let limits = &app.sql.limits;
+    let title = match &v.peek {
+        Some((flow, PeekKind::Output)) => {
+            format!("Peek: latest output rows of {flow} (o: refresh, i: input)")
+        }
+        Some((flow, PeekKind::Input)) => {
+            format!("Peek: last input rows of {flow} (i: refresh, o: output)")
+        }
+        None => format!(
+            "SQL, read-only: at most {} rows, {}",
+            crate::sql::grouped(limits.max_rows),
+            humantime::format_duration(limits.timeout)
+        ),
+    };
+    let mut snap = SqlSnap {
+        title,
+        input: v.peek.is_none().then(|| v.input.clone()),
+        status: String::new(),
+        status_role: Role::Dim,
+        columns: Vec::new(),
+        widths: Vec::new(),
+        rows: Vec::new(),
+        first_row: v.row,
+        total_rows: 0,
+        first_col: v.col,
+    };
+    match &v.run {
+        SqlRun::Idle => {
+            snap.status = format!(
+                "Enter runs the query; tables: {}",
+                if app.sql.table_names.is_empty() {
+                    "none known".to_string()
+                } else {
+                    app.sql.table_names.join(", ")
+                }
+            );
+        }
+        SqlRun::Running { started_ms, .. } => {
+            snap.status = format!(
+                "running for {} (Esc cancels; the limit is {})",
+                format::span_ms((app.now_ms - started_ms).max(0)),
+                humantime::format_duration(limits.timeout)
+            );
+            snap.status_role = Role::Warn;
+        }
+        SqlRun::Failed(e) => {
+            snap.status = format!("error: {e}");
+            snap.status_role = Role::Bad;
+        }
+        SqlRun::Done(r) => {
+            snap.status = match &r.title {
+                Some(t) => format!("{t}: {}", r.summary),
+                None => r.summary.clone(),
+            };
+            snap.status_role = if r.truncated { Role::Warn } else { Role::Good };
+            snap.columns = r.columns.clone();
+            snap.widths = r.widths.clone();
+            snap.total_rows = r.rows.len();
+            snap.rows = r
+                .rows
+                .iter()
+                .skip(v.row)
+                .take(SQL_ROWS_SHOWN)
+                .cloned()
+                .collect();
+        }
+    }
+    snap
 }
 
 /// The playbook overlay: live evidence beside the playbook's lines.
@@ -311,6 +405,7 @@ impl Snapshot {
                 },
                 typed: d.typed.clone(),
             },
+            Overlay::Sql(v) => OverlaySnap::Sql(Box::new(sql_snap(app, v))),
         };
         Snapshot {
             theme: app.theme,

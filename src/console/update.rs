@@ -23,6 +23,9 @@ fn playbook_steps(app: &App) -> usize {
 /// Changes the app for an action; returns what the engine must be told.
 pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
     let mut effects = Vec::new();
+    if matches!(app.overlay, Overlay::Sql(_)) {
+        return sql_update(app, action);
+    }
     match action {
         Action::Up => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
@@ -336,6 +339,150 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             }
         },
         Action::Redraw => {}
+        Action::OpenSql(query) => {
+            if app.sql.flows.is_empty() {
+                app.complain("no tables are known to this console: SQL needs weir run or weir attach of weir flows");
+                return effects;
+            }
+            app.overlay = Overlay::Sql(SqlView::new());
+            if let Some(q) = query {
+                if let Overlay::Sql(v) = &mut app.overlay {
+                    v.input = q;
+                }
+                return sql_update(app, Action::InputSubmit);
+            }
+        }
+        Action::Peek(kind) => {
+            let Some(flow) = app.current_flow().map(|f| f.name.clone()) else {
+                app.complain("no flow selected");
+                return effects;
+            };
+            app.overlay = Overlay::Sql(SqlView {
+                peek: Some((flow, kind)),
+                ..SqlView::new()
+            });
+            return sql_update(app, Action::Peek(kind));
+        }
+        Action::ColumnLeft | Action::ColumnRight | Action::ClearInput => {}
+    }
+    effects
+}
+
+/// Rows a page of the SQL pane scrolls.
+const SQL_PAGE: usize = 10;
+
+/// The SQL pane or a peek has the keyboard.
+fn sql_update(app: &mut App, action: Action) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    let history_len = app.sql.history.len();
+    let now = app.now_ms;
+    let Overlay::Sql(v) = &mut app.overlay else {
+        return effects;
+    };
+    let rows = match &v.run {
+        SqlRun::Done(r) => r.rows.len(),
+        _ => 0,
+    };
+    let columns = match &v.run {
+        SqlRun::Done(r) => r.columns.len(),
+        _ => 0,
+    };
+    let peeking = v.peek.is_some();
+    let scroll = |row: &mut usize, delta: isize| {
+        *row = row.saturating_add_signed(delta).min(rows.saturating_sub(1));
+    };
+    match action {
+        Action::InputChar(c) if !peeking => {
+            v.input.push(c);
+            v.history_pos = None;
+        }
+        Action::InputBackspace if !peeking => {
+            v.input.pop();
+            v.history_pos = None;
+        }
+        Action::ClearInput if !peeking => {
+            v.input.clear();
+            v.history_pos = None;
+        }
+        Action::Up if !peeking && history_len > 0 => {
+            let pos = match v.history_pos {
+                Some(p) => p.saturating_sub(1),
+                None => history_len - 1,
+            };
+            v.history_pos = Some(pos);
+            v.input = app.sql.history[pos].clone();
+        }
+        Action::Up if !peeking => {}
+        Action::Down if !peeking => match v.history_pos {
+            Some(p) if p + 1 < history_len => {
+                v.history_pos = Some(p + 1);
+                v.input = app.sql.history[p + 1].clone();
+            }
+            Some(_) => {
+                v.history_pos = None;
+                v.input.clear();
+            }
+            None => {}
+        },
+        Action::Up => scroll(&mut v.row, -1),
+        Action::Down => scroll(&mut v.row, 1),
+        Action::PageUp => scroll(&mut v.row, -(SQL_PAGE as isize)),
+        Action::PageDown => scroll(&mut v.row, SQL_PAGE as isize),
+        Action::Top => v.row = 0,
+        Action::Bottom => v.row = rows.saturating_sub(1),
+        Action::ColumnLeft => v.col = v.col.saturating_sub(1),
+        Action::ColumnRight => v.col = (v.col + 1).min(columns.saturating_sub(1)),
+        Action::InputSubmit if !peeking => {
+            let sql = v.input.trim().to_string();
+            if sql.is_empty() {
+                app.complain("type a query first, e.g. SELECT count(*) FROM progress");
+                return effects;
+            }
+            if matches!(v.run, SqlRun::Running { .. }) {
+                effects.push(Effect::CancelSql);
+            }
+            let id = app.sql.next_id;
+            app.sql.next_id += 1;
+            v.run = SqlRun::Running {
+                id,
+                started_ms: now,
+            };
+            v.history_pos = None;
+            if app.sql.history.last() != Some(&sql) {
+                app.sql.history.push(sql.clone());
+                let excess = app
+                    .sql
+                    .history
+                    .len()
+                    .saturating_sub(crate::sql::HISTORY_KEPT);
+                app.sql.history = app.sql.history.split_off(excess);
+            }
+            effects.push(Effect::RunSql { id, sql });
+        }
+        Action::Peek(kind) if peeking => {
+            let Some((flow, _)) = v.peek.clone() else {
+                return effects;
+            };
+            if matches!(v.run, SqlRun::Running { .. }) {
+                effects.push(Effect::CancelSql);
+            }
+            let id = app.sql.next_id;
+            app.sql.next_id += 1;
+            v.peek = Some((flow.clone(), kind));
+            v.run = SqlRun::Running {
+                id,
+                started_ms: now,
+            };
+            effects.push(Effect::Peek { id, flow, kind });
+        }
+        Action::InputCancel => {
+            if matches!(v.run, SqlRun::Running { .. }) {
+                effects.push(Effect::CancelSql);
+            }
+            app.overlay = Overlay::None;
+        }
+        Action::Redraw => {}
+        _ => {}
     }
     effects
 }

@@ -499,7 +499,7 @@ impl Drop for Tmux {
     }
 }
 
-fn json_pipeline(dir: &Path, trigger: &str) -> PathBuf {
+pub(crate) fn json_pipeline(dir: &Path, trigger: &str) -> PathBuf {
     let landing = dir.join("landing/events");
     std::fs::create_dir_all(&landing).unwrap();
     for f in 0..3 {

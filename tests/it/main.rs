@@ -26,6 +26,7 @@ mod schema_drift;
 mod spark;
 mod spark_export;
 mod spark_live;
+mod sql;
 mod stateful;
 mod stream_join;
 mod union;
