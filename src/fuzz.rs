@@ -22,7 +22,14 @@ use crate::source::files::read::{FileMeta, ReadSpec, decode_contents, decode_fil
 use crate::spec::{FileFormat, TextEncoding};
 
 /// The fuzz targets, by name (the directories of `fuzz/corpus/`).
-pub const TARGETS: [&str; 6] = ["json_lines", "csv", "gzip", "parquet", "pipeline", "checkpoint"];
+pub const TARGETS: [&str; 6] = [
+    "json_lines",
+    "csv",
+    "gzip",
+    "parquet",
+    "pipeline",
+    "checkpoint",
+];
 
 /// Runs target `name` on `data`; false for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> bool {

@@ -1108,7 +1108,13 @@ path = "prod/joined"
                 let crate::spec::SourceSpec::Files(files) = source else {
                     panic!("files sources");
                 };
-                assert!(files.schema_location.as_ref().unwrap().starts_with(&work_dir));
+                assert!(
+                    files
+                        .schema_location
+                        .as_ref()
+                        .unwrap()
+                        .starts_with(&work_dir)
+                );
             }
         }
     }

@@ -669,7 +669,13 @@ pub async fn write(
             let schema = crate::sink::quarantine::records_schema();
             let records = crate::sink::quarantine::records_batch(&q.records)?;
             sinks
-                .write_side(table, "bad_records_table", batch_id, vec![records], Some(&schema))
+                .write_side(
+                    table,
+                    "bad_records_table",
+                    batch_id,
+                    vec![records],
+                    Some(&schema),
+                )
                 .await?;
         }
     }
@@ -682,7 +688,9 @@ pub async fn write(
     if let Some(path) = &spec.late_rows
         && !late.is_empty()
     {
-        sinks.write_side(path, "late_rows", batch_id, late, None).await?;
+        sinks
+            .write_side(path, "late_rows", batch_id, late, None)
+            .await?;
     }
     if !sink.skipped
         && sink.delta_version.is_some()

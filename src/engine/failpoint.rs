@@ -59,8 +59,10 @@ pub fn check_env() -> Result<Option<String>, String> {
             "WEIR_FAILPOINT is armed: this process aborts (like kill -9) at step {} of {} of {}. \
              This is a crash drill; unset WEIR_FAILPOINT for a normal run",
             a.name,
-            a.batch
-                .map_or_else(|| "the first batch that reaches it".to_string(), |b| format!("batch {b}")),
+            a.batch.map_or_else(
+                || "the first batch that reaches it".to_string(),
+                |b| format!("batch {b}")
+            ),
             a.flow
                 .as_deref()
                 .map_or_else(|| "any flow".to_string(), |f| format!("flow {f}")),

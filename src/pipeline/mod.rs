@@ -354,8 +354,7 @@ fn check_tables_written(flow: &FlowSpec, earlier: &[FlowSpec]) -> Result<(), Str
     };
     let mine = dirs(flow);
     for (i, dir) in mine.iter().enumerate() {
-        let shared = mine[..i].contains(dir)
-            || earlier.iter().any(|e| dirs(e).contains(dir));
+        let shared = mine[..i].contains(dir) || earlier.iter().any(|e| dirs(e).contains(dir));
         if shared {
             return Err(format!(
                 "bad_records_path {} is used twice (flow {:?}); give each source its own quarantine directory",

@@ -37,8 +37,14 @@ impl SourceSpec {
     /// files) and `bad_records_table` (a Delta table); none for a Delta source.
     pub fn quarantine(&self) -> (Option<&Path>, Option<&Path>) {
         match self {
-            SourceSpec::Files(f) => (f.bad_records_path.as_deref(), f.bad_records_table.as_deref()),
-            SourceSpec::Kafka(k) => (k.bad_records_path.as_deref(), k.bad_records_table.as_deref()),
+            SourceSpec::Files(f) => (
+                f.bad_records_path.as_deref(),
+                f.bad_records_table.as_deref(),
+            ),
+            SourceSpec::Kafka(k) => (
+                k.bad_records_path.as_deref(),
+                k.bad_records_table.as_deref(),
+            ),
             SourceSpec::Delta(_) => (None, None),
         }
     }

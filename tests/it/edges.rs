@@ -1326,7 +1326,10 @@ async fn a_gzip_bomb_fails_alone_within_max_file_size() {
         .sum();
     assert_eq!(failed, 2, "{records:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("decompresses to more than max_file_size"), "{text}");
+    assert!(
+        text.contains("decompresses to more than max_file_size"),
+        "{text}"
+    );
     assert!(text.contains("bytes, over max_file_size"), "{text}");
     assert_eq!(
         table_lines(&dir.join("table"), &["id"], "id", ",").await,

@@ -8,9 +8,7 @@ fn every_fuzz_corpus_input_runs_without_a_panic() {
     for target in weir::fuzz::TARGETS {
         let dir = root.join(target);
         let mut inputs = 0;
-        for entry in std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.unwrap().path();
             let data = std::fs::read(&path).unwrap();
             let ok = std::panic::catch_unwind(|| weir::fuzz::run(target, &data));

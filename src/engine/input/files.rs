@@ -173,9 +173,7 @@ impl FilesInput {
 
     /// Records the outcomes of batch N's read before its sink write.
     pub fn record_outcomes(&mut self, batch_id: u64, read: &BatchRead) -> Result<()> {
-        self.source
-            .ledger
-            .record_outcomes(batch_id, &read.outcomes)
+        self.source.ledger.record_outcomes(batch_id, &read.outcomes)
     }
 
     /// New columns in the batch's files against the schema, per `schema_evolution`:

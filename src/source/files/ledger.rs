@@ -433,7 +433,9 @@ impl Ledger {
                 .map_err(|e| ledger_error(&path, e))?;
             for (file, outcome) in outcomes {
                 let (label, error, rows) = match outcome {
-                    FileOutcome::Ingested { num_rows } => ("ingested", None, Some(*num_rows as i64)),
+                    FileOutcome::Ingested { num_rows } => {
+                        ("ingested", None, Some(*num_rows as i64))
+                    }
                     FileOutcome::Failed { error } => ("failed", Some(error.as_str()), None),
                     FileOutcome::Retry { error } => ("retry", Some(error.as_str()), None),
                 };
@@ -640,7 +642,11 @@ mod tests {
         .unwrap();
         assert_eq!(l.lookup("/a").unwrap().unwrap().state, FileState::Committed);
         let b = l.lookup("/b").unwrap().unwrap();
-        assert_eq!((b.state, b.attempts), (FileState::Retry, 1), "retried later");
+        assert_eq!(
+            (b.state, b.attempts),
+            (FileState::Retry, 1),
+            "retried later"
+        );
         assert!(l.files_for_batch(0).unwrap().iter().all(|f| f.path != "/b"));
         // Batch 1 planned in the ledger but its offsets never written: discarded on recovery.
         l.plan_batch(1, &[file("/c", 5, 3)], 300).unwrap();
@@ -651,7 +657,12 @@ mod tests {
         assert_eq!(l.settle_committed_through(Some(1), 400).unwrap(), 1);
         let s = l.stats().unwrap();
         assert_eq!(
-            (s.files_committed, s.files_pending, s.bytes_committed, s.files_retrying),
+            (
+                s.files_committed,
+                s.files_pending,
+                s.bytes_committed,
+                s.files_retrying
+            ),
             (2, 0, 15, 1)
         );
     }
@@ -690,8 +701,12 @@ mod tests {
         assert_eq!(retry_backoff_ms(u32::MAX), 300_000);
         // Read at last: committed, and the retry row is history.
         l.plan_batch(2, &[file("/b", 20, 2)], 13_000).unwrap();
-        l.commit_batch(2, &[("/b".into(), FileOutcome::Ingested { num_rows: 1 })], 13_000)
-            .unwrap();
+        l.commit_batch(
+            2,
+            &[("/b".into(), FileOutcome::Ingested { num_rows: 1 })],
+            13_000,
+        )
+        .unwrap();
         assert_eq!(l.lookup("/b").unwrap().unwrap().state, FileState::Committed);
     }
 

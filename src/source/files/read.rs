@@ -446,7 +446,11 @@ pub fn read_contents(
     let mut file = open_listed(path)?;
     let size = file.metadata().map_err(io)?.len();
     if size > max_bytes {
-        return Err(too_large(path, &format!("is {size} bytes, over"), max_bytes));
+        return Err(too_large(
+            path,
+            &format!("is {size} bytes, over"),
+            max_bytes,
+        ));
     }
     let mut raw = Vec::with_capacity(size as usize);
     file.read_to_end(&mut raw).map_err(io)?;
@@ -467,9 +471,10 @@ pub fn open_listed(path: &std::path::Path) -> Result<std::fs::File, FileReadErro
             if source.raw_os_error() == Some(nix::libc::ELOOP) {
                 FileReadError::Unsupported {
                     path: path.to_path_buf(),
-                    message: "is a symbolic link now (it was a file when the directory was listed); \
+                    message:
+                        "is a symbolic link now (it was a file when the directory was listed); \
                               links are not followed"
-                        .into(),
+                            .into(),
                 }
             } else {
                 FileReadError::Io {
