@@ -116,7 +116,13 @@ impl Sinks {
     /// `txn`): a re-run batch whose first attempt committed it. False for sinks without
     /// a transaction log (memory, console) and when the table cannot be read.
     pub async fn holds_batch(&self, batch_id: u64) -> bool {
-        let (SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. }) = &self.spec else {
+        let (SinkSpec::Delta {
+            path,
+            idempotent: true,
+            ..
+        }
+        | SinkSpec::DeltaMerge { path, .. }) = &self.spec
+        else {
             return false;
         };
         matches!(

@@ -129,6 +129,7 @@ impl FileSource {
             rescued_data: true,
             text: options.text.clone(),
             partitions,
+            follow_links: options.follow_symlinks != FollowSymlinks::Never,
         };
         let batch_schema = batch_schema(&read::output_schema(&read_spec));
         FileSource {

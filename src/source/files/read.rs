@@ -182,6 +182,9 @@ pub struct ReadSpec {
     pub text: TextOptions,
     /// Columns whose values come from `key=value` directories (none: every column is data).
     pub partitions: Option<Arc<Partitioning>>,
+    /// Open a listed path through a symbolic link (`follow_symlinks = "inside_root"`,
+    /// whose listing checked the link's target); otherwise `O_NOFOLLOW`.
+    pub follow_links: bool,
 }
 
 impl ReadSpec {
@@ -194,6 +197,7 @@ impl ReadSpec {
             rescued_data: true,
             text: TextOptions::default(),
             partitions: None,
+            follow_links: false,
         }
     }
 }
@@ -401,11 +405,11 @@ pub(crate) fn decode_data(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFil
     match spec.format {
         FileFormat::Parquet => parquet_file::decode(meta, spec, &schema),
         FileFormat::Json => {
-            let text = read_contents(&meta.path, spec.text.encoding, spec.text.max_file_bytes)?;
+            let text = read_listed(&meta.path, spec)?;
             json_lines::decode(&text, meta, spec, &schema)
         }
         FileFormat::Csv => {
-            let text = read_contents(&meta.path, spec.text.encoding, spec.text.max_file_bytes)?;
+            let text = read_listed(&meta.path, spec)?;
             csv_file::decode(&text, meta, spec, &schema)
         }
     }
@@ -439,11 +443,25 @@ pub fn read_contents(
     encoding: TextEncoding,
     max_bytes: u64,
 ) -> Result<Vec<u8>, FileReadError> {
+    read_contents_opened(path, encoding, max_bytes, open_listed(path, false)?)
+}
+
+/// [`read_contents`] of a listed file, opened as `spec` says ([`ReadSpec::follow_links`]).
+fn read_listed(path: &std::path::Path, spec: &ReadSpec) -> Result<Vec<u8>, FileReadError> {
+    let file = open_listed(path, spec.follow_links)?;
+    read_contents_opened(path, spec.text.encoding, spec.text.max_file_bytes, file)
+}
+
+fn read_contents_opened(
+    path: &std::path::Path,
+    encoding: TextEncoding,
+    max_bytes: u64,
+    mut file: std::fs::File,
+) -> Result<Vec<u8>, FileReadError> {
     let io = |source| FileReadError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = open_listed(path)?;
     let size = file.metadata().map_err(io)?.len();
     if size > max_bytes {
         return Err(too_large(
@@ -460,12 +478,17 @@ pub fn read_contents(
 /// Opens a listed file for reading without following a symbolic link in its place
 /// (`O_NOFOLLOW`): the listing skipped links, so a link swapped in between the
 /// listing and the read (to `/etc/shadow`, say) is refused, not read. Such a file
-/// fails as a whole and is named.
-pub fn open_listed(path: &std::path::Path) -> Result<std::fs::File, FileReadError> {
+/// fails as a whole and is named. `follow_links`: the listing followed links inside the
+/// source root (`follow_symlinks = "inside_root"`), so a link is opened as one.
+pub fn open_listed(
+    path: &std::path::Path,
+    follow_links: bool,
+) -> Result<std::fs::File, FileReadError> {
     use std::os::unix::fs::OpenOptionsExt;
+    let flags = if follow_links { 0 } else { nix::libc::O_NOFOLLOW };
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        .custom_flags(flags)
         .open(path)
         .map_err(|source| {
             if source.raw_os_error() == Some(nix::libc::ELOOP) {

@@ -34,7 +34,7 @@ pub(super) fn decode(
         path: meta.path.clone(),
         message: format!("Parquet: {e}"),
     };
-    let file = super::open_listed(&meta.path)?;
+    let file = super::open_listed(&meta.path, spec.follow_links)?;
     if file.metadata().map_err(io)?.len() == 0 {
         return Ok(DecodedFile::default());
     }
