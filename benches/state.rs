@@ -62,8 +62,8 @@ fn spec() -> StatefulSpec {
 /// (about the demo's flights per hour x10), so keys arrive in event-time order.
 fn key(i: u64) -> (&'static str, i32, &'static str, i64) {
     const CARRIERS: [&str; 16] = [
-        "UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN", "VX", "FL", "AS", "9E", "F9", "HA",
-        "YV", "OO",
+        "UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN", "VX", "FL", "AS", "9E", "F9", "HA", "YV",
+        "OO",
     ];
     const ORIGINS: [&str; 3] = ["EWR", "JFK", "LGA"];
     let hour = (i / 6_000) as i64;
@@ -96,7 +96,9 @@ fn batches(from: u64, to: u64) -> Vec<RecordBatch> {
                     TimestampMicrosecondArray::from_iter_values(keys.iter().map(|k| k.3))
                         .with_timezone("UTC"),
                 ),
-                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|&i| i as i64))),
+                Arc::new(Int64Array::from_iter_values(
+                    chunk.iter().map(|&i| i as i64),
+                )),
             ];
             RecordBatch::try_new(schema(), columns).expect("batch")
         })
@@ -167,16 +169,31 @@ fn main() {
     let t = Instant::now();
     let mut op = build(&spec(), &schema(), dir.path(), None).expect("operator");
     let out = op.process(0, input, i64::MIN / 1000).expect("batch 0");
-    assert_eq!(out.iter().map(RecordBatch::num_rows).sum::<usize>() as u64, n);
+    assert_eq!(
+        out.iter().map(RecordBatch::num_rows).sum::<usize>() as u64,
+        n
+    );
     drop(out);
     op.commit(0).expect("commit 0");
-    report("insert", t.elapsed().as_secs_f64(), op.as_ref(), key_bytes, resettable);
+    report(
+        "insert",
+        t.elapsed().as_secs_f64(),
+        op.as_ref(),
+        key_bytes,
+        resettable,
+    );
 
     drop(op);
     let resettable = reset_peak();
     let t = Instant::now();
     let mut op = build(&spec(), &schema(), dir.path(), Some(0)).expect("restart");
-    report("restart", t.elapsed().as_secs_f64(), op.as_ref(), key_bytes, resettable);
+    report(
+        "restart",
+        t.elapsed().as_secs_f64(),
+        op.as_ref(),
+        key_bytes,
+        resettable,
+    );
 
     let resettable = reset_peak();
     let t = Instant::now();
@@ -184,7 +201,13 @@ fn main() {
     assert!(op.needs_no_data_batch(expire_at));
     op.process(1, Vec::new(), expire_at).expect("batch 1");
     op.commit(1).expect("commit 1");
-    report("expire", t.elapsed().as_secs_f64(), op.as_ref(), key_bytes, resettable);
+    report(
+        "expire",
+        t.elapsed().as_secs_f64(),
+        op.as_ref(),
+        key_bytes,
+        resettable,
+    );
     drop(op);
     drop(dir);
 

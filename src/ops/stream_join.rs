@@ -30,10 +30,9 @@ use std::time::Instant;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, Scalar, StringArray,
-    UInt32Array,
 };
+use arrow::compute::concat_batches;
 use arrow::compute::kernels::cmp::lt;
-use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -44,7 +43,7 @@ use crate::records::StateOperatorMetrics;
 use crate::spec::WatermarkSpec;
 use crate::spec::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::spec::{StreamJoinSpec, TimeRange};
-use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name.
 pub const OPERATOR_NAME: &str = "symmetricHashJoin";
@@ -371,10 +370,9 @@ fn plan_sql(
             &right_state_schema,
             Vec::new(),
         )?;
-        let optimized = futures::executor::block_on(async {
-            ctx.sql(sql).await?.into_optimized_plan()
-        })
-        .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
+        let optimized =
+            futures::executor::block_on(async { ctx.sql(sql).await?.into_optimized_plan() })
+                .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
         columns_read(&optimized, &mut used_left, &mut used_right)
             .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
     }
@@ -1666,7 +1664,15 @@ mod tests {
         let mut op = build(None, None).unwrap();
         assert_eq!(
             names(&op.left_state_schema),
-            ["__weir_batch", "__weir_row", "k", "ts", "v", "__weir_t", "__weir_matched"]
+            [
+                "__weir_batch",
+                "__weir_row",
+                "k",
+                "ts",
+                "v",
+                "__weir_t",
+                "__weir_matched"
+            ]
         );
         let l = vec![left_rows(&[("a", "2024-05-01T10:00:00Z", 1)])];
         let r = vec![right_rows(&[("a", "2024-05-01T10:00:01Z", 2)])];

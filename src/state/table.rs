@@ -195,7 +195,14 @@ impl KeyIndex {
     fn push(&mut self, key: &[u8]) -> Result<()> {
         let p = position(self.keys.len())?;
         let hash = self.hash(key);
-        index_key(&mut self.by_hash, &mut self.collided, &self.keys, hash, key, p);
+        index_key(
+            &mut self.by_hash,
+            &mut self.collided,
+            &self.keys,
+            hash,
+            key,
+            p,
+        );
         self.keys.push(key);
         Ok(())
     }
@@ -685,8 +692,11 @@ impl StateTable {
             }
             indices[p] = (1, i);
         }
-        let updated = interleave(&[self.data.column(column).as_ref(), values.as_ref()], &indices)
-            .map_err(arrow_err("updating state rows"))?;
+        let updated = interleave(
+            &[self.data.column(column).as_ref(), values.as_ref()],
+            &indices,
+        )
+        .map_err(arrow_err("updating state rows"))?;
         let mut columns = self.data.columns().to_vec();
         columns[column] = updated;
         self.data = self.batch(columns, n)?;
@@ -738,11 +748,7 @@ impl StateTable {
         let kept =
             filter_record_batch(&self.data, &keep).map_err(arrow_err("removing state rows"))?;
         let old = std::mem::take(&mut self.index.keys);
-        let removed_bytes: usize = mask
-            .values()
-            .set_indices()
-            .map(|p| old.get(p).len())
-            .sum();
+        let removed_bytes: usize = mask.values().set_indices().map(|p| old.get(p).len()).sum();
         let mut keys = KeyBuf::with_capacity(n - n_removed, old.bytes.len() - removed_bytes);
         let mut changed = Vec::with_capacity(n - n_removed);
         for (p, m) in mask.values().iter().enumerate() {
@@ -974,12 +980,12 @@ mod tests {
     fn insert_absent_keeps_the_first_row_of_each_new_key() {
         let mut t = StateTable::from_batch(schema(), 1, rows(&["a"], &[1])).unwrap();
         let inserted = t
-            .insert_absent(&[rows(&["b", "a", "b"], &[2, 3, 4]), rows(&["c", "b"], &[5, 6])])
+            .insert_absent(&[
+                rows(&["b", "a", "b"], &[2, 3, 4]),
+                rows(&["c", "b"], &[5, 6]),
+            ])
             .unwrap();
-        assert_eq!(
-            inserted,
-            vec![vec![true, false, false], vec![true, false]]
-        );
+        assert_eq!(inserted, vec![vec![true, false, false], vec![true, false]]);
         assert_eq!(
             contents(&t),
             vec![("a".into(), 1), ("b".into(), 2), ("c".into(), 5)]
@@ -1002,7 +1008,9 @@ mod tests {
         .unwrap();
         assert!(t.insert_absent(&[wrong]).is_err());
         assert_eq!(t.len(), 3);
-        let d = t.key_rows(&[Arc::new(StringArray::from(vec!["d"]))]).unwrap();
+        let d = t
+            .key_rows(&[Arc::new(StringArray::from(vec!["d"]))])
+            .unwrap();
         assert_eq!(t.lookup(d.get(0)), None);
     }
 
@@ -1020,8 +1028,7 @@ mod tests {
         assert_eq!(contents(&t), vec![("b".into(), 2), ("a".into(), 10)]);
         let ch = t.take_changes().unwrap();
         assert_eq!((ch.upserts.num_rows(), ch.num_removals), (1, 1));
-        let mut replay =
-            StateTable::from_batch(schema(), 1, rows(&["a", "b"], &[1, 2])).unwrap();
+        let mut replay = StateTable::from_batch(schema(), 1, rows(&["a", "b"], &[1, 2])).unwrap();
         replay
             .apply(&ch.upserts, &ch.removals, ch.num_removals)
             .unwrap();
@@ -1059,14 +1066,21 @@ mod tests {
                 let gone = |k: &str| k[1..].parse::<usize>().unwrap() % d == 0;
                 let mask: BooleanArray = contents(&t).iter().map(|(k, _)| Some(gone(k))).collect();
                 let removed = t.remove_where(&mask).unwrap();
-                assert_eq!(removed.num_rows(), model.iter().filter(|(k, _)| gone(k)).count());
+                assert_eq!(
+                    removed.num_rows(),
+                    model.iter().filter(|(k, _)| gone(k)).count()
+                );
                 model.retain(|(k, _)| !gone(k));
                 assert_eq!(contents(&t), model, "step {step}");
                 for (p, (k, _)) in model.iter().enumerate() {
-                    let key = t.key_rows(&[Arc::new(StringArray::from(vec![k.as_str()]))]).unwrap();
+                    let key = t
+                        .key_rows(&[Arc::new(StringArray::from(vec![k.as_str()]))])
+                        .unwrap();
                     assert_eq!(t.lookup(key.get(0)), Some(p), "step {step}: {k}");
                 }
-                let absent = t.key_rows(&[Arc::new(StringArray::from(vec!["zz"]))]).unwrap();
+                let absent = t
+                    .key_rows(&[Arc::new(StringArray::from(vec!["zz"]))])
+                    .unwrap();
                 assert_eq!(t.lookup(absent.get(0)), None);
                 let ch = t.take_changes().unwrap();
                 let mut replay = StateTable::from_batch(
