@@ -29,6 +29,20 @@ use weir::engine::{RunOptions, run_flow};
 use weir::pipeline;
 use weir::spec::Trigger;
 
+/// `VmHWM` of this process in MiB (peak RSS since start or the last reset).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -234,6 +248,8 @@ async fn bench_pipeline(input: &Path) {
     let started = Instant::now();
     let mut flows = Vec::new();
     for flow in weir::spec::dependency_order(&pipeline.flows).expect("order") {
+        // Peak RSS per flow: VmHWM, reset before each flow (null where the kernel refuses).
+        let resettable = std::fs::write("/proc/self/clear_refs", "5").is_ok();
         let t = Instant::now();
         let summary = run_flow(
             &flow,
@@ -245,13 +261,15 @@ async fn bench_pipeline(input: &Path) {
         .await
         .expect("flow runs");
         let secs = t.elapsed().as_secs_f64();
+        let peak = if resettable { peak_rss_mib() } else { None };
         flows.push(format!(
-            "{{\"flow\":{:?},\"input_rows\":{},\"output_rows\":{},\"batches\":{},\"s\":{secs:.2},\"rows_per_s\":{:.0}}}",
+            "{{\"flow\":{:?},\"input_rows\":{},\"output_rows\":{},\"batches\":{},\"s\":{secs:.2},\"rows_per_s\":{:.0},\"peak_rss_mib\":{}}}",
             flow.name,
             summary.num_input_rows,
             summary.num_output_rows,
             summary.batches,
-            summary.num_input_rows as f64 / secs.max(1e-9)
+            summary.num_input_rows as f64 / secs.max(1e-9),
+            peak.map_or("null".to_string(), |p| format!("{p:.0}"))
         ));
     }
     let total = started.elapsed().as_secs_f64();

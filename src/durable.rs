@@ -10,7 +10,7 @@
 //!
 //! | helper | does | used for |
 //! |---|---|---|
-//! | [`write_atomic`] | temp file, fsync, `rename`, fsync of the directory | files that may be replaced; a crash leaves the old or the new one, never a torn one |
+//! | [`write_atomic`], [`write_atomic_with`] | temp file, fsync, `rename`, fsync of the directory | files that may be replaced; a crash leaves the old or the new one, never a torn one |
 //! | [`write_new`] | temp file, fsync, `renameat2(RENAME_NOREPLACE)` (or `link`), fsync of the directory | `offsets/N`: never overwritten, refused atomically |
 //! | [`rename_new`] | `renameat2(RENAME_NOREPLACE)`, fsync of both directories | moving a checkpoint or a torn file aside |
 //! | [`create_dir_private`] | `mkdir` of each missing component (0700), fsync of each parent | checkpoint, table and side-table directories |
@@ -45,16 +45,25 @@ fn parent(path: &Path) -> &Path {
 
 /// Writes `bytes` to a new temp file beside `path` (owner-only) and fsyncs it.
 fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    write_temp_with(path, |file| file.write_all(bytes))
+}
+
+/// Creates a new temp file beside `path` (owner-only), lets `write` fill it, fsyncs it.
+fn write_temp_with<E: From<std::io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut fs::File) -> Result<(), E>,
+) -> Result<PathBuf, E> {
     let tmp = temp_path(path);
-    let result = (|| {
+    let result = (|| -> Result<(), E> {
         let mut file = fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        write(&mut file)?;
+        file.sync_all()?;
+        Ok(())
     })();
     match result {
         Ok(()) => Ok(tmp),
@@ -68,12 +77,21 @@ fn write_temp(path: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
 /// Replaces `path` with `bytes` atomically and durably: temp file, fsync, rename, fsync
 /// of the directory. A reader sees the old content or the new, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = write_temp(path, bytes)?;
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] for content written as it is produced (a large file is not held in
+/// memory first): `write` fills the temp file, then fsync, rename, fsync of the directory.
+pub fn write_atomic_with<E: From<std::io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut fs::File) -> Result<(), E>,
+) -> Result<(), E> {
+    let tmp = write_temp_with(path, write)?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
-        return Err(e);
+        return Err(e.into());
     }
-    sync_dir(parent(path))
+    Ok(sync_dir(parent(path))?)
 }
 
 /// Creates `path` with `bytes` atomically and durably, refusing (`AlreadyExists`) when

@@ -572,8 +572,8 @@ impl AggregateOperator {
         for (id, p) in stored_rows {
             slots[id] = Some(Slot::At(p));
         }
-        for (key, id) in new_keys {
-            slots[id] = Some(Slot::New(key));
+        for id in new_keys.into_values() {
+            slots[id] = Some(Slot::New);
         }
         let slots = slots
             .into_iter()

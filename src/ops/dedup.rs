@@ -21,11 +21,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, Scalar, UInt32Array};
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, Scalar};
+use arrow::compute::filter_record_batch;
 use arrow::compute::kernels::cmp::lt;
-use arrow::compute::{filter_record_batch, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::HashSet;
 
 use super::aggregate::check_batch_id;
 use super::stateful::{StatefulOperator, elapsed_ms};
@@ -34,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::records::StateOperatorMetrics;
 use crate::spec::StatefulSpec;
 use crate::spec::WatermarkSpec;
-use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name for `dropDuplicates`.
 pub const DEDUPE: &str = "dedupe";
@@ -148,68 +147,67 @@ impl DedupOperator {
         }
     }
 
-    /// Emits the first row of each key not in state; records the new keys.
-    fn dedup_batch(&mut self, batch: &RecordBatch) -> Result<(RecordBatch, usize)> {
-        let mut key_columns: Vec<ArrayRef> = Vec::with_capacity(self.keys.len());
-        for k in &self.keys {
-            let column = batch.column_by_name(k).ok_or_else(|| Error::Plan {
-                flow: self.flow.clone(),
-                message: format!("the drop_duplicates key `{k}` is missing from a batch"),
-            })?;
-            // Spark normalises float keys: -0.0 is 0.0, every NaN is one NaN.
-            key_columns.push(crate::state::table::normalize_float_key(column));
-        }
-        let encoded = self.table.key_rows(&key_columns)?;
-        let mut seen: HashSet<&[u8]> = HashSet::default();
-        let mut keep = Vec::with_capacity(batch.num_rows());
-        let mut first_rows: Vec<u32> = Vec::new();
-        let mut slots: Vec<Slot> = Vec::new();
-        for i in 0..batch.num_rows() {
-            let key = encoded.get(i);
-            let new = self.table.lookup(key).is_none() && seen.insert(key);
-            keep.push(new);
-            if new {
-                first_rows.push(u32::try_from(i).unwrap_or(u32::MAX));
-                slots.push(Slot::New(Box::from(key)));
-            }
-        }
-        let n_new = first_rows.len();
-        if n_new == 0 {
-            return Ok((RecordBatch::new_empty(batch.schema()), 0));
-        }
-        let indices = UInt32Array::from(first_rows);
-        let ts = event_time_column(batch, &self.watermark.column)?;
-        let ts = take(&ts, &indices, None).map_err(|e| self.arrow_error("deduplicating", e))?;
-        let ts = ts
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .cloned()
-            .unwrap_or_else(|| Int64Array::from(vec![i64::MIN; n_new]));
+    /// The key columns of a batch, float keys normalised as Spark does (-0.0 is 0.0,
+    /// every NaN is one NaN).
+    fn key_columns(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        self.keys
+            .iter()
+            .map(|k| {
+                batch
+                    .column_by_name(k)
+                    .map(crate::state::table::normalize_float_key)
+                    .ok_or_else(|| Error::Plan {
+                        flow: self.flow.clone(),
+                        message: format!("the drop_duplicates key `{k}` is missing from a batch"),
+                    })
+            })
+            .collect()
+    }
+
+    /// Emits the first row of each key not in state, batch by batch (the input is not
+    /// copied: a batch without duplicates goes out as it is); records the new keys with
+    /// one append to the state table.
+    fn dedup(&mut self, input: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, usize)> {
         let delay_us = if self.within_watermark {
             self.watermark.delay_ms.saturating_mul(1000)
         } else {
             0
         };
-        // A null event time (the engine routes those rows elsewhere) expires at once.
-        let expires: Int64Array = ts
-            .iter()
-            .map(|t| Some(t.map_or(i64::MIN, |t| t.saturating_add(delay_us))))
-            .collect();
-        let mut columns = key_columns
-            .iter()
-            .map(|c| take(c.as_ref(), &indices, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.arrow_error("deduplicating", e))?;
-        columns.push(Arc::new(expires));
-        let rows = RecordBatch::try_new(self.state_schema.clone(), columns)
-            .map_err(|e| self.arrow_error("deduplicating", e))?;
-        self.table.upsert_slots(&rows, slots)?;
-        let out = if n_new == batch.num_rows() {
-            batch.clone()
-        } else {
-            filter_record_batch(batch, &BooleanArray::from(keep))
-                .map_err(|e| self.arrow_error("deduplicating", e))?
-        };
+        // Per input batch, the state row of each input row: its key columns (not
+        // copied) and when it expires. A null event time (the engine routes those rows
+        // elsewhere) expires at once.
+        let mut candidates = Vec::with_capacity(input.len());
+        for batch in &input {
+            let mut columns = self.key_columns(batch)?;
+            let ts = event_time_column(batch, &self.watermark.column)?;
+            let expires: Int64Array = ts
+                .iter()
+                .map(|t| Some(t.map_or(i64::MIN, |t| t.saturating_add(delay_us))))
+                .collect();
+            columns.push(Arc::new(expires));
+            candidates.push(
+                RecordBatch::try_new(self.state_schema.clone(), columns)
+                    .map_err(|e| self.arrow_error("deduplicating", e))?,
+            );
+        }
+        let inserted = self.table.insert_absent(&candidates)?;
+        drop(candidates);
+        // Each input batch is freed once its rows are out (the filtered copies and the
+        // input are never all in memory together).
+        let mut n_new = 0;
+        let mut out = Vec::with_capacity(input.len());
+        for (batch, mask) in input.into_iter().zip(inserted) {
+            let n = mask.iter().filter(|k| **k).count();
+            n_new += n;
+            if n == batch.num_rows() {
+                out.push(batch);
+            } else if n > 0 {
+                out.push(
+                    filter_record_batch(&batch, &BooleanArray::from(mask))
+                        .map_err(|e| self.arrow_error("deduplicating", e))?,
+                );
+            }
+        }
         Ok((out, n_new))
     }
 
@@ -254,21 +252,13 @@ impl StatefulOperator for DedupOperator {
         let t_update = Instant::now();
         let mut output = Vec::new();
         let mut updated = 0usize;
-        // One pass over the whole micro-batch: the state table is rebuilt once per
-        // upsert, so upserting per input batch would be quadratic in the batch count.
+        // One append to the state table for the whole micro-batch (the table's rows are
+        // one Arrow batch, so appending per input batch would copy it once per batch).
         let input: Vec<RecordBatch> = input.into_iter().filter(|b| b.num_rows() > 0).collect();
-        if let Some(first) = input.first() {
-            let batch = if input.len() == 1 {
-                first.clone()
-            } else {
-                arrow::compute::concat_batches(&first.schema(), &input)
-                    .map_err(|e| self.arrow_error("deduplicating", e))?
-            };
-            let (out, n) = self.dedup_batch(&batch)?;
+        if !input.is_empty() {
+            let (out, n) = self.dedup(input)?;
             updated += n;
-            if out.num_rows() > 0 {
-                output.push(out);
-            }
+            output = out;
         }
         self.metrics.all_updates_time_ms = elapsed_ms(t_update);
         let t_remove = Instant::now();

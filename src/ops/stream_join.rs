@@ -30,10 +30,9 @@ use std::time::Instant;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, Scalar, StringArray,
-    UInt32Array,
 };
+use arrow::compute::concat_batches;
 use arrow::compute::kernels::cmp::lt;
-use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -44,7 +43,7 @@ use crate::records::StateOperatorMetrics;
 use crate::spec::WatermarkSpec;
 use crate::spec::{DimensionFormat, JoinOn, JoinSpec, JoinType};
 use crate::spec::{StreamJoinSpec, TimeRange};
-use crate::state::{Fingerprint, Slot, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
 
 /// Spark's operator name.
 pub const OPERATOR_NAME: &str = "symmetricHashJoin";
@@ -348,6 +347,41 @@ fn plan_sql(
     }
     let output_schema =
         visible(&op_schema.ok_or_else(|| plan_error("the join has no output schema".into()))?);
+    // The state keeps only the columns the join's queries read (as Spark's optimizer
+    // prunes the columns below its join), plus each side's event time.
+    let range = range_sql(&join.alias, range_of(plan)?);
+    let matched = format!(
+        "SELECT DISTINCT batch.{b}, batch.{r} FROM {from_inner} WHERE {range}",
+        b = quote(BATCH_COLUMN),
+        r = quote(ROW_COLUMN)
+    );
+    let queries = [
+        query_text(&items, &from_inner, Some(&range), where_.as_deref()),
+        query_text(&items, &from_outer, None, where_.as_deref()),
+        matched,
+    ];
+    let (mut used_left, mut used_right) = (Vec::new(), Vec::new());
+    for sql in &queries {
+        register(&ctx, plan.flow, "batch", &left_state_schema, Vec::new())?;
+        register(
+            &ctx,
+            plan.flow,
+            &join.alias,
+            &right_state_schema,
+            Vec::new(),
+        )?;
+        let optimized =
+            futures::executor::block_on(async { ctx.sql(sql).await?.into_optimized_plan() })
+                .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
+        columns_read(&optimized, &mut used_left, &mut used_right)
+            .map_err(|e| sql_error(plan.flow, &format!("planning `{sql}`"), e))?;
+    }
+    let _ = ctx.deregister_table("batch");
+    let _ = ctx.deregister_table(join.alias.as_str());
+    let left_schema = keep_columns(&left_schema, &used_left, &left_wm.column);
+    let right_schema = keep_columns(&right_schema, &used_right, &right_wm.column);
+    let left_state_schema = state_schema(&left_schema, true);
+    let right_state_schema = state_schema(&right_schema, false);
     Ok(SqlPlan {
         left_schema,
         right_schema,
@@ -359,6 +393,120 @@ fn plan_sql(
         from_outer,
         ctx,
     })
+}
+
+/// The join's time range (checked by [`check_bounds`]).
+fn range_of<'a>(plan: &'a JoinPlan<'_>) -> Result<&'a TimeRange> {
+    plan.join.time_range.as_ref().ok_or_else(|| Error::Plan {
+        flow: plan.flow.to_string(),
+        message: "unbounded stream-stream join".into(),
+    })
+}
+
+/// `right.t BETWEEN left.t + lower AND left.t + upper`, on the hidden µs columns.
+fn range_sql(alias: &str, range: &TimeRange) -> String {
+    let l = format!("batch.{}", quote(TIME_COLUMN));
+    let r = format!("{}.{}", quote(alias), quote(TIME_COLUMN));
+    format!(
+        "{r} >= {l} + ({lo}) AND {r} <= {l} + ({up})",
+        lo = range.lower_ms.saturating_mul(1000),
+        up = range.upper_ms.saturating_mul(1000),
+    )
+}
+
+/// Adds the columns an optimized plan reads from `batch` (the left side) and from the
+/// other table (the right side) to `left` and `right`; a scan without a projection
+/// reads every column.
+fn columns_read(
+    plan: &datafusion::logical_expr::LogicalPlan,
+    left: &mut Vec<String>,
+    right: &mut Vec<String>,
+) -> datafusion::error::Result<()> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::LogicalPlan;
+    plan.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let out = if scan.table_name.table() == "batch" {
+                &mut *left
+            } else {
+                &mut *right
+            };
+            let schema = scan.source.schema();
+            let indices: Vec<usize> = match &scan.projection {
+                Some(p) => p.clone(),
+                None => (0..schema.fields().len()).collect(),
+            };
+            for i in indices {
+                if let Some(f) = schema.fields().get(i)
+                    && !out.contains(f.name())
+                {
+                    out.push(f.name().clone());
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(())
+}
+
+/// The columns of `data` named in `used`, and `event_time` (in `data`'s order).
+fn keep_columns(data: &SchemaRef, used: &[String], event_time: &str) -> SchemaRef {
+    Arc::new(Schema::new(
+        data.fields()
+            .iter()
+            .filter(|f| f.name() == event_time || used.contains(f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// The data columns a side's state holds when resuming from a checkpoint: `needed`
+/// (what the join reads), or the checkpoint's columns when it holds more of `full`
+/// (state written before weir kept only the columns read). A column needed but not in
+/// the checkpoint's state is refused, naming it.
+fn resumed_columns(
+    dir: &Path,
+    full: &SchemaRef,
+    needed: &SchemaRef,
+    side: &str,
+) -> Result<SchemaRef> {
+    let Some(saved) = crate::state::read_metadata(dir)? else {
+        return Ok(needed.clone());
+    };
+    let saved: Vec<&str> = saved
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|n| !n.starts_with(HIDDEN_PREFIX))
+        .collect();
+    let missing: Vec<String> = needed
+        .fields()
+        .iter()
+        .filter(|f| !saved.contains(&f.name().as_str()))
+        .map(|f| format!("`{}`", f.name()))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::StateIncompatible {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the join now reads {} of the {side} stream, which its saved state does not hold (a \
+                 stream-stream join's state keeps only the columns its select, where and on read, as \
+                 Spark's does). Options: revert the change to resume from this checkpoint, or start the \
+                 flow with a new checkpoint (a new `checkpoint` path; the query then re-reads its \
+                 sources from the beginning)",
+                missing.join(", ")
+            ),
+        });
+    }
+    let fields: Vec<Field> = saved
+        .iter()
+        .filter_map(|n| full.field_with_name(n).ok().cloned())
+        .collect();
+    if fields.len() != saved.len() {
+        // A saved column is gone from the input: opening the state refuses it, naming it.
+        return Ok(needed.clone());
+    }
+    Ok(Arc::new(Schema::new(fields)))
 }
 
 /// Checks a join flow against both sides' schemas without touching any state (for
@@ -403,6 +551,31 @@ impl StreamJoinOperator {
             from_outer: sql_from_outer,
             ctx,
         } = sql;
+        // Resuming: keep the columns the checkpoint's state holds when it holds more.
+        let (left_schema, right_schema, left_state_schema, right_state_schema) =
+            if load_version.is_some() {
+                let left = resumed_columns(
+                    &state_dir.join("left"),
+                    &data_schema(left_input),
+                    &left_schema,
+                    "left",
+                )?;
+                let right = resumed_columns(
+                    &state_dir.join("right"),
+                    &data_schema(right_input),
+                    &right_schema,
+                    &format!("`{}`", join.alias),
+                )?;
+                let (l, r) = (state_schema(&left, true), state_schema(&right, false));
+                (left, right, l, r)
+            } else {
+                (
+                    left_schema,
+                    right_schema,
+                    left_state_schema,
+                    right_state_schema,
+                )
+            };
         let fingerprint = Fingerprint::default()
             .with("operator", OPERATOR_NAME)
             .with(
@@ -664,6 +837,10 @@ impl StreamJoinOperator {
             &self.right_wm.clone(),
             false,
         )?;
+        // The input batches are copied into the state rows: free them now.
+        drop(left);
+        drop(split);
+        drop(right);
         left_stats.added = new_left.num_rows() as u64;
         right_stats.added = new_right.num_rows() as u64;
         self.update_max("left", &new_left)?;
@@ -800,13 +977,7 @@ impl StreamJoinOperator {
 
     /// `right.t BETWEEN left.t + lower AND left.t + upper`, on the hidden µs columns.
     fn range_condition(&self) -> String {
-        let l = format!("batch.{}", quote(TIME_COLUMN));
-        let r = format!("{}.{}", quote(&self.alias), quote(TIME_COLUMN));
-        format!(
-            "{r} >= {l} + ({lo}) AND {r} <= {l} + ({up})",
-            lo = self.range.lower_ms.saturating_mul(1000),
-            up = self.range.upper_ms.saturating_mul(1000),
-        )
+        range_sql(&self.alias, &self.range)
     }
 
     /// Rows whose `__weir_t + offset_ms < watermark`.
@@ -851,23 +1022,8 @@ impl StreamJoinOperator {
         if positions.is_empty() {
             return Ok(());
         }
-        let indices = UInt32Array::from(
-            positions
-                .iter()
-                .map(|&p| u32::try_from(p).unwrap_or(u32::MAX))
-                .collect::<Vec<_>>(),
-        );
-        let mut columns = data
-            .columns()
-            .iter()
-            .map(|c| take(c.as_ref(), &indices, None))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.arrow_error("marking matched rows", e))?;
-        columns[flag] = Arc::new(BooleanArray::from(vec![true; positions.len()]));
-        let rows = RecordBatch::try_new(self.left_state_schema.clone(), columns)
-            .map_err(|e| self.arrow_error("marking matched rows", e))?;
-        self.left
-            .upsert_slots(&rows, positions.into_iter().map(Slot::At).collect())
+        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true; positions.len()]));
+        self.left.update_column(flag, &positions, &flags)
     }
 
     fn update_max(&mut self, side: &str, rows: &RecordBatch) -> Result<()> {
@@ -1479,6 +1635,96 @@ mod tests {
         .err()
         .expect("refused");
         assert!(err.to_string().contains("time_range changed"), "{err}");
+    }
+
+    #[test]
+    fn the_state_keeps_the_columns_the_join_reads_and_resumes_wider_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let left_wm = WatermarkSpec::new("ts", "10 seconds").unwrap();
+        let join = join_spec(JoinType::Left, "-5 seconds", "5 seconds", "10 seconds");
+        let build = |select: Option<&[String]>, v: Option<u64>| {
+            StreamJoinOperator::new(
+                &JoinPlan {
+                    flow: "fw",
+                    left_watermark: Some(&left_wm),
+                    join: &join,
+                    where_: None,
+                    select,
+                },
+                &sim::schema(),
+                &right_schema(),
+                dir.path(),
+                v,
+            )
+        };
+        let names = |s: &SchemaRef| -> Vec<String> {
+            s.fields().iter().map(|f| f.name().clone()).collect()
+        };
+        // `select = *`-like default: every column is read and buffered.
+        let mut op = build(None, None).unwrap();
+        assert_eq!(
+            names(&op.left_state_schema),
+            [
+                "__weir_batch",
+                "__weir_row",
+                "k",
+                "ts",
+                "v",
+                "__weir_t",
+                "__weir_matched"
+            ]
+        );
+        let l = vec![left_rows(&[("a", "2024-05-01T10:00:00Z", 1)])];
+        let r = vec![right_rows(&[("a", "2024-05-01T10:00:01Z", 2)])];
+        futures::executor::block_on(op.process(0, l, r, 0, 0)).unwrap();
+        op.commit(0).unwrap();
+        // A select of fewer columns resumes the wider state as it is.
+        let narrow = vec!["batch.k".to_string(), "weather.w".to_string()];
+        let op = build(Some(&narrow), Some(0)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names(&op.left_schema), ["k", "ts", "v"]);
+        assert_eq!(names(&op.right_schema), ["k", "ts", "w"]);
+        assert_eq!(op.state_rows(), (1, 1));
+        // A new checkpoint with that select buffers only k (read by select and on) and ts.
+        let fresh = tempfile::tempdir().unwrap();
+        let mut op = StreamJoinOperator::new(
+            &JoinPlan {
+                flow: "fw",
+                left_watermark: Some(&left_wm),
+                join: &join,
+                where_: None,
+                select: Some(&narrow),
+            },
+            &sim::schema(),
+            &right_schema(),
+            fresh.path(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(names(&op.left_schema), ["k", "ts"]);
+        assert_eq!(names(&op.right_schema), ["k", "ts", "w"]);
+        let l = vec![left_rows(&[("a", "2024-05-01T10:00:00Z", 1)])];
+        let r = vec![right_rows(&[("a", "2024-05-01T10:00:01Z", 2)])];
+        let out = futures::executor::block_on(op.process(0, l, r, 0, 0)).unwrap();
+        assert_eq!(rows(&out), vec!["a|2"]);
+        op.commit(0).unwrap();
+        // Reading `v` later needs a column that state does not hold: refused, naming it.
+        let err = StreamJoinOperator::new(
+            &JoinPlan {
+                flow: "fw",
+                left_watermark: Some(&left_wm),
+                join: &join,
+                where_: None,
+                select: None,
+            },
+            &sim::schema(),
+            &right_schema(),
+            fresh.path(),
+            Some(0),
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(err.kind(), crate::error::ErrorKind::CheckpointIncompatible);
+        assert!(err.to_string().contains("`v` of the left stream"), "{err}");
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod table;
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,7 +50,7 @@ use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use serde::{Deserialize, Serialize};
 
-use crate::durable::{create_dir_private, write_atomic};
+use crate::durable::{create_dir_private, write_atomic, write_atomic_with};
 use crate::error::{Error, Result};
 pub use table::{Changes, KeyRows, Slot, StateTable};
 
@@ -409,17 +410,20 @@ impl StateStore {
         // The changes are cleared only once everything is written, so a failed commit
         // can be retried.
         let changes = table.changes()?;
-        let delta = delta_batch(&changes, &self.schema, self.num_keys)?;
-        let bytes = ipc_bytes(&delta, &self.delta_path(version))?;
-        write_atomic(&self.delta_path(version), &bytes)
-            .map_err(|e| Error::unwritable(self.delta_path(version), e))?;
+        let delta = delta_batches(&changes, &self.schema, self.num_keys)?;
+        drop(changes);
+        let delta_path = self.delta_path(version);
+        let delta_bytes = write_ipc(&delta_path, &delta_schema(&self.schema), &delta)?;
+        drop(delta);
         let snapshot_due =
             self.version.is_none() || version.is_multiple_of(self.options.snapshot_interval);
         let snapshot_path = self.snapshot_path(version);
         if snapshot_due {
-            let bytes = ipc_bytes(table.data(), &snapshot_path)?;
-            write_atomic(&snapshot_path, &bytes)
-                .map_err(|e| Error::unwritable(&snapshot_path, e))?;
+            write_ipc(
+                &snapshot_path,
+                table.data().schema_ref(),
+                std::slice::from_ref(table.data()),
+            )?;
         } else if snapshot_path.exists() {
             // Left by an attempt of this batch that crashed before `commits/N`.
             fs::remove_file(&snapshot_path)
@@ -430,7 +434,7 @@ impl StateStore {
         let files_deleted = self.cleanup(version);
         Ok(CommitInfo {
             version,
-            delta_bytes: bytes.len() as u64,
+            delta_bytes,
             snapshot_written: snapshot_due,
             files_deleted,
         })
@@ -477,6 +481,9 @@ impl StateStore {
                     ckpt(path, format!("state rows do not fit the state schema: {e}"))
                 })?,
             );
+        }
+        if batches.len() == 1 {
+            return Ok(batches.remove(0));
         }
         arrow::compute::concat_batches(expected, &batches)
             .map_err(|e| ckpt(path, format!("cannot read state rows: {e}")))
@@ -639,35 +646,46 @@ pub fn delta_schema(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-fn delta_batch(changes: &Changes, schema: &SchemaRef, num_keys: usize) -> Result<RecordBatch> {
-    let n_up = changes.upserts.num_rows();
-    let n_rm = changes.num_removals;
+/// The rows of a delta file: the upserted rows, then the removed keys (values null),
+/// each with its [`REMOVED_COLUMN`] flag; two batches, so the rows are not copied.
+fn delta_batches(
+    changes: &Changes,
+    schema: &SchemaRef,
+    num_keys: usize,
+) -> Result<Vec<RecordBatch>> {
     let arrow = |source| Error::Arrow {
         context: "writing a state delta".into(),
         source,
     };
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len() + 1);
-    for (i, field) in schema.fields().iter().enumerate() {
-        let removed_part: ArrayRef = if i < num_keys {
-            changes.removals[i].clone()
-        } else {
-            new_null_array(field.data_type(), n_rm)
-        };
-        columns.push(
-            arrow::compute::concat(&[changes.upserts.column(i).as_ref(), removed_part.as_ref()])
-                .map_err(arrow)?,
-        );
+    let delta = delta_schema(schema);
+    let part = |mut columns: Vec<ArrayRef>, rows: usize, removed: bool| {
+        columns.push(Arc::new(BooleanArray::from(vec![removed; rows])));
+        RecordBatch::try_new_with_options(
+            delta.clone(),
+            columns,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(arrow)
+    };
+    let mut out = Vec::with_capacity(2);
+    let n_up = changes.upserts.num_rows();
+    if n_up > 0 {
+        out.push(part(changes.upserts.columns().to_vec(), n_up, false)?);
     }
-    let flags: BooleanArray = std::iter::repeat_n(Some(false), n_up)
-        .chain(std::iter::repeat_n(Some(true), n_rm))
-        .collect();
-    columns.push(Arc::new(flags));
-    RecordBatch::try_new_with_options(
-        delta_schema(schema),
-        columns,
-        &arrow::array::RecordBatchOptions::new().with_row_count(Some(n_up + n_rm)),
-    )
-    .map_err(arrow)
+    let n_rm = changes.num_removals;
+    if n_rm > 0 {
+        let columns = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| match changes.removals.get(i) {
+                Some(keys) if i < num_keys => keys.clone(),
+                _ => new_null_array(field.data_type(), n_rm),
+            })
+            .collect();
+        out.push(part(columns, n_rm, true)?);
+    }
+    Ok(out)
 }
 
 /// Splits a delta into upsert rows (state schema) and removed key columns.
@@ -696,15 +714,25 @@ fn split_delta(
     Ok((upserts, keys, removals.num_rows()))
 }
 
-fn ipc_bytes(batch: &RecordBatch, path: &Path) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    let result = (|| {
-        let mut writer = FileWriter::try_new(&mut buf, batch.schema_ref())?;
-        writer.write(batch)?;
-        writer.finish()
-    })();
-    result.map_err(|e| ckpt(path, format!("cannot encode state rows: {e}")))?;
-    Ok(buf)
+/// Writes `batches` to `path` as one Arrow IPC file, atomically, as they are encoded;
+/// returns the file's size.
+fn write_ipc(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<u64> {
+    let written = write_atomic_with(path, |file| {
+        let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), schema)?;
+        for batch in batches {
+            writer.write(batch)?;
+        }
+        writer.finish()?;
+        writer.into_inner()?.flush()?;
+        Ok::<(), arrow::error::ArrowError>(())
+    });
+    written.map_err(|e| match e {
+        arrow::error::ArrowError::IoError(_, source) => Error::unwritable(path, source),
+        other => ckpt(path, format!("cannot encode state rows: {other}")),
+    })?;
+    fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| ckpt(path, format!("cannot read: {e}")))
 }
 
 /// Length of a batch's columns in memory; used by operators for `memoryUsedBytes`.
