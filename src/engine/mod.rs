@@ -287,7 +287,10 @@ async fn run(
             && spec.stateful.watermark.is_none()
             && spec.stream_join.is_none()
             && spec.union.iter().all(|u| u.watermark.is_none())
-            && spec.sources().iter().all(|s| matches!(s, SourceSpec::Files(_)))
+            && spec
+                .sources()
+                .iter()
+                .all(|s| matches!(s, SourceSpec::Files(_)))
             && sinks.holds_batch(planned.batch_id).await;
         let read = batch::read(spec, f, planned, events, written).await?;
         let output = batch::transform(spec, f, read).await?;

@@ -485,7 +485,11 @@ pub fn open_listed(
     follow_links: bool,
 ) -> Result<std::fs::File, FileReadError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let flags = if follow_links { 0 } else { nix::libc::O_NOFOLLOW };
+    let flags = if follow_links {
+        0
+    } else {
+        nix::libc::O_NOFOLLOW
+    };
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(flags)
