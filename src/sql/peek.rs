@@ -235,6 +235,7 @@ fn input_rows(flow: &FlowTables, limits: &Limits) -> Result<Peek, SqlError> {
             &source.path,
             &schema,
         ),
+        follow_links: source.follow_symlinks != crate::spec::FollowSymlinks::Never,
     };
     let mut batches: Vec<RecordBatch> = Vec::new();
     let mut rows = 0usize;
