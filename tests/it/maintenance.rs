@@ -115,12 +115,7 @@ async fn silver_without_maintenance(n: i64) -> Vec<String> {
 /// A second reader of the table: Python deltalake, with Spark tests on.
 fn python_rows(table: &Path) -> Option<usize> {
     if std::env::var("WEIR_SPARK_TESTS").is_ok_and(|v| v == "1") {
-        let home = PathBuf::from(std::env::var("HOME").unwrap_or_default());
-        let python = std::env::var("WEIR_DELTA_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| home.join(".cache/weir-delta-venv"))
-            .join("bin/python");
-        let out = std::process::Command::new(python)
+        let out = std::process::Command::new(delta_python())
             .args([
                 "-c",
                 "import sys; from deltalake import DeltaTable; print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows)",

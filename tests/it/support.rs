@@ -240,3 +240,15 @@ pub fn bronze_flights_only() -> String {
         .expect("the demo pipeline has a bronze_weather flow");
     p[..end].to_string()
 }
+
+/// The Python of the Spark + Delta venv (`scripts/spark-delta-setup.sh`, which has
+/// `deltalake` and PySpark): `$WEIR_DELTA_VENV/bin/python`, by default
+/// `~/.cache/weir-delta-venv/bin/python`. A second reader of Delta tables in tests that
+/// run with `WEIR_SPARK_TESTS=1`.
+pub fn delta_python() -> PathBuf {
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_default());
+    std::env::var("WEIR_DELTA_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| home.join(".cache/weir-delta-venv"))
+        .join("bin/python")
+}
