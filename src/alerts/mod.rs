@@ -204,8 +204,11 @@ pub struct AlertOptions {
     /// Print each notification on stdout as a JSON line (`weir watch`).
     pub print: bool,
     /// Called before each evaluation (`weir watch` reads the checkpoints into the board).
-    pub refresh: Option<Box<dyn FnMut(&Board) + Send>>,
+    pub refresh: Option<Refresh>,
 }
+
+/// What `weir watch` runs before each evaluation: reads the checkpoints into the board.
+pub type Refresh = Box<dyn FnMut(&Board) + Send>;
 
 /// The rules' state: which (rule, flow) pairs fire, since when.
 struct Rules {
