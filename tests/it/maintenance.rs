@@ -118,7 +118,9 @@ fn python_rows(table: &Path) -> Option<usize> {
         let out = std::process::Command::new(delta_python())
             .args([
                 "-c",
-                "import sys; from deltalake import DeltaTable; print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows)",
+                // os._exit after the answer: deltalake's runtime can abort at interpreter
+                // shutdown ("terminate called without an active exception").
+                "import os, sys; from deltalake import DeltaTable; print(DeltaTable(sys.argv[1]).to_pyarrow_table().num_rows); sys.stdout.flush(); os._exit(0)",
             ])
             .arg(table)
             .output()

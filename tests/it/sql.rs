@@ -230,7 +230,8 @@ async fn sql_answers_equal_a_second_reader_and_known_counts() {
         let script = "import sys, json, collections\nfrom deltalake import DeltaTable\n\
             t = DeltaTable(sys.argv[1]).to_pyarrow_table()\n\
             c = collections.Counter(t.column('kind').to_pylist())\n\
-            print(''.join(f'{k},{c[k]}\\n' for k in sorted(c)), end='')\n";
+            print(''.join(f'{k},{c[k]}\\n' for k in sorted(c)), end='')\n\
+            import os; sys.stdout.flush(); os._exit(0)\n";
         let out = Command::new(crate::support::delta_python())
             .args(["-c", script])
             .arg(dir.join("lake/bronze/events"))
