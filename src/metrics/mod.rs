@@ -63,6 +63,18 @@ fn counter(
     Ok(())
 }
 
+/// A figure summed over the stateful operators of the flow's last progress record;
+/// `None` for a flow without state.
+fn state_total(
+    f: &FlowSnapshot,
+    figure: impl Fn(&crate::records::StateOperatorProgress) -> f64,
+) -> Option<f64> {
+    f.last
+        .as_ref()
+        .filter(|r| !r.state_operators.is_empty())
+        .map(|r| r.state_operators.iter().map(figure).sum())
+}
+
 fn gauge(
     e: &mut DescriptorEncoder<'_>,
     scrape: &Scrape,
@@ -260,34 +272,14 @@ impl Collector for Scrape {
             self,
             "weir_flow_state_rows",
             "Keys held by the flow's stateful operators (numRowsTotal).",
-            |f, _| {
-                f.last
-                    .as_ref()
-                    .filter(|r| !r.state_operators.is_empty())
-                    .map(|r| {
-                        r.state_operators
-                            .iter()
-                            .map(|o| o.num_rows_total)
-                            .sum::<u64>() as f64
-                    })
-            },
+            |f, _| state_total(f, |o| o.num_rows_total as f64),
         )?;
         gauge(
             &mut e,
             self,
             "weir_flow_state_memory_bytes",
             "Memory of the stateful operators' state (memoryUsedBytes).",
-            |f, _| {
-                f.last
-                    .as_ref()
-                    .filter(|r| !r.state_operators.is_empty())
-                    .map(|r| {
-                        r.state_operators
-                            .iter()
-                            .map(|o| o.memory_used_bytes)
-                            .sum::<u64>() as f64
-                    })
-            },
+            |f, _| state_total(f, |o| o.memory_used_bytes as f64),
         )?;
         gauge(
             &mut e,
@@ -295,16 +287,11 @@ impl Collector for Scrape {
             "weir_flow_state_disk_bytes",
             "Bytes on disk of the current state version (stateOnCurrentVersionSizeBytes).",
             |f, _| {
-                f.last
-                    .as_ref()
-                    .filter(|r| !r.state_operators.is_empty())
-                    .map(|r| {
-                        r.state_operators
-                            .iter()
-                            .filter_map(|o| o.custom_metrics.get("stateOnCurrentVersionSizeBytes"))
-                            .map(|b| (*b).max(0) as f64)
-                            .sum::<f64>()
-                    })
+                state_total(f, |o| {
+                    o.custom_metrics
+                        .get("stateOnCurrentVersionSizeBytes")
+                        .map_or(0.0, |b| (*b).max(0) as f64)
+                })
             },
         )?;
         gauge(
