@@ -20,6 +20,10 @@
 //!    into Delta, in one batch like Spark's `availableNow` run, so the output must
 //!    have Spark's row count.
 //!
+//! 4. **metrics** (issue #17): the bronze ingest of 2. with `--metrics` and a client
+//!    scraping `/metrics` every 100 ms, against the same run without, alternating, so
+//!    the overhead of being scraped is measured on the same machine state.
+//!
 //! Prints one JSON line per measurement. Runs `WEIR_BENCH_RUNS` (default 3) times
 //! each and reports the best and the median. `WEIR_BENCH_CASES` (default
 //! `ingest,window`) selects cases.
@@ -60,6 +64,9 @@ fn main() {
     }
     if cases.contains("drift") {
         bench_drift(&input, runs);
+    }
+    if cases.contains("metrics") {
+        bench_metrics(&input, runs);
     }
     if !cases.contains("ingest") {
         return;
@@ -389,6 +396,57 @@ fn run_weir(input: &Path) -> (f64, u64) {
 
 /// Runs the bronze flow over `input`, its TOML edited by `edit`.
 fn run_weir_with(input: &Path, edit: impl Fn(String) -> String) -> (f64, u64) {
+    run_weir_args(input, edit, &[])
+}
+
+/// Scrape overhead (issue #17): the bronze ingest with `--metrics` scraped every 100 ms
+/// against the same ingest unscraped, runs alternating. The scraper is a plain HTTP/1.1
+/// GET per scrape; the scrapes that answered 200 are counted.
+fn bench_metrics(input: &Path, runs: usize) {
+    ensure_input(input);
+    let (mut plain, mut scraped) = (Vec::new(), Vec::new());
+    let mut answered = 0u64;
+    for _ in 0..runs {
+        plain.push(run_weir(input).0);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let scraper = {
+            let (stop, addr) = (stop.clone(), addr.clone());
+            std::thread::spawn(move || {
+                let mut ok = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(mut conn) = std::net::TcpStream::connect(&addr) {
+                        let _ = write!(
+                            conn,
+                            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+                        );
+                        let mut body = String::new();
+                        if conn.read_to_string(&mut body).is_ok() && body.starts_with("HTTP/1.1 200") {
+                            ok += 1;
+                        }
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                ok
+            })
+        };
+        scraped.push(run_weir_args(input, |t| t, &["--metrics", &addr]).0);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        answered += scraper.join().unwrap_or(0);
+    }
+    let (p, s) = (median(&plain), median(&scraped));
+    println!(
+        "{{\"case\":\"metrics scrape every 100 ms (bronze ingest)\",\"runs\":{runs},\"median_s\":{p:.3},\"scraped_median_s\":{s:.3},\"overhead_pct\":{:.2},\"scrapes_answered\":{answered}}}",
+        (s / p - 1.0) * 100.0
+    );
+}
+
+/// [`run_weir_with`] with extra `weir run` arguments.
+fn run_weir_args(input: &Path, edit: impl Fn(String) -> String, extra: &[&str]) -> (f64, u64) {
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
     let toml = bronze_flow()
@@ -404,6 +462,7 @@ fn run_weir_with(input: &Path, edit: impl Fn(String) -> String) -> (f64, u64) {
     let (secs, rss, _) = measured(
         std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["run", "--headless", "--trigger", "available-now"])
+            .args(extra)
             .arg(&pipeline)
             .env("WEIR_LOG", "warn"),
     );

@@ -12,6 +12,7 @@
 //! | `parquet` | the Parquet reader with rescue (bytes written to a temporary file) |
 //! | `pipeline` | pipeline TOML loading and validation (window and duration strings included) |
 //! | `checkpoint` | every checkpoint file reader: `offsets/N`, `commits/N`, `metadata`, `_weir/health.json`, `_weir/plan.json`, progress lines, and Spark's `offsets/N` / `commits/N` and event-log lines |
+//! | `delta_log` | a Delta source table's log: the bytes as `_delta_log/…0.json` (and, after a NUL byte, `…1.json`), planned by the Delta source (delta-rs reads the log) |
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,13 +23,14 @@ use crate::source::files::read::{FileMeta, ReadSpec, decode_contents, decode_fil
 use crate::spec::{FileFormat, TextEncoding};
 
 /// The fuzz targets, by name (the directories of `fuzz/corpus/`).
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "json_lines",
     "csv",
     "gzip",
     "parquet",
     "pipeline",
     "checkpoint",
+    "delta_log",
 ];
 
 /// Runs target `name` on `data`; false for an unknown name.
@@ -40,6 +42,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "parquet" => parquet(data),
         "pipeline" => pipeline(data),
         "checkpoint" => checkpoint(data),
+        "delta_log" => delta_log(data),
         _ => return false,
     }
     true
@@ -147,4 +150,48 @@ pub fn checkpoint(data: &[u8]) {
         let _ = crate::spark::eventlog::parse_line(line);
         let _ = crate::spark::eventlog::parse_progress_line(line);
     }
+}
+
+/// A Delta source table's log: the bytes up to the first NUL are the table's commit 0
+/// (`_delta_log/00000000000000000000.json`), the rest its commit 1. The Delta source
+/// loads the table (delta-rs parses the log) and plans up to three batches from the
+/// start, as a stream reading the table would.
+pub fn delta_log(data: &[u8]) {
+    let Ok(dir) = tempfile::tempdir() else {
+        return;
+    };
+    let log = dir.path().join("_delta_log");
+    if std::fs::create_dir(&log).is_err() {
+        return;
+    }
+    let (first, rest) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    };
+    if std::fs::write(log.join(format!("{:020}.json", 0)), first).is_err() {
+        return;
+    }
+    if let Some(rest) = rest
+        && std::fs::write(log.join(format!("{:020}.json", 1)), rest).is_err()
+    {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    runtime.block_on(async {
+        let mut source = crate::source::delta::DeltaSource::new(
+            crate::spec::DeltaSourceOptions::new(dir.path()),
+        );
+        let mut from = None;
+        for _ in 0..3 {
+            match source.plan(from.as_ref()).await {
+                Ok(Some(batch)) => from = Some(batch.end),
+                _ => break,
+            }
+        }
+    });
 }

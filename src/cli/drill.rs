@@ -1,5 +1,5 @@
 //! `weir drill PIPELINE [--flow NAME] [--kills N] [--seed S] [--key col,...]
-//! [--work-dir DIR] [--json]`: a restart drill on a copy (see [`crate::drill`]
+//! [--work-dir DIR] [--max-input-bytes SIZE] [--json]`: a restart drill on a copy (see [`crate::drill`]
 //! and `docs/drill.md`).
 //!
 //! Exit codes: 0 the drill passed; 1 it failed (duplicates, losses, or a run
@@ -38,9 +38,18 @@ pub struct DrillArgs {
     /// more batches, so every failpoint finds one to crash in.
     #[arg(long)]
     pub max_files_per_trigger: Option<u64>,
+    /// Bound on the input copied into the work dir (e.g. "256 MiB", "4 GiB"): a file
+    /// source's oldest files up to it; a Delta table input over it is refused. The copy is
+    /// removed when the drill ends.
+    #[arg(long, default_value = "1 GiB", value_parser = parse_size)]
+    pub max_input_bytes: u64,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    crate::spec::ByteSize::parse(text).map(|b| b.0)
 }
 
 pub fn run(args: &DrillArgs) -> ExitCode {
@@ -77,6 +86,7 @@ pub fn run(args: &DrillArgs) -> ExitCode {
         work_dir: work_dir.clone(),
         exe,
         max_files_per_trigger: args.max_files_per_trigger,
+        max_input_bytes: args.max_input_bytes,
     };
     eprintln!(
         "weir drill: working on copies in {} (the pipeline's own checkpoints and tables are not touched)",

@@ -210,6 +210,7 @@ impl Session {
             work_dir: work_dir.clone(),
             exe,
             max_files_per_trigger: Some(1),
+            max_input_bytes: crate::drill::DEFAULT_MAX_INPUT_BYTES,
         };
         let now = self.app.now_ms;
         self.app.ingest(Report::Notice {

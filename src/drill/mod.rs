@@ -10,7 +10,8 @@
 //!
 //! The drill never touches the pipeline's own checkpoints or tables: the flows'
 //! inputs are copied once into `WORK/input/` (modification times kept, so files
-//! are planned in the same order), and both runs get their own checkpoints and
+//! are planned in the same order; at most `max_input_bytes`, a file source's oldest
+//! files first; removed when the drill ends), and both runs get their own checkpoints and
 //! Delta tables under `WORK/drill/` and `WORK/reference/`, through a rewritten copy
 //! of the pipeline file whose every output path is checked to lie in the work dir.
 //! Both runs read the same input copy, so columns such as the source file path
@@ -83,7 +84,15 @@ pub struct DrillOptions {
     /// Overrides every file source's `max_files_per_trigger` in both copies (more,
     /// smaller batches give every failpoint a batch to crash in).
     pub max_files_per_trigger: Option<u64>,
+    /// Bound on the bytes of input copied into `WORK/input/` (default
+    /// [`DEFAULT_MAX_INPUT_BYTES`]): a file source's oldest files up to it (the drill then
+    /// proves exactly-once on that prefix, said in the notes); a Delta table or a single
+    /// file over it is refused.
+    pub max_input_bytes: u64,
 }
+
+/// The default bound on a drill's input copy: 1 GiB.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
 
 /// One process start of the drill.
 #[derive(Debug, Clone, Serialize)]
@@ -140,6 +149,9 @@ pub struct DrillReport {
     pub process_starts: u64,
     pub attempts: Vec<Attempt>,
     pub flows: Vec<FlowReport>,
+    /// Files and bytes copied into `WORK/input/` (removed when the drill ends).
+    pub input_files: u64,
+    pub input_bytes: u64,
     /// What limits the drill's evidence (e.g. failpoints never reached).
     pub notes: Vec<String>,
     pub pass: bool,
@@ -153,6 +165,30 @@ struct Prepared {
     drill: PathBuf,
     reference: PathBuf,
     flows: Vec<FlowSpec>,
+    input: InputCopy,
+}
+
+/// What `WORK/input/` holds.
+#[derive(Debug, Default)]
+struct InputCopy {
+    files: u64,
+    bytes: u64,
+    /// Inputs copied only in part (the bound), one note each.
+    notes: Vec<String>,
+}
+
+/// Removes the drill's input copy when the drill ends, however it ends: it is weir's own
+/// copy, never the user's data.
+struct RemoveInputCopy(PathBuf);
+
+impl Drop for RemoveInputCopy {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.0.display(), error = %e, "could not remove the drill's input copy");
+        }
+    }
 }
 
 /// Resolves a path as the pipeline loader does (relative to the file's directory).
@@ -172,30 +208,120 @@ fn name_of(p: &Path) -> String {
         .unwrap_or_else(|| "input".into())
 }
 
-/// Copies a directory tree, keeping modification times (file sources order by them).
-pub fn copy_tree(from: &Path, to: &Path) -> Result<u64, DrillError> {
-    let mut files = 0;
-    std::fs::create_dir_all(to).map_err(io(to))?;
-    for entry in std::fs::read_dir(from).map_err(io(from))? {
-        let entry = entry.map_err(io(from))?;
-        let src = entry.path();
-        let dst = to.join(entry.file_name());
-        let meta = entry.metadata().map_err(io(&src))?;
+/// Copies one file, keeping its modification time (file sources order by it).
+fn copy_file(src: &Path, dst: &Path, modified: Option<std::time::SystemTime>) -> Result<(), DrillError> {
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    std::fs::copy(src, dst).map_err(io(src))?;
+    if let Some(modified) = modified {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dst)
+            .map_err(io(dst))?;
+        f.set_modified(modified).map_err(io(dst))?;
+    }
+    Ok(())
+}
+
+/// A regular file below an input directory (links are not followed, as the files source).
+struct InputFile {
+    path: PathBuf,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+fn list_files(dir: &Path, out: &mut Vec<InputFile>) -> Result<(), DrillError> {
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let path = entry.path();
+        let meta = entry.metadata().map_err(io(&path))?;
         if meta.is_dir() {
-            files += copy_tree(&src, &dst)?;
+            list_files(&path, out)?;
         } else if meta.is_file() {
-            std::fs::copy(&src, &dst).map_err(io(&src))?;
-            if let Ok(modified) = meta.modified() {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&dst)
-                    .map_err(io(&dst))?;
-                f.set_modified(modified).map_err(io(&dst))?;
-            }
-            files += 1;
+            out.push(InputFile {
+                path,
+                size: meta.len(),
+                modified: meta.modified().ok(),
+            });
         }
     }
-    Ok(files)
+    Ok(())
+}
+
+/// Copies input `from` to `to` within what is left of the bound (`left`, in bytes).
+/// A file source's directory is copied oldest file first (the order it is read in) up to
+/// the bound; a Delta table or a single file is copied whole or refused.
+fn copy_input(
+    from: &Path,
+    to: &Path,
+    bound: u64,
+    left: &mut u64,
+    copied: &mut InputCopy,
+) -> Result<(), DrillError> {
+    let over = |what: &str, bytes: u64| {
+        DrillError::Usage(format!(
+            "input {} is {what} of {}, over what is left of the drill's input bound ({} of --max-input-bytes {}); raise the bound or drill fewer flows (--flow)",
+            from.display(),
+            crate::spec::ByteSize(bytes),
+            crate::spec::ByteSize(*left),
+            crate::spec::ByteSize(bound)
+        ))
+    };
+    if from.is_file() {
+        let meta = std::fs::metadata(from).map_err(io(from))?;
+        if meta.len() > *left {
+            return Err(over("a file", meta.len()));
+        }
+        copy_file(from, to, meta.modified().ok())?;
+        *left -= meta.len();
+        copied.files += 1;
+        copied.bytes += meta.len();
+        return Ok(());
+    }
+    if !from.is_dir() {
+        std::fs::create_dir_all(to).map_err(io(to))?;
+        return Ok(());
+    }
+    let mut files = Vec::new();
+    list_files(from, &mut files)?;
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    if from.join("_delta_log").is_dir() {
+        // A Delta table is only readable whole.
+        if total > *left {
+            return Err(over("a Delta table", total));
+        }
+    } else {
+        files.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
+    }
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    let (mut n, mut bytes) = (0u64, 0u64);
+    for f in &files {
+        if bytes + f.size > *left {
+            break;
+        }
+        let rel = f.path.strip_prefix(from).unwrap_or(&f.path);
+        copy_file(&f.path, &to.join(rel), f.modified)?;
+        n += 1;
+        bytes += f.size;
+    }
+    if n < files.len() as u64 {
+        if n == 0 {
+            return Err(over("a directory whose oldest file is", files[0].size));
+        }
+        copied.notes.push(format!(
+            "input {} was copied in part: its {n} oldest of {} files ({} of {}), within --max-input-bytes {}; the drill proves exactly-once on them",
+            from.display(),
+            files.len(),
+            crate::spec::ByteSize(bytes),
+            crate::spec::ByteSize(total),
+            crate::spec::ByteSize(bound)
+        ));
+    }
+    *left -= bytes;
+    copied.files += n;
+    copied.bytes += bytes;
+    Ok(())
 }
 
 /// Writes the work dir: `input/` (copied once), `drill/pipeline.toml`, `reference/pipeline.toml`.
@@ -269,6 +395,8 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
     // Inputs: source paths and join tables not produced by a selected flow, copied once.
     let input_root = options.work_dir.join("input");
     let mut inputs: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+    let mut left = options.max_input_bytes;
+    let mut copied = InputCopy::default();
     let join_tables = |t: &toml::Table| -> Vec<String> {
         t.get("join")
             .and_then(|j| j.as_array())
@@ -319,14 +447,13 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             }
             let slot = input_root.join(format!("{}", inputs.len()));
             let dst = slot.join(name_of(&abs));
-            if abs.is_dir() {
-                copy_tree(&abs, &dst)?;
-            } else if abs.is_file() {
-                std::fs::create_dir_all(&slot).map_err(io(&slot))?;
-                std::fs::copy(&abs, &dst).map_err(io(&abs))?;
-            } else {
-                std::fs::create_dir_all(&dst).map_err(io(&dst))?;
-            }
+            copy_input(
+                &abs,
+                &dst,
+                options.max_input_bytes,
+                &mut left,
+                &mut copied,
+            )?;
             inputs.insert(abs, dst);
         }
     }
@@ -472,6 +599,7 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
         drill,
         reference,
         flows,
+        input: copied,
     })
 }
 
@@ -601,6 +729,7 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         )));
     }
     std::fs::create_dir_all(&options.work_dir).map_err(io(&options.work_dir))?;
+    let _remove_input = RemoveInputCopy(options.work_dir.join("input"));
     let prepared = prepare(options)?;
     let logs = options.work_dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(io(&logs))?;
@@ -695,7 +824,7 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         flows.push(compare(options, flow).await?);
     }
     let pass = flows.iter().all(|f| f.pass);
-    let mut notes = Vec::new();
+    let mut notes = prepared.input.notes.clone();
     let missed: Vec<String> = attempts
         .iter()
         .filter(|a| a.kind == "failpoint" && !a.crashed)
@@ -745,6 +874,8 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
         process_starts: runner.starts,
         attempts,
         flows,
+        input_files: prepared.input.files,
+        input_bytes: prepared.input.bytes,
         pass,
     })
 }
@@ -973,6 +1104,12 @@ pub fn render(report: &DrillReport) -> String {
         "  work dir  {} (copies of the input; the pipeline's own checkpoints and tables were not touched)",
         report.work_dir.display()
     );
+    let _ = writeln!(
+        s,
+        "  input     {} file(s), {} copied into the work dir's input/, removed when the drill ended",
+        report.input_files,
+        crate::spec::ByteSize(report.input_bytes)
+    );
     let failpoint_runs = report
         .attempts
         .iter()
@@ -1050,6 +1187,76 @@ pub fn render(report: &DrillReport) -> String {
 mod tests {
     use super::*;
 
+    fn land(dir: &Path, files: &[(&str, usize, u64)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, len, age_s) in files {
+            let path = dir.join(name);
+            std::fs::write(&path, vec![b'x'; *len]).unwrap();
+            let at = std::time::SystemTime::now() - Duration::from_secs(*age_s);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+        }
+    }
+
+    /// Issue #18: the drill's input copy is bounded: a file source's oldest files up to
+    /// the bound (its read order, modification times kept), said in a note; a Delta
+    /// table over the bound, or a directory whose oldest file alone is over it, refused.
+    #[test]
+    fn the_input_copy_takes_the_oldest_files_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let landing = dir.path().join("landing");
+        // Names sort against their age: the copy must follow modification times.
+        land(
+            &landing,
+            &[("a", 100, 10), ("b", 100, 20), ("c", 100, 30), ("d", 100, 40)],
+        );
+        let mut copied = InputCopy::default();
+        let mut left = 250;
+        let to = dir.path().join("work/input/0/landing");
+        copy_input(&landing, &to, 250, &mut left, &mut copied).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&to)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["c", "d"]);
+        assert_eq!((copied.files, copied.bytes, left), (2, 200, 50));
+        assert_eq!(
+            std::fs::metadata(to.join("d")).unwrap().modified().unwrap(),
+            std::fs::metadata(landing.join("d")).unwrap().modified().unwrap()
+        );
+        assert_eq!(copied.notes.len(), 1);
+        assert!(copied.notes[0].contains("2 oldest of 4 files"), "{:?}", copied.notes);
+
+        // Within the bound: everything, no note.
+        let mut all = InputCopy::default();
+        copy_input(&landing, &dir.path().join("all"), 400, &mut 400, &mut all).unwrap();
+        assert_eq!((all.files, all.bytes, all.notes.len()), (4, 400, 0));
+
+        // The oldest file alone is over what is left.
+        let err = copy_input(&landing, &dir.path().join("x"), 250, &mut 50, &mut copied)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--max-input-bytes"), "{err}");
+
+        // A Delta table is copied whole or not at all.
+        let table = dir.path().join("table");
+        land(&table.join("_delta_log"), &[("00000000000000000000.json", 100, 5)]);
+        land(&table, &[("part-0.parquet", 300, 5)]);
+        let err = copy_input(&table, &dir.path().join("t"), 250, &mut 250, &mut copied)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a Delta table of 400 B"), "{err}");
+        let mut whole = InputCopy::default();
+        copy_input(&table, &dir.path().join("t2"), 400, &mut 400, &mut whole).unwrap();
+        assert_eq!((whole.files, whole.bytes), (2, 400));
+        assert!(dir.path().join("t2/_delta_log/00000000000000000000.json").is_file());
+    }
+
     /// Issue #18: the drill's copies write nothing outside the work dir: the sink,
     /// `late_rows`, and every source's `bad_records_path`, `bad_records_table` and
     /// `schema_location`, the stream join's right side included.
@@ -1096,6 +1303,7 @@ path = "prod/joined"
             work_dir: work_dir.clone(),
             exe: PathBuf::from("weir"),
             max_files_per_trigger: None,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
         };
         let prepared = prepare(&options).expect("prepared");
         for copy in [&prepared.drill, &prepared.reference] {

@@ -100,6 +100,31 @@ fn the_demo_pipeline_passes_the_drill_and_is_not_touched() {
     assert!(!tmp.path().join("user/_checkpoints").exists());
     assert!(!tmp.path().join("user/lake").exists());
     assert!(work.join("drill/pipeline.toml").is_file());
+    // Issue #18: the input copy is counted and removed when the drill ends.
+    assert_eq!(report["input_files"], 5, "{report:#}");
+    assert!(report["input_bytes"].as_u64().unwrap() > 0);
+    assert!(!work.join("input").exists());
+}
+
+/// Issue #18: the input copy is bounded; an input whose oldest file alone is over the
+/// bound is refused before any process runs (exit 2), naming the input and the flag.
+#[test]
+fn an_input_over_the_drill_bound_is_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = setup(&tmp.path().join("user"), true);
+    let work = tmp.path().join("work");
+    let out = weir()
+        .args(["drill", "--kills", "0", "--max-input-bytes", "10 B", "--work-dir"])
+        .arg(&work)
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("landing/flights"), "{stderr}");
+    assert!(stderr.contains("--max-input-bytes"), "{stderr}");
+    assert!(!work.join("logs").exists(), "no process ran");
+    assert!(!work.join("input").exists(), "the partial copy is removed");
 }
 
 #[test]
