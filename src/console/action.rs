@@ -69,4 +69,6 @@ pub enum Action {
     ColumnRight,
     /// SQL pane: clear the query line.
     ClearInput,
+    /// Open the pipeline graph (`x`, `:graph`); in the graph: close it.
+    Graph,
 }

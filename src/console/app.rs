@@ -99,6 +99,10 @@ pub enum Overlay {
     Action(ActionDialog),
     /// The SQL pane (`:sql`) or a peek at a flow's rows (`o`, `i`).
     Sql(SqlView),
+    /// The pipeline graph (`x`, `:graph`): the row under the cursor.
+    Graph {
+        cursor: usize,
+    },
 }
 
 /// What a peek shows.
@@ -351,6 +355,8 @@ pub enum Report {
     },
     /// Every flow task of `run` has returned.
     EngineDone,
+    /// The replay's progress (`weir demo`): its simulated clock.
+    Replay(crate::demo::replay::ReplayStatus),
     /// A query or peek of the SQL pane finished (`Err`: why it gave no rows).
     Sql {
         id: u64,
@@ -431,6 +437,46 @@ pub struct App {
     pub events_dropped: u64,
     /// The SQL pane's tables, history and limits.
     pub sql: SqlState,
+    /// A replay's simulated clock (`weir demo`): delays are measured against it.
+    pub replay_clock: Option<ReplayClock>,
+}
+
+/// The simulated clock of a replay (`weir demo` replays 2013's flights): its event
+/// times are 2013's, so a watermark delay against the wall clock says nothing; the
+/// console measures it against this clock instead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplayClock {
+    pub clock: Option<crate::demo::replay::SimulatedClock>,
+    /// Simulated time of the last file landed (0: none yet).
+    pub last_landed_ms: i64,
+    /// Every file landed: the clock stopped at the last one.
+    pub done: bool,
+}
+
+impl ReplayClock {
+    pub fn of(status: &crate::demo::replay::ReplayStatus) -> Self {
+        ReplayClock {
+            clock: status.clock,
+            last_landed_ms: status.simulated_ms,
+            done: status.done,
+        }
+    }
+
+    /// The simulated time at wall time `wall_ms` (`None` before the replay started).
+    pub fn at(&self, wall_ms: i64) -> Option<i64> {
+        let last = (self.last_landed_ms > 0).then_some(self.last_landed_ms);
+        match self.clock {
+            Some(c) if c.speed.is_finite() && c.speed > 0.0 => {
+                let sim = c.sim_start_ms + ((wall_ms - c.wall_start_ms) as f64 * c.speed) as i64;
+                Some(match last {
+                    Some(l) if self.done => sim.min(l),
+                    _ => sim,
+                })
+            }
+            // As fast as possible: the clock is the last landing.
+            _ => last,
+        }
+    }
 }
 
 impl App {
@@ -468,6 +514,7 @@ impl App {
             abort: false,
             events_dropped: 0,
             sql: SqlState::default(),
+            replay_clock: None,
         }
     }
 
@@ -674,6 +721,7 @@ impl App {
                     v.col = 0;
                 }
             }
+            Report::Replay(status) => self.replay_clock = Some(ReplayClock::of(&status)),
             Report::EngineDone => {
                 self.engine_done = true;
                 if self.quitting {

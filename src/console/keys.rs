@@ -27,6 +27,8 @@ pub enum Ctx {
     Sql,
     /// A peek at a flow's rows (`o`, `i`).
     Peek,
+    /// The pipeline graph (`x`).
+    Graph,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,7 @@ const OVERVIEW: &[Ctx] = &[Ctx::Overview];
 const DETAIL: &[Ctx] = &[Ctx::Detail];
 const SQL: &[Ctx] = &[Ctx::Sql];
 const PEEK: &[Ctx] = &[Ctx::Peek];
+const GRAPH: &[Ctx] = &[Ctx::Graph];
 
 fn always(_: &App) -> bool {
     true
@@ -667,6 +670,88 @@ pub static BINDINGS: &[Binding] = &[
         help: "close the playbook",
         when: always,
     },
+    // The pipeline graph.
+    Binding {
+        keys: &[k('x')],
+        action: Action::Graph,
+        ctx: BROWSE,
+        hint: Some("graph"),
+        hint_keys: None,
+        help: "the pipeline graph: flows from sources to tables, each in its health colour",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: GRAPH,
+        hint: Some("select"),
+        hint_keys: Some("j/k"),
+        help: "the next node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the previous node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageDown), ctrl('d')],
+        action: Action::PageDown,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "down a page",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageUp), ctrl('u')],
+        action: Action::PageUp,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "up a page",
+        when: always,
+    },
+    Binding {
+        keys: &[k('g'), code(KeyCode::Home)],
+        action: Action::Top,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the first node",
+        when: always,
+    },
+    Binding {
+        keys: &[k('G'), code(KeyCode::End)],
+        action: Action::Bottom,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the last node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::Enter,
+        ctx: GRAPH,
+        hint: Some("open flow"),
+        hint_keys: None,
+        help: "open the detail of the flow (a table: the flow writing it)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('x'), k('q')],
+        action: Action::Graph,
+        ctx: GRAPH,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the graph",
+        when: always,
+    },
     // The SQL pane and peeks.
     Binding {
         keys: &[k('o')],
@@ -932,6 +1017,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         run_only: false,
     },
     CommandSpec {
+        name: "graph",
+        args: "",
+        help: "the pipeline graph (also x)",
+        run_only: false,
+    },
+    CommandSpec {
         name: "freeze",
         args: "",
         help: "freeze the view",
@@ -1018,6 +1109,7 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
             Action::Redraw
         }),
         "help" => Ok(Action::Help),
+        "graph" => Ok(Action::Graph),
         _ => Ok(Action::Quit),
     }
 }
@@ -1032,6 +1124,7 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Action(_) => Ctx::Action,
         Overlay::Sql(v) if v.peek.is_some() => Ctx::Peek,
         Overlay::Sql(_) => Ctx::Sql,
+        Overlay::Graph { .. } => Ctx::Graph,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -1130,7 +1223,7 @@ pub fn hints(app: &App) -> Vec<Hint> {
             pinned: pinned(&b.action)
                 || matches!(
                     context(app),
-                    Ctx::Prompt | Ctx::Confirm | Ctx::Help | Ctx::Sql | Ctx::Peek
+                    Ctx::Prompt | Ctx::Confirm | Ctx::Help | Ctx::Sql | Ctx::Peek | Ctx::Graph
                 ),
         })
     };
@@ -1204,6 +1297,7 @@ mod tests {
             Ctx::Confirm,
             Ctx::Sql,
             Ctx::Peek,
+            Ctx::Graph,
         ] {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()
