@@ -466,6 +466,7 @@ impl ReplayClock {
     pub fn at(&self, wall_ms: i64) -> Option<i64> {
         let last = (self.last_landed_ms > 0).then_some(self.last_landed_ms);
         match self.clock {
+            Some(c) if wall_ms < c.wall_start_ms => None,
             Some(c) if c.speed.is_finite() && c.speed > 0.0 => {
                 let sim = c.sim_start_ms + ((wall_ms - c.wall_start_ms) as f64 * c.speed) as i64;
                 Some(match last {

@@ -740,15 +740,15 @@ fn draw_input_watermarks(frame: &mut Frame, area: Rect, rows: &[InputWatermarkRo
     let wide = area.width >= 100;
     let mut head = vec!["INPUT", "WATERMARK", "AHEAD", "ROWS", "NOTE"];
     let mut widths = vec![
+        Constraint::Length(15),
+        Constraint::Length(15),
         Constraint::Length(8),
-        Constraint::Length(20),
-        Constraint::Length(9),
-        Constraint::Length(6),
+        Constraint::Length(5),
         Constraint::Fill(1),
     ];
     if wide {
         head.push("SOURCE");
-        widths[4] = Constraint::Length(24);
+        widths[4] = Constraint::Length(32);
         widths.push(Constraint::Fill(1));
     }
     let table_rows = rows.iter().map(|r| {
@@ -783,13 +783,10 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
     }
     let [table_area, footer] =
         Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
+    // The node column (tree, name, what it is) takes what the figures leave.
     let wide = inner.width >= 110;
-    let mut head = vec!["NODE", "KIND", "HEALTH"];
-    let mut widths = vec![
-        Constraint::Fill(1),
-        Constraint::Length(if wide { 22 } else { 12 }),
-        Constraint::Length(7),
-    ];
+    let mut head = vec!["NODE", "HEALTH"];
+    let mut widths = vec![Constraint::Fill(1), Constraint::Length(7)];
     if wide {
         head.extend(["STATUS", "IN", "PROC"]);
         widths.extend([
@@ -797,9 +794,6 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
             Constraint::Length(7),
             Constraint::Length(7),
         ]);
-    } else {
-        head.push("IN");
-        widths.push(Constraint::Length(7));
     }
     head.extend(["BACKLOG", "WM DELAY"]);
     widths.extend([
@@ -811,12 +805,18 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
         widths.push(Constraint::Length(7));
     }
     let rows = g.rows.iter().map(|r| {
+        let mut node = vec![
+            Span::styled(r.prefix.clone(), theme.style(Role::Dim)),
+            Span::styled(r.label.clone(), theme.style(r.label_role)),
+        ];
+        if !r.kind.is_empty() {
+            node.push(Span::styled(
+                format!("  {}", r.kind),
+                theme.style(Role::Dim),
+            ));
+        }
         let mut cells = vec![
-            Cell::from(Line::from(vec![
-                Span::styled(r.prefix.clone(), theme.style(Role::Dim)),
-                Span::styled(r.label.clone(), theme.style(r.label_role)),
-            ])),
-            Cell::from(Span::styled(r.kind.clone(), theme.style(Role::Dim))),
+            Cell::from(Line::from(node)),
             Cell::from(Span::styled(r.health.clone(), theme.style(r.health_role))),
         ];
         if wide {
@@ -825,8 +825,6 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
                 Cell::from(r.input_rate.clone()),
                 Cell::from(r.processed_rate.clone()),
             ]);
-        } else {
-            cells.push(Cell::from(r.input_rate.clone()));
         }
         cells.extend([
             Cell::from(r.backlog.clone()),

@@ -117,7 +117,7 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
             let pre = prefix(r);
             let via = r
                 .via
-                .map(|v| format!(" ({})", via_word(v)))
+                .map(|v| format!("({})", via_word(v)))
                 .unwrap_or_default();
             match &r.node {
                 NodeRef::Source { kind, path } => {
@@ -150,7 +150,7 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
                         } else {
                             row.health_role
                         },
-                        kind: format!("flow{via}"),
+                        kind: via.trim().to_string(),
                         health: row.health,
                         health_role: row.health_role,
                         status: row.status,
@@ -166,7 +166,7 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
                     pre,
                     app.flows[*i].name.clone(),
                     flow_health_role(*i),
-                    format!("flow{via}, see above"),
+                    format!("{via} see above").trim().to_string(),
                 ),
                 NodeRef::Table { writer, path } => {
                     let version = last_sample(&app.flows[*writer], as_of)
@@ -467,7 +467,7 @@ pub struct InputWatermarkRow {
     pub ahead: String,
     /// Rows it read in the last batch.
     pub rows: String,
-    /// `holds the watermark`, `idle 3 batches`, `no data yet`.
+    /// `holds watermark`, `idle 3 batches`, `no data yet`.
     pub note: String,
     pub role: Role,
 }
@@ -850,6 +850,15 @@ fn kafka_backlog(
     );
 }
 
+/// The latest event time the flow has seen up to `as_of` (a batch's `eventTime.max` is
+/// that batch's; a batch of late rows has an older one).
+fn max_event_seen(f: &FlowModel, as_of: i64) -> Option<i64> {
+    f.samples
+        .range(..f.samples_until(as_of))
+        .filter_map(|s| s.max_event_ms)
+        .max()
+}
+
 /// The clock watermark delays are measured against: a replay's simulated clock, else the wall clock.
 fn delay_clock(clock: Option<&super::app::ReplayClock>, wall_ms: i64) -> i64 {
     clock.and_then(|c| c.at(wall_ms)).unwrap_or(wall_ms)
@@ -885,8 +894,8 @@ fn flow_row(f: &FlowModel, as_of: i64, clock: Option<&super::app::ReplayClock>) 
         watermark_delay: s
             .and_then(|s| s.watermark_ms)
             .map_or_else(dash, |w| format::duration_ms(delay_clock(clock, as_of) - w)),
-        event_lag: s
-            .and_then(|s| s.max_event_ms.zip(s.watermark_ms))
+        event_lag: max_event_seen(f, as_of)
+            .zip(s.and_then(|s| s.watermark_ms))
             .map_or_else(dash, |(m, w)| format::duration_ms(m - w)),
         state_rows: s
             .and_then(|s| s.state_rows)
@@ -1170,9 +1179,14 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     } else {
         ("wall - watermark", "wall - max event")
     };
-    let at = move |t: i64| delay_clock(clock.as_ref(), t);
+    // Before the replay's clock started there is no simulated time: no point.
+    let at = move |t: i64| match &clock {
+        Some(c) => c.at(t),
+        None => Some(t),
+    };
     let mut watermark = watermark_snap(
         last,
+        max_event_seen(f, as_of),
         end,
         clock.as_ref(),
         chart(
@@ -1180,13 +1194,17 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
                 (
                     wm_series,
                     Box::new(move |s: &Sample| {
-                        s.watermark_ms.map(|w| (at(s.t_ms) - w) as f64 / 1000.0)
+                        s.watermark_ms
+                            .zip(at(s.t_ms))
+                            .map(|(w, now)| (now - w) as f64 / 1000.0)
                     }),
                 ),
                 (
                     max_series,
                     Box::new(move |s: &Sample| {
-                        s.max_event_ms.map(|m| (at(s.t_ms) - m) as f64 / 1000.0)
+                        s.max_event_ms
+                            .zip(at(s.t_ms))
+                            .map(|(m, now)| (now - m) as f64 / 1000.0)
                     }),
                 ),
             ],
@@ -1284,6 +1302,7 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
 
 fn watermark_snap(
     last: Option<&Sample>,
+    max_seen: Option<i64>,
     end: i64,
     clock: Option<&super::app::ReplayClock>,
     chart: ChartSnap,
@@ -1308,10 +1327,7 @@ fn watermark_snap(
     match clock.and_then(|c| c.at(end)) {
         // A replay: its simulated clock is the one event times are compared with.
         Some(sim) => lines.extend([
-            (
-                "replay clock".into(),
-                format!("{} (simulated)", format::datetime(sim)),
-            ),
+            ("replay clock".into(), format::datetime(sim)),
             ("replay - watermark".into(), gap(Some(sim), s.watermark_ms)),
             ("wall clock".into(), format::datetime(end)),
         ]),
@@ -1323,10 +1339,8 @@ fn watermark_snap(
     lines.extend([
         (
             "event-time lag".into(),
-            match (s.max_event_ms, s.watermark_ms) {
-                (Some(m), Some(w)) => {
-                    format!("{} (max event - watermark)", format::duration_ms(m - w))
-                }
+            match (max_seen, s.watermark_ms) {
+                (Some(m), Some(w)) => format!("{} (max - wm)", format::duration_ms(m - w)),
                 _ => "-".into(),
             },
         ),
@@ -1341,15 +1355,26 @@ fn watermark_snap(
             format!("{} in batch {}", s.late_rows_written, s.batch_id),
         ),
     ]);
-    if let Some(held) = &s.watermark_held_by {
-        lines.push(("held by".into(), held.clone()));
-    }
     WatermarkSnap {
         lines,
         inputs: Vec::new(),
         chart,
         empty: None,
     }
+}
+
+/// A source's short name: the last part of the path in its description
+/// (`FileStreamSource[/srv/landing/eu]` → `eu`, `files:json landing/us` → `us`).
+fn short_source(description: &str) -> String {
+    let inner = match (description.find('['), description.rfind(']')) {
+        (Some(a), Some(b)) if a < b => &description[a + 1..b],
+        _ => description,
+    };
+    inner
+        .rsplit(['/', ' ', ','])
+        .find(|p| !p.is_empty())
+        .unwrap_or(inner)
+        .to_string()
 }
 
 /// A flow of several inputs: each input's own watermark after the last batch, how far
@@ -1385,7 +1410,7 @@ fn input_watermarks(samples: &[&Sample], f: &FlowModel) -> Vec<InputWatermarkRow
                 .count();
             let mut notes = Vec::new();
             if holds {
-                notes.push("holds the watermark".to_string());
+                notes.push("holds watermark".to_string());
             }
             if wm.is_none() {
                 notes.push("no data yet".to_string());
@@ -1397,12 +1422,12 @@ fn input_watermarks(samples: &[&Sample], f: &FlowModel) -> Vec<InputWatermarkRow
             }
             InputWatermarkRow {
                 input: match (join, i) {
-                    (true, 0) => "left".to_string(),
-                    (true, _) => "right".to_string(),
-                    (false, i) => format!("source {}", i + 1),
+                    (true, 0) => format!("left {}", short_source(source)),
+                    (true, _) => format!("right {}", short_source(source)),
+                    (false, i) => format!("{} {}", i + 1, short_source(source)),
                 },
                 source: source.clone(),
-                watermark: wm.map_or("-".into(), format::datetime),
+                watermark: wm.map_or("-".into(), format::month_day_time),
                 ahead: match (wm, flow_wm) {
                     (Some(w), Some(f)) if *w > f => format!("+{}", format::duration_ms(w - f)),
                     (Some(_), Some(_)) => "0".into(),
@@ -1608,24 +1633,20 @@ mod tests {
             series: Vec::new(),
             empty: None,
         };
-        let snap = watermark_snap(Some(&sample), sample.t_ms, None, chart);
+        let snap = watermark_snap(Some(&sample), sample.max_event_ms, sample.t_ms, None, chart);
         let lines: Vec<String> = snap
             .lines
             .iter()
             .map(|(k, v)| format!("{k}: {v}"))
             .collect();
         assert!(
-            lines.contains(&"held by: files:json landing/eu".to_string()),
-            "{lines:?}"
-        );
-        assert!(
-            lines.contains(&"event-time lag: 1m 00s (max event - watermark)".to_string()),
+            lines.contains(&"event-time lag: 1m 00s (max - wm)".to_string()),
             "{lines:?}"
         );
         let inputs = input_watermarks(&[&older, &sample], &FlowModel::new("u"));
         assert_eq!(inputs.len(), 2);
-        assert_eq!(inputs[0].input, "source 1");
-        assert_eq!(inputs[0].note, "holds the watermark, idle 2 batches");
+        assert_eq!(inputs[0].input, "1 eu");
+        assert_eq!(inputs[0].note, "holds watermark, idle 2 batches");
         assert_eq!(
             inputs[0].role,
             Role::Bad,
