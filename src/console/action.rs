@@ -71,4 +71,6 @@ pub enum Action {
     ClearInput,
     /// Open the pipeline graph (`x`, `:graph`); in the graph: close it.
     Graph,
+    /// The dry run of a maintenance of the current flow's table (`O` optimize, `V` vacuum).
+    Maintain(super::app::MaintenanceKind),
 }

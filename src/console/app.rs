@@ -103,6 +103,65 @@ pub enum Overlay {
     Graph {
         cursor: usize,
     },
+    /// A table maintenance's dry run (`O`, `V`), waiting for y/n.
+    Maintenance(MaintenanceDialog),
+}
+
+/// Delta table maintenance from a flow's detail (`weir table optimize|vacuum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaintenanceKind {
+    Optimize,
+    Vacuum,
+}
+
+impl MaintenanceKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            MaintenanceKind::Optimize => "optimize",
+            MaintenanceKind::Vacuum => "vacuum",
+        }
+    }
+}
+
+/// What a maintenance would do: the dry run shown before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenancePlan {
+    Optimize(Box<crate::maintenance::OptimizePlan>),
+    Vacuum(Box<crate::maintenance::VacuumPlan>),
+}
+
+impl MaintenancePlan {
+    pub fn kind(&self) -> MaintenanceKind {
+        match self {
+            MaintenancePlan::Optimize(_) => MaintenanceKind::Optimize,
+            MaintenancePlan::Vacuum(_) => MaintenanceKind::Vacuum,
+        }
+    }
+
+    /// The dry run, as `weir table optimize|vacuum` prints it.
+    pub fn render(&self) -> String {
+        match self {
+            MaintenancePlan::Optimize(p) => p.render(),
+            MaintenancePlan::Vacuum(p) => p.render(),
+        }
+    }
+
+    /// `None`: it may run; else why there is nothing to run.
+    pub fn blocked(&self) -> Option<&'static str> {
+        match self {
+            MaintenancePlan::Optimize(p) if p.is_noop() => Some("no partition has two small files"),
+            MaintenancePlan::Vacuum(p) if !p.refused.is_empty() => Some("refused"),
+            MaintenancePlan::Vacuum(p) if p.files.is_empty() => Some("no file to delete"),
+            _ => None,
+        }
+    }
+}
+
+/// A table maintenance's dry run, shown until y (run it) or n (nothing changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceDialog {
+    pub flow: String,
+    pub plan: MaintenancePlan,
 }
 
 /// What a peek shows.
@@ -400,6 +459,16 @@ pub enum Effect {
     },
     /// Cancel the running query or peek (the pane was closed).
     CancelSql,
+    /// Compute the dry run of a maintenance of the flow's sink table.
+    PlanMaintenance {
+        flow: String,
+        kind: MaintenanceKind,
+    },
+    /// Run a confirmed maintenance, in the background (its outcome goes on the timeline).
+    RunMaintenance {
+        flow: String,
+        plan: MaintenancePlan,
+    },
 }
 
 #[derive(Debug, Clone)]

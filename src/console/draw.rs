@@ -84,7 +84,7 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
         typed,
     } = &snap.overlay
     {
-        draw_action(frame, body, title, lines, prompt, typed, theme);
+        draw_action(frame, body, title, lines, prompt, typed.as_deref(), theme);
     }
     if let OverlaySnap::Sql(q) = &snap.overlay {
         draw_sql(frame, body, q, theme);
@@ -1017,11 +1017,19 @@ fn draw_action(
     title: &str,
     lines: &[String],
     prompt: &str,
-    typed: &str,
+    typed: Option<&str>,
     theme: Theme,
 ) {
     let w = body.width.saturating_sub(4).clamp(20, 110).min(body.width);
-    let h = (lines.len() as u16 + 6).min(body.height);
+    let inner_w = usize::from(w.saturating_sub(2)).max(1);
+    // Rows a text takes once wrapped to the dialog's width.
+    let rows = |t: &str| t.chars().count().div_ceil(inner_w).max(1) as u16;
+    let plan_rows: u16 = lines.iter().map(|l| rows(l)).sum();
+    // The question stays on screen whatever the plan's length: the plan is cut first.
+    // (a wrapped prompt may take a row more than its characters need: words move down)
+    let prompt_rows = rows(prompt) + u16::from(rows(prompt) > 1);
+    let ask_rows = 1 + prompt_rows + u16::from(typed.is_some());
+    let h = (plan_rows + ask_rows + 2).min(body.height);
     let area = Rect::new(
         body.x + (body.width - w) / 2,
         body.y + (body.height - h) / 2,
@@ -1032,17 +1040,21 @@ fn draw_action(
     let b = block(title, true, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
-    let mut text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
-    text.push(Line::from(""));
-    text.push(Line::from(Span::styled(
-        prompt.to_string(),
-        theme.style(Role::Warn),
-    )));
-    text.push(Line::from(vec![
-        Span::styled("> ", theme.style(Role::Focus)),
-        Span::raw(typed.to_string()),
-    ]));
-    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), inner);
+    let [plan_area, ask_area] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(ask_rows)]).areas(inner);
+    let text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), plan_area);
+    let mut ask = vec![
+        Line::from(""),
+        Line::from(Span::styled(prompt.to_string(), theme.style(Role::Warn))),
+    ];
+    if let Some(typed) = typed {
+        ask.push(Line::from(vec![
+            Span::styled("> ", theme.style(Role::Focus)),
+            Span::raw(typed.to_string()),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(ask).wrap(Wrap { trim: false }), ask_area);
 }
 
 /// The playbook beside its live evidence (side by side when wide, evidence on top when narrow).

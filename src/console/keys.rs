@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
-use super::app::{App, Mode, Overlay, PeekKind, View};
+use super::app::{App, MaintenanceKind, Mode, Overlay, PeekKind, View};
 use crate::engine::control::{ControlCommand, FlowStatus};
 
 /// Where the keyboard is.
@@ -29,6 +29,8 @@ pub enum Ctx {
     Peek,
     /// The pipeline graph (`x`).
     Graph,
+    /// A table maintenance's dry run (`O`, `V`), waiting for y/n.
+    Maintenance,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +139,10 @@ fn step_has_action(app: &App) -> bool {
 fn healthy_or_unknown(app: &App) -> bool {
     app.current_flow().is_some() && !unhealthy(app)
 }
+/// `run`, and the current flow writes a Delta table: its maintenance is offered.
+fn has_table(app: &App) -> bool {
+    run_mode(app) && app.current_flow().is_some_and(|f| f.sink_path.is_some())
+}
 fn frozen(app: &App) -> bool {
     app.freeze.is_some()
 }
@@ -178,6 +184,24 @@ pub static BINDINGS: &[Binding] = &[
         hint: None,
         hint_keys: None,
         help: "delete a character",
+        when: always,
+    },
+    Binding {
+        keys: &[k('y'), code(KeyCode::Enter)],
+        action: Action::ConfirmYes,
+        ctx: &[Ctx::Maintenance],
+        hint: Some("run it"),
+        hint_keys: None,
+        help: "run the maintenance shown (in the background)",
+        when: always,
+    },
+    Binding {
+        keys: &[k('n'), code(KeyCode::Esc)],
+        action: Action::ConfirmNo,
+        ctx: &[Ctx::Maintenance],
+        hint: Some("cancel"),
+        hint_keys: None,
+        help: "cancel: nothing changes",
         when: always,
     },
     Binding {
@@ -670,6 +694,25 @@ pub static BINDINGS: &[Binding] = &[
         help: "close the playbook",
         when: always,
     },
+    // Table maintenance.
+    Binding {
+        keys: &[k('O')],
+        action: Action::Maintain(MaintenanceKind::Optimize),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "optimize the flow's table (Delta OPTIMIZE, compacts small files): shows the dry run, asks y/n",
+        when: has_table,
+    },
+    Binding {
+        keys: &[k('V')],
+        action: Action::Maintain(MaintenanceKind::Vacuum),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "vacuum the flow's table (Delta VACUUM, retain 168h): shows the dry run, asks y/n",
+        when: has_table,
+    },
     // The pipeline graph.
     Binding {
         keys: &[k('x')],
@@ -1125,6 +1168,7 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Sql(v) if v.peek.is_some() => Ctx::Peek,
         Overlay::Sql(_) => Ctx::Sql,
         Overlay::Graph { .. } => Ctx::Graph,
+        Overlay::Maintenance(_) => Ctx::Maintenance,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -1298,6 +1342,7 @@ mod tests {
             Ctx::Sql,
             Ctx::Peek,
             Ctx::Graph,
+            Ctx::Maintenance,
         ] {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()

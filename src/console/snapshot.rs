@@ -48,7 +48,8 @@ pub enum OverlaySnap {
         title: String,
         lines: Vec<String>,
         prompt: String,
-        typed: String,
+        /// What was typed so far (`None`: a y/n question, no input line).
+        typed: Option<String>,
     },
     /// The SQL pane or a peek.
     Sql(Box<SqlSnap>),
@@ -599,7 +600,19 @@ impl Snapshot {
                 } else {
                     "Nothing is moved or changed. Enter runs it; Esc cancels.".to_string()
                 },
-                typed: d.typed.clone(),
+                typed: Some(d.typed.clone()),
+            },
+            Overlay::Maintenance(d) => OverlaySnap::Action {
+                title: format!("Dry run: {} (flow {})", d.plan.kind().word(), d.flow),
+                lines: d.plan.render().lines().map(str::to_string).collect(),
+                prompt: match d.plan.blocked() {
+                    Some(why) => format!("Nothing to run ({why}). n or Esc closes."),
+                    None => format!(
+                        "Changes the table (weir table {} --yes): y runs it, n cancels.",
+                        d.plan.kind().word()
+                    ),
+                },
+                typed: None,
             },
             Overlay::Sql(v) => OverlaySnap::Sql(Box::new(sql_snap(app, v))),
             Overlay::Graph { cursor } => {

@@ -30,6 +30,46 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
         graph_update(app, action);
         return effects;
     }
+    if let Overlay::Maintenance(d) = &app.overlay {
+        match action {
+            Action::ConfirmYes => {
+                let d = d.clone();
+                app.overlay = Overlay::None;
+                match d.plan.blocked() {
+                    Some(why) => {
+                        app.say(format!("{}: {why}; nothing changed", d.plan.kind().word()))
+                    }
+                    None => {
+                        let now = app.now_ms;
+                        if let Some(i) = app.flow_index(&d.flow) {
+                            app.flows[i].push_event(
+                                now,
+                                EventKind::Operator,
+                                format!(
+                                    "{} of the table requested by the operator",
+                                    d.plan.kind().word()
+                                ),
+                            );
+                        }
+                        app.say(format!(
+                            "{}: running in the background; the outcome goes on the timeline",
+                            d.plan.kind().word()
+                        ));
+                        effects.push(Effect::RunMaintenance {
+                            flow: d.flow,
+                            plan: d.plan,
+                        });
+                    }
+                }
+            }
+            Action::ConfirmNo => {
+                app.overlay = Overlay::None;
+                app.say("cancelled: nothing changed");
+            }
+            _ => {}
+        }
+        return effects;
+    }
     match action {
         Action::Up => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
@@ -367,6 +407,20 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             });
             return sql_update(app, Action::Peek(kind));
         }
+        Action::Maintain(kind) => match app.current_flow() {
+            _ if app.mode == Mode::Attach => app.complain(format!(
+                "weir attach is read-only: run `weir table {}` in a shell",
+                kind.word()
+            )),
+            Some(f) if f.sink_path.is_none() => {
+                app.complain(format!("{} writes no Delta table", f.name))
+            }
+            Some(f) => effects.push(Effect::PlanMaintenance {
+                flow: f.name.clone(),
+                kind,
+            }),
+            None => app.complain("no flow selected"),
+        },
         Action::Graph => {
             // Open on the current flow's row.
             let rows = super::graph::tree(app);

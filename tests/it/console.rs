@@ -1118,3 +1118,136 @@ fn console_replay_clock_snapshots() {
     assert!(text.contains("replay - watermark"), "{text}");
     assert!(text.contains("event-time lag"), "{text}");
 }
+
+// --- Table maintenance from a flow's detail ----------------------------------
+
+/// The dry runs as the console shows them (fixed paths, so the snapshots do not depend
+/// on the temporary directory).
+#[test]
+fn console_maintenance_dialog_snapshots() {
+    use weir::console::app::{MaintenanceDialog, MaintenancePlan, Overlay};
+    use weir::maintenance::{OptimizePlan, TableStats, TableTarget, VacuumPlan};
+    let target = TableTarget {
+        path: "/srv/pipe/lake/bronze/events".into(),
+        role: "sink of flow bronze_events".into(),
+    };
+    let mut small = std::collections::BTreeMap::new();
+    small.insert(String::new(), (38u64, 1_900_000u64));
+    let optimize = OptimizePlan {
+        target: target.clone(),
+        stats: TableStats {
+            path: target.path.clone(),
+            version: 40,
+            files: 40,
+            bytes: 66_000_000,
+            target_file_size: 104_857_600,
+            small_files: 38,
+            small_bytes: 1_900_000,
+            small_by_partition: small,
+        },
+        readers: vec!["windowed_agg".into()],
+    };
+    let mut app = fixture_app(Mode::Run, unicode());
+    app.flows[0].sink_path = Some(target.path.clone());
+    let mut s = Session::new(app, None);
+    s.act(Action::SelectFlow("bronze_events".into()));
+    s.app.overlay = Overlay::Maintenance(MaintenanceDialog {
+        flow: "bronze_events".into(),
+        plan: MaintenancePlan::Optimize(Box::new(optimize)),
+    });
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("maintenance_optimize_80x24", text.clone());
+    assert!(text.contains("y runs it, n cancels"), "{text}");
+    insta::assert_snapshot!("maintenance_optimize_120x40", screen(&s, 120, 40));
+    let vacuum = VacuumPlan {
+        target,
+        version: 41,
+        retain: Duration::from_secs(168 * 3600),
+        table_minimum: Duration::from_secs(168 * 3600),
+        allow_short_retention: false,
+        readers: Vec::new(),
+        refused: Vec::new(),
+        files: Vec::new(),
+    };
+    s.app.overlay = Overlay::Maintenance(MaintenanceDialog {
+        flow: "bronze_events".into(),
+        plan: MaintenancePlan::Vacuum(Box::new(vacuum)),
+    });
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("maintenance_vacuum_nothing_80x24", text.clone());
+    assert!(
+        text.contains("Nothing to run (no file to delete)"),
+        "{text}"
+    );
+    s.key(key('y'));
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("vacuum: no file to delete; nothing changed"),
+        "{text}"
+    );
+}
+
+/// `O` in a flow's detail: the dry run of OPTIMIZE over the flow's real table; `n`
+/// changes nothing; `y` compacts it (a new table version) and says so on the timeline.
+#[test]
+fn console_optimize_from_the_detail_asks_then_compacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = json_pipeline(tmp.path(), "available_now");
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::canonicalize(tmp.path())
+        .unwrap()
+        .join("lake/bronze/events");
+    let log = table.join("_delta_log");
+    let versions = || {
+        std::fs::read_dir(&log)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            })
+            .count()
+    };
+    let before = versions();
+    let mut model = FlowModel::new("bronze_events");
+    model.sink_path = Some(table.clone());
+    let mut app = App::new(
+        Mode::Run,
+        "pipeline.toml",
+        vec![model],
+        unicode(),
+        3_600_000,
+        NOW_MS,
+    );
+    app.pipeline_path = Some(pipeline.clone());
+    let mut s = Session::new(app, None);
+    s.act(Action::SelectFlow("bronze_events".into()));
+    s.key(key('O'));
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("Dry run: optimize (flow bronze_events)"),
+        "{text}"
+    );
+    assert!(text.contains("3 file(s)"), "{text}");
+    s.key(key('n'));
+    assert!(screen(&s, 80, 24).contains("cancelled: nothing changed"));
+    assert_eq!(versions(), before, "n changed nothing");
+    s.key(key('O'));
+    s.key(key('y'));
+    assert_eq!(versions(), before + 1, "OPTIMIZE committed a version");
+    s.act(Action::GoPane(6));
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("optimize of the table requested by the operator"),
+        "{text}"
+    );
+    assert!(text.contains("OPTIMIZE committed version"), "{text}");
+}
