@@ -795,7 +795,7 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
             Constraint::Length(7),
         ]);
     }
-    head.extend(["BACKLOG", "WM DELAY"]);
+    head.extend(["BACKLOG", g.delay_header]);
     widths.extend([
         Constraint::Length(if wide { 15 } else { 13 }),
         Constraint::Length(9),

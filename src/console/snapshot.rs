@@ -61,6 +61,8 @@ pub enum OverlaySnap {
 #[derive(Debug, Clone)]
 pub struct GraphSnap {
     pub title: String,
+    /// `WM DELAY`, or `SIM DELAY` over a replay (as the overview's column).
+    pub delay_header: &'static str,
     pub rows: Vec<GraphRow>,
     pub cursor: usize,
     /// Below the tree: what the selected node is.
@@ -216,6 +218,11 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
         None => "no flows".into(),
     };
     GraphSnap {
+        delay_header: if app.replay_clock.is_some() {
+            "SIM DELAY"
+        } else {
+            "WM DELAY"
+        },
         title: format!(
             "Pipeline graph: {} flow{}, sources to tables",
             app.flows.len(),
@@ -1207,7 +1214,9 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
                 (
                     wm_series,
                     Box::new(move |s: &Sample| {
+                        // Before its first data a watermark is the epoch: no point.
                         s.watermark_ms
+                            .filter(|w| *w > 0)
                             .zip(at(s.t_ms))
                             .map(|(w, now)| (now - w) as f64 / 1000.0)
                     }),

@@ -1117,6 +1117,13 @@ fn console_replay_clock_snapshots() {
     insta::assert_snapshot!("replay_watermark_80x24", text.clone());
     assert!(text.contains("replay - watermark"), "{text}");
     assert!(text.contains("event-time lag"), "{text}");
+    // The graph measures against the same clock.
+    s.act(Action::Graph);
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("SIM DELAY") && text.contains("3m 27s"),
+        "{text}"
+    );
 }
 
 // --- Table maintenance from a flow's detail ----------------------------------
