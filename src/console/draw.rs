@@ -784,7 +784,7 @@ fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
     let [table_area, footer] =
         Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
     // The node column (tree, name, what it is) takes what the figures leave.
-    let wide = inner.width >= 110;
+    let wide = inner.width >= 108; // a terminal of 110 columns
     let mut head = vec!["NODE", "HEALTH"];
     let mut widths = vec![Constraint::Fill(1), Constraint::Length(7)];
     if wide {
