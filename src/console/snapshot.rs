@@ -218,7 +218,7 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
         None => "no flows".into(),
     };
     GraphSnap {
-        delay_header: if app.replay_clock.is_some() {
+        delay_header: if app.replay_clock.and_then(|c| c.at(as_of)).is_some() {
             "SIM DELAY"
         } else {
             "WM DELAY"
@@ -746,7 +746,7 @@ fn overview(app: &App, as_of: i64) -> OverviewSnap {
         .map(event_row)
         .collect();
     OverviewSnap {
-        delay_header: if app.replay_clock.is_some() {
+        delay_header: if app.replay_clock.and_then(|c| c.at(as_of)).is_some() {
             "SIM DELAY"
         } else {
             "WM DELAY"
