@@ -1258,3 +1258,64 @@ fn console_optimize_from_the_detail_asks_then_compacts() {
     );
     assert!(text.contains("OPTIMIZE committed version"), "{text}");
 }
+
+/// `weir demo` in tmux at 80x24: its 2013 replay's watermark delays count from the
+/// replay's simulated clock (`SIM DELAY`, `replay clock 2013-...`), not from today; the
+/// graph draws its flows from the landing directories.
+#[test]
+fn console_demo_replay_clock_in_tmux() {
+    if !Tmux::available() {
+        println!(
+            "skipping console_demo_replay_clock_in_tmux: tmux is not installed (the CI script installs it)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Tmux::start(
+        "demo",
+        80,
+        24,
+        tmp.path(),
+        &format!("{} demo --dir d --days 2", weir_bin()),
+    );
+    // silver_flights' SIM DELAY cell, once it has a watermark.
+    let sim_delay = |s: &str| -> Option<String> {
+        let header = s.lines().find(|l| l.contains("SIM DELAY"))?;
+        let col = header
+            .char_indices()
+            .position(|(i, _)| header[i..].starts_with("SIM DELAY"))?;
+        let row = s.lines().find(|l| l.contains("silver_flights"))?;
+        let cell: String = row.chars().skip(col).take(9).collect();
+        let cell = cell.trim().to_string();
+        (!cell.is_empty() && cell != "-").then_some(cell)
+    };
+    let screen = t.wait_for(
+        "the replay clock and a watermark delay against it",
+        Duration::from_secs(120),
+        |s| s.contains("replay clock 2013-") && sim_delay(s).is_some(),
+    );
+    assert!(!screen.contains("WM DELAY"), "{screen}");
+    // No delay of years (wall clock - a 2013 watermark reads thousands of days).
+    let days: Vec<u64> = screen
+        .split_whitespace()
+        .filter_map(|w| w.strip_suffix('d')?.parse().ok())
+        .collect();
+    assert!(days.iter().all(|d| *d < 100), "{days:?}:\n{screen}");
+    t.keys(&["x"]);
+    let graph = t.wait_for("the demo's graph", Duration::from_secs(10), |s| {
+        s.contains("Pipeline graph")
+    });
+    for node in [
+        "landing/flights  files:csv",
+        "└─ bronze_flights",
+        "silver_flights",
+    ] {
+        assert!(graph.contains(node), "{node} in the graph:\n{graph}");
+    }
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
+    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
+        s.contains("WEIR-EXITED-")
+    });
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+}
