@@ -311,6 +311,7 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
                 Some(Trigger::ProcessingTime(crate::demo::LIVE_INTERVAL)),
                 &args.console,
                 Some(notices),
+                Some(live.status.clone()),
             )
             .await;
             forward.abort();

@@ -69,4 +69,8 @@ pub enum Action {
     ColumnRight,
     /// SQL pane: clear the query line.
     ClearInput,
+    /// Open the pipeline graph (`x`, `:graph`); in the graph: close it.
+    Graph,
+    /// The dry run of a maintenance of the current flow's table (`O` optimize, `V` vacuum).
+    Maintain(super::app::MaintenanceKind),
 }

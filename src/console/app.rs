@@ -99,6 +99,69 @@ pub enum Overlay {
     Action(ActionDialog),
     /// The SQL pane (`:sql`) or a peek at a flow's rows (`o`, `i`).
     Sql(SqlView),
+    /// The pipeline graph (`x`, `:graph`): the row under the cursor.
+    Graph {
+        cursor: usize,
+    },
+    /// A table maintenance's dry run (`O`, `V`), waiting for y/n.
+    Maintenance(MaintenanceDialog),
+}
+
+/// Delta table maintenance from a flow's detail (`weir table optimize|vacuum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaintenanceKind {
+    Optimize,
+    Vacuum,
+}
+
+impl MaintenanceKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            MaintenanceKind::Optimize => "optimize",
+            MaintenanceKind::Vacuum => "vacuum",
+        }
+    }
+}
+
+/// What a maintenance would do: the dry run shown before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenancePlan {
+    Optimize(Box<crate::maintenance::OptimizePlan>),
+    Vacuum(Box<crate::maintenance::VacuumPlan>),
+}
+
+impl MaintenancePlan {
+    pub fn kind(&self) -> MaintenanceKind {
+        match self {
+            MaintenancePlan::Optimize(_) => MaintenanceKind::Optimize,
+            MaintenancePlan::Vacuum(_) => MaintenanceKind::Vacuum,
+        }
+    }
+
+    /// The dry run, as `weir table optimize|vacuum` prints it.
+    pub fn render(&self) -> String {
+        match self {
+            MaintenancePlan::Optimize(p) => p.render(),
+            MaintenancePlan::Vacuum(p) => p.render(),
+        }
+    }
+
+    /// `None`: it may run; else why there is nothing to run.
+    pub fn blocked(&self) -> Option<&'static str> {
+        match self {
+            MaintenancePlan::Optimize(p) if p.is_noop() => Some("no partition has two small files"),
+            MaintenancePlan::Vacuum(p) if !p.refused.is_empty() => Some("refused"),
+            MaintenancePlan::Vacuum(p) if p.files.is_empty() => Some("no file to delete"),
+            _ => None,
+        }
+    }
+}
+
+/// A table maintenance's dry run, shown until y (run it) or n (nothing changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceDialog {
+    pub flow: String,
+    pub plan: MaintenancePlan,
 }
 
 /// What a peek shows.
@@ -351,6 +414,8 @@ pub enum Report {
     },
     /// Every flow task of `run` has returned.
     EngineDone,
+    /// The replay's progress (`weir demo`): its simulated clock.
+    Replay(crate::demo::replay::ReplayStatus),
     /// A query or peek of the SQL pane finished (`Err`: why it gave no rows).
     Sql {
         id: u64,
@@ -394,6 +459,16 @@ pub enum Effect {
     },
     /// Cancel the running query or peek (the pane was closed).
     CancelSql,
+    /// Compute the dry run of a maintenance of the flow's sink table.
+    PlanMaintenance {
+        flow: String,
+        kind: MaintenanceKind,
+    },
+    /// Run a confirmed maintenance, in the background (its outcome goes on the timeline).
+    RunMaintenance {
+        flow: String,
+        plan: MaintenancePlan,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -431,6 +506,47 @@ pub struct App {
     pub events_dropped: u64,
     /// The SQL pane's tables, history and limits.
     pub sql: SqlState,
+    /// A replay's simulated clock (`weir demo`): delays are measured against it.
+    pub replay_clock: Option<ReplayClock>,
+}
+
+/// The simulated clock of a replay (`weir demo` replays 2013's flights): its event
+/// times are 2013's, so a watermark delay against the wall clock says nothing; the
+/// console measures it against this clock instead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplayClock {
+    pub clock: Option<crate::demo::replay::SimulatedClock>,
+    /// Simulated time of the last file landed (0: none yet).
+    pub last_landed_ms: i64,
+    /// Every file landed: the clock stopped at the last one.
+    pub done: bool,
+}
+
+impl ReplayClock {
+    pub fn of(status: &crate::demo::replay::ReplayStatus) -> Self {
+        ReplayClock {
+            clock: status.clock,
+            last_landed_ms: status.simulated_ms,
+            done: status.done,
+        }
+    }
+
+    /// The simulated time at wall time `wall_ms` (`None` before the replay started).
+    pub fn at(&self, wall_ms: i64) -> Option<i64> {
+        let last = (self.last_landed_ms > 0).then_some(self.last_landed_ms);
+        match self.clock {
+            Some(c) if wall_ms < c.wall_start_ms => None,
+            Some(c) if c.speed.is_finite() && c.speed > 0.0 => {
+                let sim = c.sim_start_ms + ((wall_ms - c.wall_start_ms) as f64 * c.speed) as i64;
+                Some(match last {
+                    Some(l) if self.done => sim.min(l),
+                    _ => sim,
+                })
+            }
+            // As fast as possible: the clock is the last landing.
+            _ => last,
+        }
+    }
 }
 
 impl App {
@@ -468,6 +584,7 @@ impl App {
             abort: false,
             events_dropped: 0,
             sql: SqlState::default(),
+            replay_clock: None,
         }
     }
 
@@ -674,6 +791,7 @@ impl App {
                     v.col = 0;
                 }
             }
+            Report::Replay(status) => self.replay_clock = Some(ReplayClock::of(&status)),
             Report::EngineDone => {
                 self.engine_done = true;
                 if self.quitting {

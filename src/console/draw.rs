@@ -24,8 +24,8 @@ use super::format;
 use super::keys::Hint;
 use super::model::PHASES;
 use super::snapshot::{
-    Body, ChartSnap, DetailSnap, EventRow, LagRow, LineKind, OverlaySnap, OverviewSnap,
-    PlaybookSnap, Snapshot, SqlSnap,
+    Body, ChartSnap, DetailSnap, EventRow, GraphSnap, InputWatermarkRow, LagRow, LineKind,
+    OverlaySnap, OverviewSnap, PlaybookSnap, Snapshot, SqlSnap,
 };
 use super::theme::{Role, Theme, fold_ascii};
 
@@ -84,10 +84,13 @@ pub fn draw(frame: &mut Frame, snap: &Snapshot) {
         typed,
     } = &snap.overlay
     {
-        draw_action(frame, body, title, lines, prompt, typed, theme);
+        draw_action(frame, body, title, lines, prompt, typed.as_deref(), theme);
     }
     if let OverlaySnap::Sql(q) = &snap.overlay {
         draw_sql(frame, body, q, theme);
+    }
+    if let OverlaySnap::Graph(g) = &snap.overlay {
+        draw_graph(frame, body, g, theme);
     }
     if theme.ascii {
         fold_ascii(frame.buffer_mut(), area);
@@ -341,12 +344,17 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
         ("BACKLOG", Constraint::Length(if narrow { 13 } else { 15 })),
     ]);
     if narrow {
-        cols.push(("WM DELAY", Constraint::Length(9)));
+        cols.push((o.delay_header, Constraint::Length(9)));
     }
     let show_wm = w >= 100;
     let show_state = w >= 110;
+    // Event-time lag (max event − watermark) beside the delay, where it fits.
+    let show_lag = w >= 120;
     if show_wm {
-        cols.push(("WM DELAY", Constraint::Length(9)));
+        cols.push((o.delay_header, Constraint::Length(9)));
+    }
+    if show_lag {
+        cols.push(("EV LAG", Constraint::Length(8)));
     }
     if show_state {
         cols.push(("STATE", Constraint::Length(6)));
@@ -377,6 +385,9 @@ fn draw_overview(frame: &mut Frame, area: Rect, o: &OverviewSnap, theme: Theme) 
         }
         if show_wm {
             cells.push(Cell::from(r.watermark_delay.clone()));
+        }
+        if show_lag {
+            cells.push(Cell::from(r.event_lag.clone()));
         }
         if show_state {
             cells.push(Cell::from(r.state_rows.clone()));
@@ -574,6 +585,16 @@ fn draw_pane(
                     ])
                 })
                 .collect();
+            // A flow of several inputs: their watermarks below, the chart above.
+            let inner = if d.watermark.inputs.is_empty() {
+                inner
+            } else {
+                let n = (d.watermark.inputs.len() as u16 + 1).min(inner.height / 2);
+                let [top, bottom] =
+                    Layout::vertical([Constraint::Fill(1), Constraint::Length(n)]).areas(inner);
+                draw_input_watermarks(frame, bottom, &d.watermark.inputs, theme);
+                top
+            };
             if inner.width >= 76 {
                 let [left, right] =
                     Layout::horizontal([Constraint::Length(45), Constraint::Fill(1)]).areas(inner);
@@ -712,6 +733,117 @@ fn draw_pane(
             );
         }
     }
+}
+
+/// Each input's own watermark (a union, a stream-stream join), the holder marked.
+fn draw_input_watermarks(frame: &mut Frame, area: Rect, rows: &[InputWatermarkRow], theme: Theme) {
+    let wide = area.width >= 100;
+    let mut head = vec!["INPUT", "WATERMARK", "AHEAD", "ROWS", "NOTE"];
+    let mut widths = vec![
+        Constraint::Length(15),
+        Constraint::Length(15),
+        Constraint::Length(8),
+        Constraint::Length(5),
+        Constraint::Fill(1),
+    ];
+    if wide {
+        head.push("SOURCE");
+        widths[4] = Constraint::Length(32);
+        widths.push(Constraint::Fill(1));
+    }
+    let table_rows = rows.iter().map(|r| {
+        let style = theme.style(r.role);
+        let mut cells = vec![
+            Cell::from(Span::styled(r.input.clone(), style)),
+            Cell::from(r.watermark.clone()),
+            Cell::from(r.ahead.clone()),
+            Cell::from(r.rows.clone()),
+            Cell::from(Span::styled(r.note.clone(), style)),
+        ];
+        if wide {
+            cells.push(Cell::from(r.source.clone()));
+        }
+        Row::new(cells)
+    });
+    frame.render_widget(
+        Table::new(table_rows, widths).header(Row::new(head).style(theme.style(Role::Title))),
+        area,
+    );
+}
+
+/// The pipeline graph over the body: the tree of sources, flows and tables, each
+/// flow with its health, rates, backlog and watermark delay; the cursor's row selected.
+fn draw_graph(frame: &mut Frame, body: Rect, g: &GraphSnap, theme: Theme) {
+    frame.render_widget(Clear, body);
+    let b = block(&g.title, true, theme);
+    let inner = b.inner(body);
+    frame.render_widget(b, body);
+    if inner.height < 3 || inner.width < 20 {
+        return;
+    }
+    let [table_area, footer] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(inner);
+    // The node column (tree, name, what it is) takes what the figures leave.
+    let wide = inner.width >= 108; // a terminal of 110 columns
+    let mut head = vec!["NODE", "HEALTH"];
+    let mut widths = vec![Constraint::Fill(1), Constraint::Length(7)];
+    if wide {
+        head.extend(["STATUS", "IN", "PROC"]);
+        widths.extend([
+            Constraint::Length(8),
+            Constraint::Length(7),
+            Constraint::Length(7),
+        ]);
+    }
+    head.extend(["BACKLOG", g.delay_header]);
+    widths.extend([
+        Constraint::Length(if wide { 15 } else { 13 }),
+        Constraint::Length(9),
+    ]);
+    if wide {
+        head.push("LAST");
+        widths.push(Constraint::Length(7));
+    }
+    let rows = g.rows.iter().map(|r| {
+        let mut node = vec![
+            Span::styled(r.prefix.clone(), theme.style(Role::Dim)),
+            Span::styled(r.label.clone(), theme.style(r.label_role)),
+        ];
+        if !r.kind.is_empty() {
+            node.push(Span::styled(
+                format!("  {}", r.kind),
+                theme.style(Role::Dim),
+            ));
+        }
+        let mut cells = vec![
+            Cell::from(Line::from(node)),
+            Cell::from(Span::styled(r.health.clone(), theme.style(r.health_role))),
+        ];
+        if wide {
+            cells.extend([
+                Cell::from(Span::styled(r.status.clone(), theme.style(r.status_role))),
+                Cell::from(r.input_rate.clone()),
+                Cell::from(r.processed_rate.clone()),
+            ]);
+        }
+        cells.extend([
+            Cell::from(r.backlog.clone()),
+            Cell::from(r.watermark_delay.clone()),
+        ]);
+        if wide {
+            cells.push(Cell::from(r.last_duration.clone()));
+        }
+        Row::new(cells)
+    });
+    let table = Table::new(rows, widths)
+        .header(Row::new(head).style(theme.style(Role::Title)))
+        .row_highlight_style(theme.style(Role::Selected));
+    let mut state = TableState::default().with_selected(Some(g.cursor));
+    frame.render_stateful_widget(table, table_area, &mut state);
+    frame.render_widget(
+        Paragraph::new(Span::styled(g.footer.clone(), theme.style(Role::Dim))),
+        footer,
+    );
 }
 
 /// A Kafka flow's partitions, furthest behind first.
@@ -885,11 +1017,19 @@ fn draw_action(
     title: &str,
     lines: &[String],
     prompt: &str,
-    typed: &str,
+    typed: Option<&str>,
     theme: Theme,
 ) {
     let w = body.width.saturating_sub(4).clamp(20, 110).min(body.width);
-    let h = (lines.len() as u16 + 6).min(body.height);
+    let inner_w = usize::from(w.saturating_sub(2)).max(1);
+    // Rows a text takes once wrapped to the dialog's width.
+    let rows = |t: &str| t.chars().count().div_ceil(inner_w).max(1) as u16;
+    let plan_rows: u16 = lines.iter().map(|l| rows(l)).sum();
+    // The question stays on screen whatever the plan's length: the plan is cut first.
+    // (a wrapped prompt may take a row more than its characters need: words move down)
+    let prompt_rows = rows(prompt) + u16::from(rows(prompt) > 1);
+    let ask_rows = 1 + prompt_rows + u16::from(typed.is_some());
+    let h = (plan_rows + ask_rows + 2).min(body.height);
     let area = Rect::new(
         body.x + (body.width - w) / 2,
         body.y + (body.height - h) / 2,
@@ -900,17 +1040,21 @@ fn draw_action(
     let b = block(title, true, theme);
     let inner = b.inner(area);
     frame.render_widget(b, area);
-    let mut text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
-    text.push(Line::from(""));
-    text.push(Line::from(Span::styled(
-        prompt.to_string(),
-        theme.style(Role::Warn),
-    )));
-    text.push(Line::from(vec![
-        Span::styled("> ", theme.style(Role::Focus)),
-        Span::raw(typed.to_string()),
-    ]));
-    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), inner);
+    let [plan_area, ask_area] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(ask_rows)]).areas(inner);
+    let text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), plan_area);
+    let mut ask = vec![
+        Line::from(""),
+        Line::from(Span::styled(prompt.to_string(), theme.style(Role::Warn))),
+    ];
+    if let Some(typed) = typed {
+        ask.push(Line::from(vec![
+            Span::styled("> ", theme.style(Role::Focus)),
+            Span::raw(typed.to_string()),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(ask).wrap(Wrap { trim: false }), ask_area);
 }
 
 /// The playbook beside its live evidence (side by side when wide, evidence on top when narrow).

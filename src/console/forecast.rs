@@ -206,6 +206,7 @@ mod tests {
             late_rows_written: 0,
             watermark_held_by: None,
             source_watermarks: Vec::new(),
+            source_rows: Vec::new(),
         }
     }
 

@@ -140,6 +140,13 @@ pub fn datetime(ms: i64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// Month, day and time in UTC: `03-01 10:33:57Z`.
+pub fn month_day_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%m-%d %H:%M:%SZ").to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
 /// Parses Spark's ISO-8601 timestamps (`2026-11-30T10:07:56.410Z`) to epoch ms.
 pub fn parse_iso_ms(s: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(s.trim())

@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
-use super::app::{App, Mode, Overlay, PeekKind, View};
+use super::app::{App, MaintenanceKind, Mode, Overlay, PeekKind, View};
 use crate::engine::control::{ControlCommand, FlowStatus};
 
 /// Where the keyboard is.
@@ -27,6 +27,10 @@ pub enum Ctx {
     Sql,
     /// A peek at a flow's rows (`o`, `i`).
     Peek,
+    /// The pipeline graph (`x`).
+    Graph,
+    /// A table maintenance's dry run (`O`, `V`), waiting for y/n.
+    Maintenance,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +76,7 @@ const OVERVIEW: &[Ctx] = &[Ctx::Overview];
 const DETAIL: &[Ctx] = &[Ctx::Detail];
 const SQL: &[Ctx] = &[Ctx::Sql];
 const PEEK: &[Ctx] = &[Ctx::Peek];
+const GRAPH: &[Ctx] = &[Ctx::Graph];
 
 fn always(_: &App) -> bool {
     true
@@ -134,6 +139,10 @@ fn step_has_action(app: &App) -> bool {
 fn healthy_or_unknown(app: &App) -> bool {
     app.current_flow().is_some() && !unhealthy(app)
 }
+/// `run`, and the current flow writes a Delta table: its maintenance is offered.
+fn has_table(app: &App) -> bool {
+    run_mode(app) && app.current_flow().is_some_and(|f| f.sink_path.is_some())
+}
 fn frozen(app: &App) -> bool {
     app.freeze.is_some()
 }
@@ -175,6 +184,24 @@ pub static BINDINGS: &[Binding] = &[
         hint: None,
         hint_keys: None,
         help: "delete a character",
+        when: always,
+    },
+    Binding {
+        keys: &[k('y'), code(KeyCode::Enter)],
+        action: Action::ConfirmYes,
+        ctx: &[Ctx::Maintenance],
+        hint: Some("run it"),
+        hint_keys: None,
+        help: "run the maintenance shown (in the background)",
+        when: always,
+    },
+    Binding {
+        keys: &[k('n'), code(KeyCode::Esc)],
+        action: Action::ConfirmNo,
+        ctx: &[Ctx::Maintenance],
+        hint: Some("cancel"),
+        hint_keys: None,
+        help: "cancel: nothing changes",
         when: always,
     },
     Binding {
@@ -667,6 +694,107 @@ pub static BINDINGS: &[Binding] = &[
         help: "close the playbook",
         when: always,
     },
+    // Table maintenance.
+    Binding {
+        keys: &[k('O')],
+        action: Action::Maintain(MaintenanceKind::Optimize),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "optimize the flow's table (Delta OPTIMIZE, compacts small files): shows the dry run, asks y/n",
+        when: has_table,
+    },
+    Binding {
+        keys: &[k('V')],
+        action: Action::Maintain(MaintenanceKind::Vacuum),
+        ctx: DETAIL,
+        hint: None,
+        hint_keys: None,
+        help: "vacuum the flow's table (Delta VACUUM, retain 168h): shows the dry run, asks y/n",
+        when: has_table,
+    },
+    // The pipeline graph.
+    Binding {
+        keys: &[k('x')],
+        action: Action::Graph,
+        ctx: BROWSE,
+        hint: Some("graph"),
+        hint_keys: None,
+        help: "the pipeline graph: flows from sources to tables, each in its health colour",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Down), k('j')],
+        action: Action::Down,
+        ctx: GRAPH,
+        hint: Some("select"),
+        hint_keys: Some("j/k"),
+        help: "the next node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Up), k('k')],
+        action: Action::Up,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the previous node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageDown), ctrl('d')],
+        action: Action::PageDown,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "down a page",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::PageUp), ctrl('u')],
+        action: Action::PageUp,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "up a page",
+        when: always,
+    },
+    Binding {
+        keys: &[k('g'), code(KeyCode::Home)],
+        action: Action::Top,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the first node",
+        when: always,
+    },
+    Binding {
+        keys: &[k('G'), code(KeyCode::End)],
+        action: Action::Bottom,
+        ctx: GRAPH,
+        hint: None,
+        hint_keys: None,
+        help: "the last node",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Enter)],
+        action: Action::Enter,
+        ctx: GRAPH,
+        hint: Some("open flow"),
+        hint_keys: None,
+        help: "open the detail of the flow (a table: the flow writing it)",
+        when: always,
+    },
+    Binding {
+        keys: &[code(KeyCode::Esc), k('x'), k('q')],
+        action: Action::Graph,
+        ctx: GRAPH,
+        hint: Some("close"),
+        hint_keys: None,
+        help: "close the graph",
+        when: always,
+    },
     // The SQL pane and peeks.
     Binding {
         keys: &[k('o')],
@@ -932,6 +1060,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         run_only: false,
     },
     CommandSpec {
+        name: "graph",
+        args: "",
+        help: "the pipeline graph (also x)",
+        run_only: false,
+    },
+    CommandSpec {
         name: "freeze",
         args: "",
         help: "freeze the view",
@@ -1018,6 +1152,7 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
             Action::Redraw
         }),
         "help" => Ok(Action::Help),
+        "graph" => Ok(Action::Graph),
         _ => Ok(Action::Quit),
     }
 }
@@ -1032,6 +1167,8 @@ pub fn context(app: &App) -> Ctx {
         Overlay::Action(_) => Ctx::Action,
         Overlay::Sql(v) if v.peek.is_some() => Ctx::Peek,
         Overlay::Sql(_) => Ctx::Sql,
+        Overlay::Graph { .. } => Ctx::Graph,
+        Overlay::Maintenance(_) => Ctx::Maintenance,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,
             View::Detail => Ctx::Detail,
@@ -1130,7 +1267,7 @@ pub fn hints(app: &App) -> Vec<Hint> {
             pinned: pinned(&b.action)
                 || matches!(
                     context(app),
-                    Ctx::Prompt | Ctx::Confirm | Ctx::Help | Ctx::Sql | Ctx::Peek
+                    Ctx::Prompt | Ctx::Confirm | Ctx::Help | Ctx::Sql | Ctx::Peek | Ctx::Graph
                 ),
         })
     };
@@ -1204,6 +1341,8 @@ mod tests {
             Ctx::Confirm,
             Ctx::Sql,
             Ctx::Peek,
+            Ctx::Graph,
+            Ctx::Maintenance,
         ] {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()

@@ -22,6 +22,7 @@
 //! | `update` | `update`: the one function that changes the state for an action |
 //! | `model` | per-flow bounded time series, status history, timeline |
 //! | `forecast` | the backlog's catch-up forecast |
+//! | `graph` | the pipeline graph: flows as a DAG from sources to tables |
 //! | `snapshot`, `draw`, `theme`, `format` | what a frame shows and how (`format`: numbers, sizes, durations, times) |
 //! | `launch`, `follow` | where inputs come from (`run`, `attach`) |
 //! | `session`, `event_loop`, `terminal` | driving it: headless or on a terminal |
@@ -35,6 +36,7 @@ pub mod event_loop;
 pub mod follow;
 pub mod forecast;
 pub mod format;
+pub mod graph;
 pub mod keys;
 pub mod launch;
 pub mod model;
@@ -128,11 +130,12 @@ pub async fn run_flows(
 ) -> io::Result<RunOutcome> {
     // `weir run` titles the console with the pipeline file's path.
     let pipeline = Some(Path::new(title)).filter(|p| p.is_file());
-    run_flows_with_notices(title, pipeline, flows, trigger, args, None).await
+    run_flows_with_notices(title, pipeline, flows, trigger, args, None, None).await
 }
 
 /// [`run_flows`] with pipeline-wide notices `(at_ms, text)` put on every flow's
-/// timeline as they arrive (the live demo's injected faults).
+/// timeline as they arrive (the live demo's injected faults), and a replay's status
+/// whose simulated clock the watermark delays are measured against.
 pub async fn run_flows_with_notices(
     title: &str,
     pipeline: Option<&Path>,
@@ -140,6 +143,7 @@ pub async fn run_flows_with_notices(
     trigger: Option<Trigger>,
     args: &ConsoleArgs,
     notices: Option<mpsc::Receiver<(i64, String)>>,
+    replay: Option<tokio::sync::watch::Receiver<crate::demo::replay::ReplayStatus>>,
 ) -> io::Result<RunOutcome> {
     let retention = retention_ms(args);
     let models = flows
@@ -150,6 +154,8 @@ pub async fn run_flows_with_notices(
             m.checkpoint = Some(f.checkpoint.clone());
             m.source_path = Some(f.source.path().to_path_buf());
             m.sink_path = f.writes();
+            m.inputs = graph::inputs_of_spec(f);
+            m.sink_label = Some(f.sink.describe());
             m.trigger = Some(trigger.unwrap_or(f.trigger).to_string());
             m
         })
@@ -206,6 +212,20 @@ pub async fn run_flows_with_notices(
             }
         })
     });
+    let replay_task = replay.map(|mut rx| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                let status = rx.borrow_and_update().clone();
+                if tx.send(app::Report::Replay(status)).await.is_err() {
+                    break;
+                }
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
     let mut app = app;
     app.pipeline_path = pipeline.map(Path::to_path_buf);
     app.sql = app::SqlState::new(
@@ -234,6 +254,9 @@ pub async fn run_flows_with_notices(
     if let Some(t) = notice_task {
         t.abort();
     }
+    if let Some(t) = replay_task {
+        t.abort();
+    }
     let log = screen.log_path.take();
     drop(screen);
     report_log(log.as_deref());
@@ -258,8 +281,10 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
         let mut m = FlowModel::new(&name);
         m.checkpoint = Some(cp.clone());
         if let Ok(Some(plan)) = crate::checkpoint::Checkpoint::at(cp).read_plan() {
+            m.inputs = graph::inputs_of_plan(&plan);
+            m.sink_label = Some(plan.sink.clone());
             m.source_path = Some(plan.source_path);
-            m.sink_path = plan.sink_path;
+            m.sink_path = plan.sink_path.map(|p| crate::spec::normalize(&p));
         }
         models.push(m);
     }

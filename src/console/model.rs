@@ -67,6 +67,8 @@ pub struct Sample {
     /// source's own (`-` before its first data).
     pub watermark_held_by: Option<String>,
     pub source_watermarks: Vec<(String, Option<i64>)>,
+    /// Rows each source (`sources[i]`) read in the batch (idle inputs read none).
+    pub source_rows: Vec<u64>,
 }
 
 impl Sample {
@@ -148,6 +150,7 @@ impl Sample {
                     )
                 })
                 .collect(),
+            source_rows: p.sources.iter().map(|s| s.num_input_rows).collect(),
         })
     }
 }
@@ -234,6 +237,10 @@ pub struct FlowModel {
     /// What the flow reads and writes (for the playbook's evidence).
     pub source_path: Option<PathBuf>,
     pub sink_path: Option<PathBuf>,
+    /// What the flow reads, for the pipeline graph (`x`).
+    pub inputs: Vec<super::graph::GraphInput>,
+    /// The sink as Spark describes it (`DeltaSink[...]`, `MemorySink[...]`).
+    pub sink_label: Option<String>,
     pub trigger: Option<String>,
     pub status: FlowStatus,
     /// Whether any status is known (attach: before the lock was read, it is not).
@@ -272,6 +279,8 @@ impl FlowModel {
             checkpoint: None,
             source_path: None,
             sink_path: None,
+            inputs: Vec::new(),
+            sink_label: None,
             trigger: None,
             status: FlowStatus::Starting,
             status_known: false,

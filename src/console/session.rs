@@ -8,7 +8,10 @@ use ratatui::Terminal;
 use ratatui::backend::Backend;
 
 use super::action::Action;
-use super::app::{ActionDialog, App, Effect, Overlay, PeekKind, PlaybookView, Report, SqlResult};
+use super::app::{
+    ActionDialog, App, Effect, MaintenanceDialog, MaintenanceKind, MaintenancePlan, Overlay,
+    PeekKind, PlaybookView, Report, SqlResult,
+};
 use super::draw;
 use super::keys;
 use super::launch::EngineLink;
@@ -125,6 +128,9 @@ pub fn sql_result(
         elapsed_ms: u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX),
     }
 }
+
+/// The console's VACUUM retention (`weir table vacuum`'s default `--retain 168h`).
+const VACUUM_RETAIN: std::time::Duration = std::time::Duration::from_secs(168 * 3600);
 
 /// Runs a future to completion from the (synchronous) console loop.
 fn blocking<T>(fut: impl std::future::Future<Output = crate::Result<T>>) -> crate::Result<T> {
@@ -274,6 +280,8 @@ impl Session {
                     Ok(())
                 }
                 (_, Effect::Drill { pipeline }) => self.start_drill(pipeline),
+                (_, Effect::PlanMaintenance { flow, kind }) => self.plan_maintenance(flow, *kind),
+                (_, Effect::RunMaintenance { flow, plan }) => self.run_maintenance(flow, plan),
                 (_, Effect::RunSql { id, sql }) => self.start_sql(*id, SqlJob::Query(sql.clone())),
                 (_, Effect::Peek { id, flow, kind }) => {
                     self.start_sql(*id, SqlJob::Peek(flow.clone(), *kind))
@@ -343,6 +351,100 @@ impl Session {
             }
             Err(e) => self.app.complain(format!("refused: {e}")),
         }
+    }
+
+    /// The dry run of a maintenance of a flow's table (as `weir table optimize|vacuum`
+    /// prints it), shown for y/n. Reads the pipeline file for the flows reading the table.
+    fn plan_maintenance(&mut self, flow: &str, kind: MaintenanceKind) -> Result<(), String> {
+        let path = self.app.pipeline_path.clone().ok_or_else(|| {
+            format!(
+                "the pipeline file is not known to this console: run `weir table {}` in a shell",
+                kind.word()
+            )
+        })?;
+        let pipeline = crate::pipeline::load(&path).map_err(|e| e.to_string())?;
+        let target = crate::maintenance::resolve(&pipeline.flows, None, Some(flow))?;
+        let plan = match kind {
+            MaintenanceKind::Optimize => {
+                blocking(crate::maintenance::plan_optimize(&pipeline.flows, &target))
+                    .map(|p| MaintenancePlan::Optimize(Box::new(p)))
+            }
+            MaintenanceKind::Vacuum => blocking(crate::maintenance::plan_vacuum(
+                &pipeline.flows,
+                &target,
+                VACUUM_RETAIN,
+                false,
+            ))
+            .map(|p| MaintenancePlan::Vacuum(Box::new(p))),
+        }
+        .map_err(|e| format!("{}: {e}", kind.word()))?;
+        self.app.overlay = Overlay::Maintenance(MaintenanceDialog {
+            flow: flow.to_string(),
+            plan,
+        });
+        Ok(())
+    }
+
+    /// Runs a confirmed maintenance in the background (inline without a runtime); its
+    /// outcome goes on the flow's timeline.
+    fn run_maintenance(&mut self, flow: &str, plan: &MaintenancePlan) -> Result<(), String> {
+        let plan = plan.clone();
+        let job = async move {
+            match &plan {
+                MaintenancePlan::Optimize(p) => {
+                    match crate::maintenance::optimize(&p.target.path, None).await {
+                        Ok(d) => (
+                            EventKind::Operator,
+                            format!(
+                                "optimize: OPTIMIZE committed version {} (was {}): {} file(s) compacted into {}",
+                                d.version_after, d.version_before, d.files_removed, d.files_added
+                            ),
+                        ),
+                        Err(e) => (EventKind::Error, format!("optimize failed: {e}")),
+                    }
+                }
+                MaintenancePlan::Vacuum(p) => match crate::maintenance::vacuum(p).await {
+                    Ok(deleted) => (
+                        EventKind::Operator,
+                        format!("vacuum: VACUUM deleted {} file(s)", deleted.len()),
+                    ),
+                    Err(e) => (EventKind::Error, format!("vacuum failed: {e}")),
+                },
+            }
+        };
+        let flow = flow.to_string();
+        match (self.inputs.clone(), tokio::runtime::Handle::try_current()) {
+            (Some(tx), Ok(handle)) => {
+                handle.spawn(async move {
+                    let (kind, text) = job.await;
+                    let at_ms = crate::clock::now_ms();
+                    let _ = tx
+                        .send(Report::Event {
+                            flow,
+                            at_ms,
+                            kind,
+                            text,
+                        })
+                        .await;
+                });
+            }
+            _ => {
+                let (kind, text) = blocking(async { Ok(job.await) }).map_err(|e| e.to_string())?;
+                let at_ms = self.app.now_ms;
+                if kind == EventKind::Error {
+                    self.app.complain(text.clone());
+                } else {
+                    self.app.say(text.clone());
+                }
+                self.app.ingest(Report::Event {
+                    flow,
+                    at_ms,
+                    kind,
+                    text,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Runs a confirmed plan; its outcome goes on the flow's timeline.

@@ -48,10 +48,190 @@ pub enum OverlaySnap {
         title: String,
         lines: Vec<String>,
         prompt: String,
-        typed: String,
+        /// What was typed so far (`None`: a y/n question, no input line).
+        typed: Option<String>,
     },
     /// The SQL pane or a peek.
     Sql(Box<SqlSnap>),
+    /// The pipeline graph.
+    Graph(Box<GraphSnap>),
+}
+
+/// The pipeline graph: one row per node, the tree's glyphs in `prefix`.
+#[derive(Debug, Clone)]
+pub struct GraphSnap {
+    pub title: String,
+    /// `WM DELAY`, or `SIM DELAY` over a replay (as the overview's column).
+    pub delay_header: &'static str,
+    pub rows: Vec<GraphRow>,
+    pub cursor: usize,
+    /// Below the tree: what the selected node is.
+    pub footer: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct GraphRow {
+    pub prefix: String,
+    /// The node's name (flow name, path, sink).
+    pub label: String,
+    pub label_role: Role,
+    /// What it is: `files:csv`, `delta v12`, `(stream join)`, `see above`.
+    pub kind: String,
+    /// A flow's figures, empty for other nodes.
+    pub health: String,
+    pub health_role: Role,
+    pub status: String,
+    pub status_role: Role,
+    pub input_rate: String,
+    pub processed_rate: String,
+    pub backlog: String,
+    pub watermark_delay: String,
+    pub last_duration: String,
+}
+
+fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
+    use super::graph::{NodeRef, common_dir, prefix, short_path, tree, via_word};
+    let rows = tree(app);
+    let common = common_dir(&rows);
+    let blank = |prefix: String, label: String, role: Role, kind: String| GraphRow {
+        prefix,
+        label,
+        label_role: role,
+        kind,
+        health: String::new(),
+        health_role: Role::Dim,
+        status: String::new(),
+        status_role: Role::Dim,
+        input_rate: String::new(),
+        processed_rate: String::new(),
+        backlog: String::new(),
+        watermark_delay: String::new(),
+        last_duration: String::new(),
+    };
+    let flow_health_role = |i: usize| {
+        app.flows[i]
+            .health
+            .as_ref()
+            .map_or(Role::Plain, |h| health_role(h.state))
+    };
+    let out: Vec<GraphRow> = rows
+        .iter()
+        .map(|r| {
+            let pre = prefix(r);
+            let via = r
+                .via
+                .map(|v| format!("({})", via_word(v)))
+                .unwrap_or_default();
+            match &r.node {
+                NodeRef::Source { kind, path } => {
+                    // A source is red when a flow reading it finds it unavailable.
+                    let unavailable = app.flows.iter().any(|f| {
+                        f.inputs.iter().any(|i| &i.path == path)
+                            && f.health
+                                .as_ref()
+                                .is_some_and(|h| h.state == HealthState::SourceUnavailable)
+                    });
+                    let label = if kind.starts_with("kafka") {
+                        path.display().to_string()
+                    } else {
+                        short_path(path, common.as_deref())
+                    };
+                    blank(
+                        pre,
+                        label,
+                        if unavailable { Role::Bad } else { Role::Plain },
+                        kind.clone(),
+                    )
+                }
+                NodeRef::Flow(i) => {
+                    let row = flow_row(&app.flows[*i], as_of, app.replay_clock.as_ref());
+                    GraphRow {
+                        prefix: pre,
+                        label: row.name,
+                        label_role: if row.health == "-" {
+                            Role::Title
+                        } else {
+                            row.health_role
+                        },
+                        kind: via.trim().to_string(),
+                        health: row.health,
+                        health_role: row.health_role,
+                        status: row.status,
+                        status_role: row.status_role,
+                        input_rate: row.input_rate,
+                        processed_rate: row.processed_rate,
+                        backlog: row.backlog,
+                        watermark_delay: row.watermark_delay,
+                        last_duration: row.last_duration,
+                    }
+                }
+                NodeRef::SeenFlow(i) => blank(
+                    pre,
+                    app.flows[*i].name.clone(),
+                    flow_health_role(*i),
+                    format!("{via} see above").trim().to_string(),
+                ),
+                NodeRef::Table { writer, path } => {
+                    let version = last_sample(&app.flows[*writer], as_of)
+                        .and_then(|s| s.delta_version)
+                        .map(|v| format!(" v{v}"))
+                        .unwrap_or_default();
+                    blank(
+                        pre,
+                        short_path(path, common.as_deref()),
+                        flow_health_role(*writer),
+                        format!("delta{version}"),
+                    )
+                }
+                NodeRef::OtherSink { writer } => blank(
+                    pre,
+                    app.flows[*writer]
+                        .sink_label
+                        .clone()
+                        .unwrap_or_else(|| "sink unknown".into()),
+                    Role::Dim,
+                    "sink".into(),
+                ),
+            }
+        })
+        .collect();
+    let cursor = cursor.min(out.len().saturating_sub(1));
+    let footer = match rows.get(cursor).map(|r| &r.node) {
+        Some(NodeRef::Source { path, .. }) => {
+            format!("source {} (read by the flows below it)", path.display())
+        }
+        Some(NodeRef::Table { writer, path }) => format!(
+            "table {} written by {} (Enter opens it)",
+            path.display(),
+            app.flows[*writer].name
+        ),
+        Some(NodeRef::Flow(i) | NodeRef::SeenFlow(i)) => {
+            let f = &app.flows[*i];
+            match f.health.as_ref().and_then(|h| h.evidence.reasons.first()) {
+                Some(why) => format!("{}: {} (Enter opens its detail)", f.name, why),
+                None => format!("{} (Enter opens its detail)", f.name),
+            }
+        }
+        Some(NodeRef::OtherSink { writer }) => {
+            format!("the sink of {}", app.flows[*writer].name)
+        }
+        None => "no flows".into(),
+    };
+    GraphSnap {
+        delay_header: if app.replay_clock.and_then(|c| c.at(as_of)).is_some() {
+            "SIM DELAY"
+        } else {
+            "WM DELAY"
+        },
+        title: format!(
+            "Pipeline graph: {} flow{}, sources to tables",
+            app.flows.len(),
+            if app.flows.len() == 1 { "" } else { "s" }
+        ),
+        rows: out,
+        cursor,
+        footer,
+    }
 }
 
 /// The SQL pane: the query line, a status line, the rows from the scroll position.
@@ -179,6 +359,8 @@ pub enum Body {
 
 #[derive(Debug, Clone)]
 pub struct OverviewSnap {
+    /// `WM DELAY` (wall clock − watermark) or `SIM DELAY` (a replay's simulated clock − watermark).
+    pub delay_header: &'static str,
     pub rows: Vec<FlowRow>,
     pub selected: Option<usize>,
     pub events_focused: bool,
@@ -196,6 +378,8 @@ pub struct FlowRow {
     pub processed_rate: String,
     pub backlog: String,
     pub watermark_delay: String,
+    /// Event-time lag: the max event time seen minus the watermark.
+    pub event_lag: String,
     pub state_rows: String,
     pub last_duration: String,
     pub last_error: String,
@@ -272,8 +456,28 @@ pub struct BacklogSnap {
 pub struct WatermarkSnap {
     /// `(label, value)` lines; empty when the flow has no event time.
     pub lines: Vec<(String, String)>,
+    /// A flow of several inputs (a union, a stream-stream join): each input's own
+    /// watermark, the one holding the flow's marked, idle ones flagged.
+    pub inputs: Vec<InputWatermarkRow>,
     pub chart: ChartSnap,
     pub empty: Option<String>,
+}
+
+/// One input of a multi-input flow in the watermark pane.
+#[derive(Debug, Clone)]
+pub struct InputWatermarkRow {
+    /// `left`, `right`, `source 2`...
+    pub input: String,
+    /// The source's description (`FileStreamSource[...]`).
+    pub source: String,
+    pub watermark: String,
+    /// How far the input's watermark is ahead of the holder's (`+4m 00s`); `0` for the holder.
+    pub ahead: String,
+    /// Rows it read in the last batch.
+    pub rows: String,
+    /// `holds watermark`, `idle 3 batches`, `no data yet`.
+    pub note: String,
+    pub role: Role,
 }
 
 #[derive(Debug, Clone)]
@@ -403,9 +607,24 @@ impl Snapshot {
                 } else {
                     "Nothing is moved or changed. Enter runs it; Esc cancels.".to_string()
                 },
-                typed: d.typed.clone(),
+                typed: Some(d.typed.clone()),
+            },
+            Overlay::Maintenance(d) => OverlaySnap::Action {
+                title: format!("Dry run: {} (flow {})", d.plan.kind().word(), d.flow),
+                lines: d.plan.render().lines().map(str::to_string).collect(),
+                prompt: match d.plan.blocked() {
+                    Some(why) => format!("Nothing to run ({why}). n or Esc closes."),
+                    None => format!(
+                        "Changes the table (weir table {} --yes): y runs it, n cancels.",
+                        d.plan.kind().word()
+                    ),
+                },
+                typed: None,
             },
             Overlay::Sql(v) => OverlaySnap::Sql(Box::new(sql_snap(app, v))),
+            Overlay::Graph { cursor } => {
+                OverlaySnap::Graph(Box::new(graph_snap(app, *cursor, as_of)))
+            }
         };
         Snapshot {
             theme: app.theme,
@@ -463,6 +682,13 @@ fn status_line(app: &App) -> (String, Role) {
             app.theme.sep()
         ));
     }
+    if let Some(sim) = app.replay_clock.and_then(|c| c.at(as_of)) {
+        text.push_str(&format!(
+            "{}replay clock {}",
+            app.theme.sep(),
+            format::datetime(sim)
+        ));
+    }
     (text, Role::Dim)
 }
 
@@ -511,7 +737,7 @@ fn overview(app: &App, as_of: i64) -> OverviewSnap {
     let visible = app.visible_flows();
     let rows: Vec<FlowRow> = visible
         .iter()
-        .map(|i| flow_row(&app.flows[*i], as_of))
+        .map(|i| flow_row(&app.flows[*i], as_of, app.replay_clock.as_ref()))
         .collect();
     let selected = visible.iter().position(|i| *i == app.selected);
     let events = merged_events(app, as_of, OVERVIEW_EVENTS)
@@ -520,6 +746,11 @@ fn overview(app: &App, as_of: i64) -> OverviewSnap {
         .map(event_row)
         .collect();
     OverviewSnap {
+        delay_header: if app.replay_clock.and_then(|c| c.at(as_of)).is_some() {
+            "SIM DELAY"
+        } else {
+            "WM DELAY"
+        },
         rows,
         selected,
         events_focused: app.overview_events,
@@ -639,7 +870,21 @@ fn kafka_backlog(
     );
 }
 
-fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
+/// The latest event time the flow has seen up to `as_of` (a batch's `eventTime.max` is
+/// that batch's; a batch of late rows has an older one).
+fn max_event_seen(f: &FlowModel, as_of: i64) -> Option<i64> {
+    f.samples
+        .range(..f.samples_until(as_of))
+        .filter_map(|s| s.max_event_ms)
+        .max()
+}
+
+/// The clock watermark delays are measured against: a replay's simulated clock, else the wall clock.
+fn delay_clock(clock: Option<&super::app::ReplayClock>, wall_ms: i64) -> i64 {
+    clock.and_then(|c| c.at(wall_ms)).unwrap_or(wall_ms)
+}
+
+fn flow_row(f: &FlowModel, as_of: i64, clock: Option<&super::app::ReplayClock>) -> FlowRow {
     let status = f.status_at(as_of);
     let s = last_sample(f, as_of);
     let dash = || "-".to_string();
@@ -668,7 +913,10 @@ fn flow_row(f: &FlowModel, as_of: i64) -> FlowRow {
         backlog,
         watermark_delay: s
             .and_then(|s| s.watermark_ms)
-            .map_or_else(dash, |w| format::duration_ms(as_of - w)),
+            .map_or_else(dash, |w| format::duration_ms(delay_clock(clock, as_of) - w)),
+        event_lag: max_event_seen(f, as_of)
+            .zip(s.and_then(|s| s.watermark_ms))
+            .map_or_else(dash, |(m, w)| format::duration_ms(m - w)),
         state_rows: s
             .and_then(|s| s.state_rows)
             .map_or_else(dash, format::count),
@@ -944,24 +1192,49 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     if let Some(view) = &f.kafka_lag {
         kafka_backlog(&mut backlog, view, f, last, status, as_of);
     }
-    let watermark = watermark_snap(
+    // A replay's event times are its own: delays against its simulated clock.
+    let clock = app.replay_clock;
+    let (wm_series, max_series) = if clock.is_some() {
+        ("replay - watermark", "replay - max event")
+    } else {
+        ("wall - watermark", "wall - max event")
+    };
+    // Before the replay's clock started there is no simulated time: no point.
+    let at = move |t: i64| match &clock {
+        Some(c) => c.at(t),
+        None => Some(t),
+    };
+    let mut watermark = watermark_snap(
         last,
+        max_event_seen(f, as_of),
         end,
+        clock.as_ref(),
         chart(
             vec![
                 (
-                    "wall - watermark",
-                    Box::new(|s: &Sample| s.watermark_ms.map(|w| (s.t_ms - w) as f64 / 1000.0)),
+                    wm_series,
+                    Box::new(move |s: &Sample| {
+                        // Before its first data a watermark is the epoch: no point.
+                        s.watermark_ms
+                            .filter(|w| *w > 0)
+                            .zip(at(s.t_ms))
+                            .map(|(w, now)| (now - w) as f64 / 1000.0)
+                    }),
                 ),
                 (
-                    "wall - max event",
-                    Box::new(|s: &Sample| s.max_event_ms.map(|m| (s.t_ms - m) as f64 / 1000.0)),
+                    max_series,
+                    Box::new(move |s: &Sample| {
+                        s.max_event_ms
+                            .zip(at(s.t_ms))
+                            .map(|(m, now)| (now - m) as f64 / 1000.0)
+                    }),
                 ),
             ],
             "no event time in this window",
             |v| format::duration_ms((v * 1000.0) as i64),
         ),
     );
+    watermark.inputs = input_watermarks(&all_until, f);
     let state = state_snap(f, last, app.freeze.is_some());
     let durations = all_until
         .iter()
@@ -1049,10 +1322,17 @@ fn detail(app: &App, f: &FlowModel, as_of: i64) -> DetailSnap {
     }
 }
 
-fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> WatermarkSnap {
+fn watermark_snap(
+    last: Option<&Sample>,
+    max_seen: Option<i64>,
+    end: i64,
+    clock: Option<&super::app::ReplayClock>,
+    chart: ChartSnap,
+) -> WatermarkSnap {
     let Some(s) = last.filter(|s| s.watermark_ms.is_some() || s.max_event_ms.is_some()) else {
         return WatermarkSnap {
             lines: Vec::new(),
+            inputs: Vec::new(),
             chart,
             empty: Some("no event time: this flow has no watermark".into()),
         };
@@ -1065,11 +1345,26 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
     let mut lines = vec![
         ("max event time".into(), opt_dt(s.max_event_ms)),
         ("watermark".into(), opt_dt(s.watermark_ms)),
-        ("wall clock".into(), format::datetime(end)),
-        ("wall - watermark".into(), gap(Some(end), s.watermark_ms)),
+    ];
+    match clock.and_then(|c| c.at(end)) {
+        // A replay: its simulated clock is the one event times are compared with.
+        Some(sim) => lines.extend([
+            ("replay clock".into(), format::datetime(sim)),
+            ("replay - watermark".into(), gap(Some(sim), s.watermark_ms)),
+            ("wall clock".into(), format::datetime(end)),
+        ]),
+        None => lines.extend([
+            ("wall clock".into(), format::datetime(end)),
+            ("wall - watermark".into(), gap(Some(end), s.watermark_ms)),
+        ]),
+    }
+    lines.extend([
         (
-            "max event - watermark".into(),
-            gap(s.max_event_ms, s.watermark_ms),
+            "event-time lag".into(),
+            match (max_seen, s.watermark_ms) {
+                (Some(m), Some(w)) => format!("{} (max - wm)", format::duration_ms(m - w)),
+                _ => "-".into(),
+            },
         ),
         (
             "dropped (late)".into(),
@@ -1081,22 +1376,102 @@ fn watermark_snap(last: Option<&Sample>, end: i64, chart: ChartSnap) -> Watermar
             "late rows written".into(),
             format!("{} in batch {}", s.late_rows_written, s.batch_id),
         ),
-    ];
-    // Several sources: which one the flow's watermark follows, then each source's own.
-    if let Some(held) = &s.watermark_held_by {
-        lines.push(("held by".into(), held.clone()));
-        for (i, (source, wm)) in s.source_watermarks.iter().enumerate() {
-            lines.push((
-                format!("source {}", i + 1),
-                format!("{} {source}", opt_dt(*wm)),
-            ));
-        }
-    }
+    ]);
     WatermarkSnap {
         lines,
+        inputs: Vec::new(),
         chart,
         empty: None,
     }
+}
+
+/// A source's short name: the last part of the path in its description
+/// (`FileStreamSource[/srv/landing/eu]` → `eu`, `files:json landing/us` → `us`).
+fn short_source(description: &str) -> String {
+    let inner = match (description.find('['), description.rfind(']')) {
+        (Some(a), Some(b)) if a < b => &description[a + 1..b],
+        _ => description,
+    };
+    inner
+        .rsplit(['/', ' ', ','])
+        .find(|p| !p.is_empty())
+        .unwrap_or(inner)
+        .to_string()
+}
+
+/// A flow of several inputs: each input's own watermark after the last batch, how far
+/// it is ahead of the flow's, its rows, and whether it is idle (no rows for the last
+/// batches) or holds the flow's watermark (the minimum, under the default policy).
+fn input_watermarks(samples: &[&Sample], f: &FlowModel) -> Vec<InputWatermarkRow> {
+    let Some(s) = samples.last() else {
+        return Vec::new();
+    };
+    if s.source_watermarks.len() < 2 {
+        return Vec::new();
+    }
+    let join = f
+        .inputs
+        .iter()
+        .any(|i| i.role == super::graph::InputRole::JoinRight);
+    // The flow's next watermark is the holder's (the others are ahead of it).
+    let flow_wm = s
+        .source_watermarks
+        .iter()
+        .find(|(source, _)| s.watermark_held_by.as_deref() == Some(source.as_str()))
+        .and_then(|(_, w)| *w);
+    s.source_watermarks
+        .iter()
+        .enumerate()
+        .map(|(i, (source, wm))| {
+            let holds = s.watermark_held_by.as_deref() == Some(source.as_str());
+            // Batches in a row, newest first, in which this input read nothing.
+            let idle = samples
+                .iter()
+                .rev()
+                .take_while(|b| b.source_rows.get(i).is_some_and(|r| *r == 0))
+                .count();
+            let mut notes = Vec::new();
+            if holds {
+                notes.push("holds watermark".to_string());
+            }
+            if wm.is_none() {
+                notes.push("no data yet".to_string());
+            } else if idle > 0 {
+                notes.push(format!(
+                    "idle {idle} batch{}",
+                    if idle == 1 { "" } else { "es" }
+                ));
+            }
+            InputWatermarkRow {
+                input: match (join, i) {
+                    (true, 0) => format!("left {}", short_source(source)),
+                    (true, _) => format!("right {}", short_source(source)),
+                    (false, i) => format!("{} {}", i + 1, short_source(source)),
+                },
+                source: source.clone(),
+                watermark: wm.map_or("-".into(), format::month_day_time),
+                ahead: match (wm, flow_wm) {
+                    (Some(w), Some(f)) if *w > f => format!("+{}", format::duration_ms(w - f)),
+                    (Some(_), Some(_)) => "0".into(),
+                    _ => "-".into(),
+                },
+                rows: s
+                    .source_rows
+                    .get(i)
+                    .map_or("-".into(), |r| format::count(*r)),
+                note: notes.join(", "),
+                role: if holds && (idle > 0 || wm.is_none()) {
+                    Role::Bad
+                } else if holds {
+                    Role::Warn
+                } else if idle > 0 || wm.is_none() {
+                    Role::Dim
+                } else {
+                    Role::Plain
+                },
+            }
+        })
+        .collect()
 }
 
 fn state_snap(f: &FlowModel, last: Option<&Sample>, frozen: bool) -> StateSnap {
@@ -1232,26 +1607,46 @@ mod tests {
 
     #[test]
     fn the_watermark_pane_names_the_source_holding_a_unions_watermark() {
-        let mut p = crate::records::StreamingQueryProgress {
-            timestamp: "2024-05-01T10:00:30.000Z".into(),
-            ..Default::default()
+        let record = |ts: &str, eu_rows: u64, us_wm: Option<&str>| {
+            let mut p = crate::records::StreamingQueryProgress {
+                timestamp: ts.into(),
+                ..Default::default()
+            };
+            p.event_time
+                .insert("watermark".into(), "2024-05-01T10:00:25.000Z".into());
+            p.event_time
+                .insert("max".into(), "2024-05-01T10:01:25.000Z".into());
+            for (name, rows) in [
+                ("files:json landing/eu", eu_rows),
+                ("files:json landing/us", 7),
+            ] {
+                p.sources.push(crate::records::SourceProgress {
+                    description: name.into(),
+                    num_input_rows: rows,
+                    ..Default::default()
+                });
+            }
+            p.weir.watermark_held_by = Some("files:json landing/eu".into());
+            p.weir.source_watermarks = vec![
+                crate::records::SourceWatermark {
+                    source: "files:json landing/eu".into(),
+                    watermark: Some("2024-05-01T10:00:25.000Z".into()),
+                    holds_watermark: true,
+                },
+                crate::records::SourceWatermark {
+                    source: "files:json landing/us".into(),
+                    watermark: us_wm.map(str::to_string),
+                    holds_watermark: false,
+                },
+            ];
+            Sample::from_progress(&p).unwrap()
         };
-        p.event_time
-            .insert("watermark".into(), "2024-05-01T10:00:25.000Z".into());
-        p.weir.watermark_held_by = Some("files:json landing/us".into());
-        p.weir.source_watermarks = vec![
-            crate::records::SourceWatermark {
-                source: "files:json landing/eu".into(),
-                watermark: Some("2024-05-01T10:00:25.000Z".into()),
-                holds_watermark: false,
-            },
-            crate::records::SourceWatermark {
-                source: "files:json landing/us".into(),
-                watermark: None,
-                holds_watermark: true,
-            },
-        ];
-        let sample = Sample::from_progress(&p).unwrap();
+        let older = record("2024-05-01T10:00:20.000Z", 0, None);
+        let sample = record(
+            "2024-05-01T10:00:30.000Z",
+            0,
+            Some("2024-05-01T10:04:25.000Z"),
+        );
         let chart = ChartSnap {
             x_bounds: [0.0, 1.0],
             x_labels: Vec::new(),
@@ -1260,26 +1655,54 @@ mod tests {
             series: Vec::new(),
             empty: None,
         };
-        let snap = watermark_snap(Some(&sample), sample.t_ms, chart);
+        let snap = watermark_snap(Some(&sample), sample.max_event_ms, sample.t_ms, None, chart);
         let lines: Vec<String> = snap
             .lines
             .iter()
             .map(|(k, v)| format!("{k}: {v}"))
             .collect();
         assert!(
-            lines.contains(&"held by: files:json landing/us".to_string()),
+            lines.contains(&"event-time lag: 1m 00s (max - wm)".to_string()),
             "{lines:?}"
         );
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("source 1: ") && l.ends_with("landing/eu")),
-            "{lines:?}"
+        let inputs = input_watermarks(&[&older, &sample], &FlowModel::new("u"));
+        assert_eq!(inputs.len(), 2);
+        assert_eq!(inputs[0].input, "1 eu");
+        assert_eq!(inputs[0].note, "holds watermark, idle 2 batches");
+        assert_eq!(
+            inputs[0].role,
+            Role::Bad,
+            "an idle input holding the watermark"
         );
-        assert!(
-            lines.contains(&"source 2: - files:json landing/us".to_string()),
-            "{lines:?}"
+        assert_eq!(inputs[0].ahead, "0");
+        assert_eq!(inputs[1].ahead, "+4m 00s");
+        assert_eq!(inputs[1].rows, "7");
+        assert_eq!(inputs[1].note, "");
+    }
+
+    #[test]
+    fn a_replay_measures_delays_against_its_simulated_clock() {
+        let clock = crate::console::app::ReplayClock {
+            clock: Some(crate::demo::replay::SimulatedClock {
+                wall_start_ms: 1_000_000,
+                sim_start_ms: 50_000,
+                speed: 3600.0,
+            }),
+            last_landed_ms: 3_600_000,
+            done: false,
+        };
+        // One wall second later the simulated clock has moved an hour.
+        assert_eq!(clock.at(1_001_000), Some(50_000 + 3_600_000));
+        let done = crate::console::app::ReplayClock {
+            done: true,
+            ..clock
+        };
+        assert_eq!(
+            done.at(9_000_000),
+            Some(3_600_000),
+            "a finished replay's clock stops"
         );
+        assert_eq!(delay_clock(None, 42), 42);
     }
 
     #[test]

@@ -26,6 +26,50 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
     if matches!(app.overlay, Overlay::Sql(_)) {
         return sql_update(app, action);
     }
+    if matches!(app.overlay, Overlay::Graph { .. }) {
+        graph_update(app, action);
+        return effects;
+    }
+    if let Overlay::Maintenance(d) = &app.overlay {
+        match action {
+            Action::ConfirmYes => {
+                let d = d.clone();
+                app.overlay = Overlay::None;
+                match d.plan.blocked() {
+                    Some(why) => {
+                        app.say(format!("{}: {why}; nothing changed", d.plan.kind().word()))
+                    }
+                    None => {
+                        let now = app.now_ms;
+                        if let Some(i) = app.flow_index(&d.flow) {
+                            app.flows[i].push_event(
+                                now,
+                                EventKind::Operator,
+                                format!(
+                                    "{} of the table requested by the operator",
+                                    d.plan.kind().word()
+                                ),
+                            );
+                        }
+                        app.say(format!(
+                            "{}: running in the background; the outcome goes on the timeline",
+                            d.plan.kind().word()
+                        ));
+                        effects.push(Effect::RunMaintenance {
+                            flow: d.flow,
+                            plan: d.plan,
+                        });
+                    }
+                }
+            }
+            Action::ConfirmNo => {
+                app.overlay = Overlay::None;
+                app.say("cancelled: nothing changed");
+            }
+            _ => {}
+        }
+        return effects;
+    }
     match action {
         Action::Up => match &mut app.overlay {
             Overlay::Help { scroll } => *scroll = scroll.saturating_sub(1),
@@ -363,9 +407,64 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
             });
             return sql_update(app, Action::Peek(kind));
         }
+        Action::Maintain(kind) => match app.current_flow() {
+            _ if app.mode == Mode::Attach => app.complain(format!(
+                "weir attach is read-only: run `weir table {}` in a shell",
+                kind.word()
+            )),
+            Some(f) if f.sink_path.is_none() => {
+                app.complain(format!("{} writes no Delta table", f.name))
+            }
+            Some(f) => effects.push(Effect::PlanMaintenance {
+                flow: f.name.clone(),
+                kind,
+            }),
+            None => app.complain("no flow selected"),
+        },
+        Action::Graph => {
+            // Open on the current flow's row.
+            let rows = super::graph::tree(app);
+            let cursor = rows
+                .iter()
+                .position(|r| r.node == super::graph::NodeRef::Flow(app.selected))
+                .unwrap_or(0);
+            app.overlay = Overlay::Graph { cursor };
+        }
         Action::ColumnLeft | Action::ColumnRight | Action::ClearInput => {}
     }
     effects
+}
+
+/// The pipeline graph has the keyboard: move the cursor, open a flow, close.
+fn graph_update(app: &mut App, action: Action) {
+    let rows = super::graph::tree(app);
+    let Overlay::Graph { cursor } = &mut app.overlay else {
+        return;
+    };
+    let last = rows.len().saturating_sub(1);
+    let step = |c: &mut usize, d: isize| *c = c.saturating_add_signed(d).min(last);
+    match action {
+        Action::Up => step(cursor, -1),
+        Action::Down => step(cursor, 1),
+        Action::PageUp => step(cursor, -10),
+        Action::PageDown => step(cursor, 10),
+        Action::Top => *cursor = 0,
+        Action::Bottom => *cursor = last,
+        Action::Enter => match rows.get(*cursor).and_then(super::graph::TreeRow::flow) {
+            Some(i) => {
+                app.overlay = Overlay::None;
+                app.selected = i;
+                app.view = View::Detail;
+                app.filter.clear();
+                app.zoom = false;
+                app.scroll = [0; 7];
+            }
+            None => app.say("a source: Enter on a flow or a table opens its flow"),
+        },
+        Action::Graph | Action::InputCancel | Action::Back => app.overlay = Overlay::None,
+        Action::Help => app.overlay = Overlay::Help { scroll: 0 },
+        _ => {}
+    }
 }
 
 /// Rows a page of the SQL pane scrolls.

@@ -46,6 +46,20 @@ pub struct ReplayStatus {
     /// The simulated clock (ms since the epoch) at the last landing.
     pub simulated_ms: i64,
     pub done: bool,
+    /// How the simulated clock runs (set when the replay starts landing files): the
+    /// console measures watermark delays against it, not against the wall clock.
+    #[serde(skip)]
+    pub clock: Option<SimulatedClock>,
+}
+
+/// The replay's clock: `simulated = sim_start + (wall - wall_start) × speed`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimulatedClock {
+    /// Wall clock (ms since the epoch) when the simulated clock read `sim_start_ms`.
+    pub wall_start_ms: i64,
+    pub sim_start_ms: i64,
+    /// Simulated seconds per wall second (`f64::INFINITY`: as fast as possible).
+    pub speed: f64,
 }
 
 /// A replay plan: every file, in landing order.
@@ -185,6 +199,12 @@ impl Replay {
         };
         let sim_start = first.lands_at_ms - 1;
         let wall_start = Instant::now();
+        state.clock = Some(SimulatedClock {
+            wall_start_ms: crate::clock::now_ms(),
+            sim_start_ms: sim_start,
+            speed,
+        });
+        let _ = status.send(state.clone());
         for file in missing {
             if speed.is_finite() && speed > 0.0 {
                 let wall =
@@ -280,6 +300,12 @@ impl Replay {
         };
         let sim_start = first.lands_at_ms - 1;
         let wall_start = Instant::now();
+        state.clock = Some(SimulatedClock {
+            wall_start_ms: crate::clock::now_ms(),
+            sim_start_ms: sim_start,
+            speed,
+        });
+        let _ = status.send(state.clone());
         for (index, file) in self.files.iter().enumerate().skip(skip) {
             if speed.is_finite() && speed > 0.0 {
                 let wall =
@@ -443,7 +469,15 @@ mod tests {
             .run(&landing, &tmp.path().join("_staging"), 1.0, stop, tx)
             .await
             .unwrap();
-        assert_eq!(again, done);
+        // (its clock never ran: nothing was left to land)
+        assert!(done.clock.is_some());
+        assert_eq!(
+            again,
+            ReplayStatus {
+                clock: None,
+                ..done
+            }
+        );
     }
 
     fn walk(dir: &Path) -> usize {

@@ -169,7 +169,11 @@ pub struct Committed {
     pub next_watermark_ms: i64,
     /// A union's sources' own watermarks after the batch (`commits/N`'s `sourceWatermarksMs`).
     pub source_watermarks_ms: Vec<Option<i64>>,
-    /// The source whose watermark is the flow's (a union of sources).
+    /// Each input's own watermark as reported in the progress record: a union's
+    /// sources, or a stream-stream join's left and right sides (the join's are in its
+    /// state, not in `commits/N`).
+    pub input_watermarks_ms: Vec<Option<i64>>,
+    /// The input whose watermark is the flow's (a union, a stream-stream join).
     pub watermark_held_by: Option<usize>,
     /// `stateOperators` after the commit.
     pub state_operators: Vec<StateOperatorMetrics>,
@@ -745,6 +749,15 @@ pub fn commit(
         );
         (next, Vec::new(), None)
     };
+    // A stream-stream join: each side's own watermark, the lower one holding the flow's.
+    let (input_watermarks_ms, watermark_held_by) = match flow.operator.side_watermarks() {
+        Some(sides) if !spec.is_union() => {
+            let at = |i: usize| sides.get(i).copied().flatten().unwrap_or(0);
+            let held = if at(0) <= at(1) { 0 } else { 1 };
+            (sides, Some(held))
+        }
+        _ => (source_watermarks_ms.clone(), watermark_held_by),
+    };
 
     let started = Instant::now();
     wal.write_commit(
@@ -775,6 +788,7 @@ pub fn commit(
         sources: flow.inputs.iter().map(Input::description).collect(),
         next_watermark_ms,
         source_watermarks_ms,
+        input_watermarks_ms,
         watermark_held_by,
         written,
     })

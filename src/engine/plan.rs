@@ -363,6 +363,15 @@ impl Operator {
         }
     }
 
+    /// A stream-stream join: the left and right sides' own watermarks (`None` for a side
+    /// without data yet, counting as 0); `None` for other operators.
+    pub fn side_watermarks(&self) -> Option<Vec<Option<i64>>> {
+        match self {
+            Operator::StreamJoin(j) => Some(j.side_watermarks().to_vec()),
+            _ => None,
+        }
+    }
+
     /// `stateOperators` of the progress record; `num_late` is the input rows the engine
     /// dropped behind the watermark before a stateful operator.
     pub fn metrics(&self, num_late: u64) -> Vec<StateOperatorMetrics> {

@@ -165,7 +165,7 @@ pub fn progress(
                 .collect(),
             health: None,
             source_watermarks: c
-                .source_watermarks_ms
+                .input_watermarks_ms
                 .iter()
                 .enumerate()
                 .map(|(i, w)| SourceWatermark {

@@ -709,6 +709,16 @@ impl StreamJoinOperator {
             .and_then(|i| values.is_valid(i).then(|| values.value(i)))
     }
 
+    /// Each side's own watermark (left, right): its maximum event time minus its delay;
+    /// `None` for a side that has had no data.
+    pub fn side_watermarks(&self) -> [Option<i64>; 2] {
+        let side = |name: &str, wm: &WatermarkSpec| {
+            self.side_max_us(name)
+                .map(|us| us.div_euclid(1000).saturating_sub(wm.delay_ms))
+        };
+        [side("left", &self.left_wm), side("right", &self.right_wm)]
+    }
+
     /// The watermark for the batch after the last processed one: `max(current,
     /// min(left max - left delay, right max - right delay))`, a side without data counting as 0.
     pub fn next_watermark(&self, current_ms: i64) -> i64 {

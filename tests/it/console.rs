@@ -575,6 +575,26 @@ fn console_run_in_tmux() {
         |s| s.contains("committed"),
     );
     t.keys(&["Enter", "Escape"]);
+    // The pipeline graph: the landing directory, the flow under it, its table under that;
+    // Enter on the flow opens its detail.
+    t.keys(&["Escape", "x"]);
+    let graph = t.wait_for("the pipeline graph", Duration::from_secs(10), |s| {
+        s.contains("Pipeline graph")
+    });
+    for node in [
+        "landing/events  files:json",
+        "└─ bronze_events",
+        "└─ lake/bronze/events  delta",
+    ] {
+        assert!(graph.contains(node), "{node} in the graph:\n{graph}");
+    }
+    t.keys(&["g", "Down", "Enter"]);
+    t.wait_for(
+        "the flow's detail from the graph",
+        Duration::from_secs(10),
+        |s| !s.contains("Pipeline graph") && s.contains("› bronze_events") && s.contains("Rates"),
+    );
+    t.keys(&["Escape"]);
     // Help is generated from the live bindings: pause is there in run.
     t.keys(&["?"]);
     t.wait_for("the help", Duration::from_secs(10), |s| {
@@ -854,6 +874,445 @@ path = "lake/events"
     t.wait_for("caught up again", Duration::from_secs(30), |s| {
         s.contains("caught up")
     });
+    t.keys(&["q"]);
+    let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
+        s.contains("WEIR-EXITED-")
+    });
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+}
+
+// --- The pipeline graph, inputs' watermarks, a replay's clock ---------------
+
+/// The fixture flows wired into a pipeline: bronze_events lands JSON files into a
+/// table windowed_agg reads; silver_orders reads a Kafka topic and joins bronze's table
+/// as the right side of a stream-stream join. Health verdicts colour the nodes.
+fn graph_app(theme: Theme) -> App {
+    use weir::console::graph::{GraphInput, InputRole};
+    use weir::records::{Health, HealthState};
+    let mut app = fixture_app(Mode::Run, theme);
+    let input = |role, kind: &str, path: &str| GraphInput {
+        role,
+        kind: kind.into(),
+        path: path.into(),
+    };
+    let wire = [
+        (
+            vec![input(
+                InputRole::Source,
+                "files:json",
+                "/srv/pipe/landing/events",
+            )],
+            Some("/srv/pipe/lake/bronze/events"),
+        ),
+        (
+            vec![input(
+                InputRole::Source,
+                "delta",
+                "/srv/pipe/lake/bronze/events",
+            )],
+            Some("/srv/pipe/lake/silver/clicks_5m"),
+        ),
+        (
+            vec![
+                input(InputRole::Source, "kafka:json", "kafka:Subscribe[orders]"),
+                input(
+                    InputRole::JoinRight,
+                    "delta",
+                    "/srv/pipe/lake/bronze/events",
+                ),
+            ],
+            Some("/srv/pipe/lake/silver/orders"),
+        ),
+    ];
+    for (f, (inputs, sink)) in app.flows.iter_mut().zip(wire) {
+        f.inputs = inputs;
+        f.sink_path = sink.map(PathBuf::from);
+    }
+    for (flow, state, why) in [
+        ("bronze_events", HealthState::Healthy, ""),
+        (
+            "windowed_agg",
+            HealthState::Lagging,
+            "backlog grew for 6 batches",
+        ),
+        (
+            "silver_orders",
+            HealthState::SinkUnavailable,
+            "delta table /srv/pipe/lake/silver/orders cannot be written",
+        ),
+    ] {
+        let mut health = Health {
+            state,
+            ..Default::default()
+        };
+        if !why.is_empty() {
+            health.evidence.reasons.push(why.into());
+        }
+        app.ingest(Report::Engine(FlowEvent::Health {
+            flow: flow.into(),
+            health: Box::new(health),
+            at_ms: NOW_MS - 1_000,
+        }));
+    }
+    app
+}
+
+#[test]
+fn console_graph_snapshots() {
+    let mut s = Session::new(graph_app(unicode()), None);
+    s.key(key('x'));
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("graph_80x24", text.clone());
+    // Sources at the roots, each flow under what it reads, its table under it.
+    for node in [
+        "landing/events",
+        "└─ bronze_events",
+        "lake/bronze/events",
+        "windowed_agg",
+        "kafka:Subscribe[orders]",
+        "silver_orders",
+        "silver_orders  see above",
+    ] {
+        assert!(text.contains(node), "{node} in\n{text}");
+    }
+    insta::assert_snapshot!("graph_120x40", screen(&s, 120, 40));
+    // Arrows move the cursor (it starts on the selected flow); Enter on a table opens
+    // the flow writing it.
+    s.key(key('g'));
+    for _ in 0..4 {
+        s.key(code(KeyCode::Down));
+    }
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("table /srv/pipe/lake/silver/clicks_5m written by windowed_agg"),
+        "{text}"
+    );
+    s.key(code(KeyCode::Enter));
+    let text = screen(&s, 80, 24);
+    assert!(text.contains("› windowed_agg"), "{text}");
+    // :graph opens it too; Esc closes it.
+    s.key(key(':'));
+    for c in "graph".chars() {
+        s.key(key(c));
+    }
+    s.key(code(KeyCode::Enter));
+    assert!(screen(&s, 80, 24).contains("Pipeline graph"));
+    s.key(code(KeyCode::Esc));
+    assert!(!screen(&s, 80, 24).contains("Pipeline graph"));
+    // ASCII terminals get ASCII tree glyphs.
+    let mut s = Session::new(
+        graph_app(Theme {
+            color: false,
+            ascii: true,
+        }),
+        None,
+    );
+    s.act(Action::Graph);
+    let text = screen(&s, 80, 24);
+    assert!(text.is_ascii(), "{text}");
+    insta::assert_snapshot!("graph_ascii_80x24", text);
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A stream-stream join whose right side went idle: its watermark holds the flow's.
+fn join_app() -> App {
+    let mut app = App::new(
+        Mode::Run,
+        "pipeline.toml",
+        vec![FlowModel::new("orders_x_payments")],
+        unicode(),
+        3_600_000,
+        NOW_MS,
+    );
+    app.flows[0].inputs = vec![
+        weir::console::graph::GraphInput {
+            role: weir::console::graph::InputRole::Source,
+            kind: "files:json".into(),
+            path: "/srv/pipe/landing/orders".into(),
+        },
+        weir::console::graph::GraphInput {
+            role: weir::console::graph::InputRole::JoinRight,
+            kind: "files:json".into(),
+            path: "/srv/pipe/landing/payments".into(),
+        },
+    ];
+    let template = progress_fixture("windowed_agg").pop().unwrap();
+    for i in 0..6u64 {
+        let mut p = template.clone();
+        p.name = "orders_x_payments".into();
+        p.batch_id = 40 + i;
+        p.timestamp = iso(NOW_MS - 60_000 + i as i64 * 10_000);
+        let left_wm = NOW_MS - 600_000 + i as i64 * 10_000;
+        let right_wm = NOW_MS - 900_000;
+        p.event_time.insert("max".into(), iso(left_wm + 300_000));
+        p.event_time.insert("watermark".into(), iso(right_wm));
+        let mut right = p.sources[0].clone();
+        right.description = "FileStreamSource[/srv/pipe/landing/payments]".into();
+        right.num_input_rows = if i < 2 { 120 } else { 0 };
+        p.sources[0].description = "FileStreamSource[/srv/pipe/landing/orders]".into();
+        p.sources.push(right);
+        p.weir.source_watermarks = vec![
+            weir::records::SourceWatermark {
+                source: p.sources[0].description.clone(),
+                watermark: Some(iso(left_wm)),
+                holds_watermark: false,
+            },
+            weir::records::SourceWatermark {
+                source: p.sources[1].description.clone(),
+                watermark: Some(iso(right_wm)),
+                holds_watermark: true,
+            },
+        ];
+        p.weir.watermark_held_by = Some(p.sources[1].description.clone());
+        app.ingest(Report::Progress {
+            flow: "orders_x_payments".into(),
+            progress: Box::new(p),
+        });
+    }
+    app
+}
+
+#[test]
+fn console_input_watermark_snapshots() {
+    let mut s = Session::new(join_app(), None);
+    s.act(Action::SelectFlow("orders_x_payments".into()));
+    s.act(Action::GoPane(2));
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("join_watermark_80x24", text.clone());
+    assert!(text.contains("holds watermark, idle 4 batches"), "{text}");
+    assert!(text.contains("left") && text.contains("right"), "{text}");
+    s.act(Action::Enter);
+    insta::assert_snapshot!("join_watermark_zoom_120x40", screen(&s, 120, 40));
+}
+
+#[test]
+fn console_replay_clock_snapshots() {
+    // The replay's simulated clock reads 2026-11-30 09:56:40Z now: delays count from it.
+    let mut app = fixture_app(Mode::Run, unicode());
+    app.replay_clock = Some(weir::console::app::ReplayClock {
+        clock: Some(weir::demo::replay::SimulatedClock {
+            wall_start_ms: NOW_MS - 3_600_000,
+            sim_start_ms: NOW_MS - 10 * 60_000 - 3_600_000,
+            speed: 1.0,
+        }),
+        last_landed_ms: NOW_MS - 10 * 60_000,
+        done: false,
+    });
+    let mut s = Session::new(app, None);
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("replay_overview_80x24", text.clone());
+    assert!(text.contains("SIM DELAY"), "{text}");
+    assert!(text.contains("replay clock 2026-11-30"), "{text}");
+    let text = screen(&s, 120, 40);
+    insta::assert_snapshot!("replay_overview_120x40", text.clone());
+    assert!(text.contains("EV LAG"), "{text}");
+    s.act(Action::SelectFlow("windowed_agg".into()));
+    s.act(Action::GoPane(2));
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("replay_watermark_80x24", text.clone());
+    assert!(text.contains("replay - watermark"), "{text}");
+    assert!(text.contains("event-time lag"), "{text}");
+    // The graph measures against the same clock.
+    s.act(Action::Graph);
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("SIM DELAY") && text.contains("3m 27s"),
+        "{text}"
+    );
+}
+
+// --- Table maintenance from a flow's detail ----------------------------------
+
+/// The dry runs as the console shows them (fixed paths, so the snapshots do not depend
+/// on the temporary directory).
+#[test]
+fn console_maintenance_dialog_snapshots() {
+    use weir::console::app::{MaintenanceDialog, MaintenancePlan, Overlay};
+    use weir::maintenance::{OptimizePlan, TableStats, TableTarget, VacuumPlan};
+    let target = TableTarget {
+        path: "/srv/pipe/lake/bronze/events".into(),
+        role: "sink of flow bronze_events".into(),
+    };
+    let mut small = std::collections::BTreeMap::new();
+    small.insert(String::new(), (38u64, 1_900_000u64));
+    let optimize = OptimizePlan {
+        target: target.clone(),
+        stats: TableStats {
+            path: target.path.clone(),
+            version: 40,
+            files: 40,
+            bytes: 66_000_000,
+            target_file_size: 104_857_600,
+            small_files: 38,
+            small_bytes: 1_900_000,
+            small_by_partition: small,
+        },
+        readers: vec!["windowed_agg".into()],
+    };
+    let mut app = fixture_app(Mode::Run, unicode());
+    app.flows[0].sink_path = Some(target.path.clone());
+    let mut s = Session::new(app, None);
+    s.act(Action::SelectFlow("bronze_events".into()));
+    s.app.overlay = Overlay::Maintenance(MaintenanceDialog {
+        flow: "bronze_events".into(),
+        plan: MaintenancePlan::Optimize(Box::new(optimize)),
+    });
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("maintenance_optimize_80x24", text.clone());
+    assert!(text.contains("y runs it, n cancels"), "{text}");
+    insta::assert_snapshot!("maintenance_optimize_120x40", screen(&s, 120, 40));
+    let vacuum = VacuumPlan {
+        target,
+        version: 41,
+        retain: Duration::from_secs(168 * 3600),
+        table_minimum: Duration::from_secs(168 * 3600),
+        allow_short_retention: false,
+        readers: Vec::new(),
+        refused: Vec::new(),
+        files: Vec::new(),
+    };
+    s.app.overlay = Overlay::Maintenance(MaintenanceDialog {
+        flow: "bronze_events".into(),
+        plan: MaintenancePlan::Vacuum(Box::new(vacuum)),
+    });
+    let text = screen(&s, 80, 24);
+    insta::assert_snapshot!("maintenance_vacuum_nothing_80x24", text.clone());
+    assert!(
+        text.contains("Nothing to run (no file to delete)"),
+        "{text}"
+    );
+    s.key(key('y'));
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("vacuum: no file to delete; nothing changed"),
+        "{text}"
+    );
+}
+
+/// `O` in a flow's detail: the dry run of OPTIMIZE over the flow's real table; `n`
+/// changes nothing; `y` compacts it (a new table version) and says so on the timeline.
+#[test]
+fn console_optimize_from_the_detail_asks_then_compacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = json_pipeline(tmp.path(), "available_now");
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::canonicalize(tmp.path())
+        .unwrap()
+        .join("lake/bronze/events");
+    let log = table.join("_delta_log");
+    let versions = || {
+        std::fs::read_dir(&log)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            })
+            .count()
+    };
+    let before = versions();
+    let mut model = FlowModel::new("bronze_events");
+    model.sink_path = Some(table.clone());
+    let mut app = App::new(
+        Mode::Run,
+        "pipeline.toml",
+        vec![model],
+        unicode(),
+        3_600_000,
+        NOW_MS,
+    );
+    app.pipeline_path = Some(pipeline.clone());
+    let mut s = Session::new(app, None);
+    s.act(Action::SelectFlow("bronze_events".into()));
+    s.key(key('O'));
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("Dry run: optimize (flow bronze_events)"),
+        "{text}"
+    );
+    assert!(text.contains("3 file(s)"), "{text}");
+    s.key(key('n'));
+    assert!(screen(&s, 80, 24).contains("cancelled: nothing changed"));
+    assert_eq!(versions(), before, "n changed nothing");
+    s.key(key('O'));
+    s.key(key('y'));
+    assert_eq!(versions(), before + 1, "OPTIMIZE committed a version");
+    s.act(Action::GoPane(6));
+    let text = screen(&s, 120, 40);
+    assert!(
+        text.contains("optimize of the table requested by the operator"),
+        "{text}"
+    );
+    assert!(text.contains("OPTIMIZE committed version"), "{text}");
+}
+
+/// `weir demo` in tmux at 80x24: its 2013 replay's watermark delays count from the
+/// replay's simulated clock (`SIM DELAY`, `replay clock 2013-...`), not from today; the
+/// graph draws its flows from the landing directories.
+#[test]
+fn console_demo_replay_clock_in_tmux() {
+    if !Tmux::available() {
+        println!(
+            "skipping console_demo_replay_clock_in_tmux: tmux is not installed (the CI script installs it)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Tmux::start(
+        "demo",
+        80,
+        24,
+        tmp.path(),
+        &format!("{} demo --dir d --days 2", weir_bin()),
+    );
+    // silver_flights' SIM DELAY cell, once it has a watermark.
+    let sim_delay = |s: &str| -> Option<String> {
+        let header = s.lines().find(|l| l.contains("SIM DELAY"))?;
+        let col = header
+            .char_indices()
+            .position(|(i, _)| header[i..].starts_with("SIM DELAY"))?;
+        let row = s.lines().find(|l| l.contains("silver_flights"))?;
+        let cell: String = row.chars().skip(col).take(9).collect();
+        let cell = cell.trim().to_string();
+        (!cell.is_empty() && cell != "-").then_some(cell)
+    };
+    let screen = t.wait_for(
+        "the replay clock and a watermark delay against it",
+        Duration::from_secs(120),
+        |s| s.contains("replay clock 2013-") && sim_delay(s).is_some(),
+    );
+    assert!(!screen.contains("WM DELAY"), "{screen}");
+    // No delay of years (wall clock - a 2013 watermark reads thousands of days).
+    let days: Vec<u64> = screen
+        .split_whitespace()
+        .filter_map(|w| w.strip_suffix('d')?.parse().ok())
+        .collect();
+    assert!(days.iter().all(|d| *d < 100), "{days:?}:\n{screen}");
+    t.keys(&["x"]);
+    let graph = t.wait_for("the demo's graph", Duration::from_secs(10), |s| {
+        s.contains("Pipeline graph")
+    });
+    for node in [
+        "landing/flights  files:csv",
+        "└─ bronze_flights",
+        "silver_flights",
+    ] {
+        assert!(graph.contains(node), "{node} in the graph:\n{graph}");
+    }
+    t.keys(&["Escape"]);
     t.keys(&["q"]);
     let end = t.wait_for("weir to exit", Duration::from_secs(60), |s| {
         s.contains("WEIR-EXITED-")

@@ -144,6 +144,24 @@ async fn a_stream_stream_join_of_two_file_streams_equals_the_batch_join() {
         ops.iter().any(|o| o.num_rows_removed > 0),
         "state is evicted"
     );
+    // Each side's own watermark is in the progress record, the lower one holding the
+    // flow's (what the console's watermark pane shows); the flow's next watermark is it.
+    let last = progress.last().unwrap();
+    let sides = &last.weir.source_watermarks;
+    assert_eq!(sides.len(), 2, "{sides:?}");
+    assert_eq!(sides[0].source, last.sources[0].description);
+    assert_eq!(sides[1].source, last.sources[1].description);
+    let holder = sides.iter().find(|s| s.holds_watermark).unwrap();
+    assert_eq!(
+        last.weir.watermark_held_by.as_deref(),
+        Some(holder.source.as_str())
+    );
+    let ms = |s: &weir::records::SourceWatermark| {
+        chrono::DateTime::parse_from_rfc3339(s.watermark.as_deref().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    assert_eq!(ms(holder), sides.iter().map(ms).min().unwrap());
     // Two offsets per batch: [flights, weather], the file source's {"logOffset": N}.
     let offsets = std::fs::read_to_string(checkpoint.join("offsets/1")).unwrap();
     assert_eq!(offsets.lines().count(), 4, "{offsets}");
@@ -156,6 +174,11 @@ async fn a_stream_stream_join_of_two_file_streams_equals_the_batch_join() {
         .unwrap()
         .1
         .next_batch_watermark_ms;
+    assert_eq!(
+        watermark,
+        ms(holder),
+        "the holder's watermark is the flow's"
+    );
     let ctx = SessionContext::new();
     raw_flights(&ctx, &dir).await;
     let expected = strings(
