@@ -425,7 +425,9 @@ fn bench_metrics(input: &Path, runs: usize) {
                             "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
                         );
                         let mut body = String::new();
-                        if conn.read_to_string(&mut body).is_ok() && body.starts_with("HTTP/1.1 200") {
+                        if conn.read_to_string(&mut body).is_ok()
+                            && body.starts_with("HTTP/1.1 200")
+                        {
                             ok += 1;
                         }
                     }

@@ -209,7 +209,11 @@ fn name_of(p: &Path) -> String {
 }
 
 /// Copies one file, keeping its modification time (file sources order by it).
-fn copy_file(src: &Path, dst: &Path, modified: Option<std::time::SystemTime>) -> Result<(), DrillError> {
+fn copy_file(
+    src: &Path,
+    dst: &Path,
+    modified: Option<std::time::SystemTime>,
+) -> Result<(), DrillError> {
     if let Some(parent) = dst.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
@@ -447,13 +451,7 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
             }
             let slot = input_root.join(format!("{}", inputs.len()));
             let dst = slot.join(name_of(&abs));
-            copy_input(
-                &abs,
-                &dst,
-                options.max_input_bytes,
-                &mut left,
-                &mut copied,
-            )?;
+            copy_input(&abs, &dst, options.max_input_bytes, &mut left, &mut copied)?;
             inputs.insert(abs, dst);
         }
     }
@@ -1212,7 +1210,12 @@ mod tests {
         // Names sort against their age: the copy must follow modification times.
         land(
             &landing,
-            &[("a", 100, 10), ("b", 100, 20), ("c", 100, 30), ("d", 100, 40)],
+            &[
+                ("a", 100, 10),
+                ("b", 100, 20),
+                ("c", 100, 30),
+                ("d", 100, 40),
+            ],
         );
         let mut copied = InputCopy::default();
         let mut left = 250;
@@ -1227,10 +1230,17 @@ mod tests {
         assert_eq!((copied.files, copied.bytes, left), (2, 200, 50));
         assert_eq!(
             std::fs::metadata(to.join("d")).unwrap().modified().unwrap(),
-            std::fs::metadata(landing.join("d")).unwrap().modified().unwrap()
+            std::fs::metadata(landing.join("d"))
+                .unwrap()
+                .modified()
+                .unwrap()
         );
         assert_eq!(copied.notes.len(), 1);
-        assert!(copied.notes[0].contains("2 oldest of 4 files"), "{:?}", copied.notes);
+        assert!(
+            copied.notes[0].contains("2 oldest of 4 files"),
+            "{:?}",
+            copied.notes
+        );
 
         // Within the bound: everything, no note.
         let mut all = InputCopy::default();
@@ -1245,7 +1255,10 @@ mod tests {
 
         // A Delta table is copied whole or not at all.
         let table = dir.path().join("table");
-        land(&table.join("_delta_log"), &[("00000000000000000000.json", 100, 5)]);
+        land(
+            &table.join("_delta_log"),
+            &[("00000000000000000000.json", 100, 5)],
+        );
         land(&table, &[("part-0.parquet", 300, 5)]);
         let err = copy_input(&table, &dir.path().join("t"), 250, &mut 250, &mut copied)
             .unwrap_err()
@@ -1254,7 +1267,11 @@ mod tests {
         let mut whole = InputCopy::default();
         copy_input(&table, &dir.path().join("t2"), 400, &mut 400, &mut whole).unwrap();
         assert_eq!((whole.files, whole.bytes), (2, 400));
-        assert!(dir.path().join("t2/_delta_log/00000000000000000000.json").is_file());
+        assert!(
+            dir.path()
+                .join("t2/_delta_log/00000000000000000000.json")
+                .is_file()
+        );
     }
 
     /// Issue #18: the drill's copies write nothing outside the work dir: the sink,

@@ -114,7 +114,14 @@ fn an_input_over_the_drill_bound_is_refused_before_anything_runs() {
     let pipeline = setup(&tmp.path().join("user"), true);
     let work = tmp.path().join("work");
     let out = weir()
-        .args(["drill", "--kills", "0", "--max-input-bytes", "10 B", "--work-dir"])
+        .args([
+            "drill",
+            "--kills",
+            "0",
+            "--max-input-bytes",
+            "10 B",
+            "--work-dir",
+        ])
         .arg(&work)
         .arg(&pipeline)
         .output()
