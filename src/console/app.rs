@@ -351,6 +351,16 @@ pub enum Report {
     },
     /// Every flow task of `run` has returned.
     EngineDone,
+    /// `attach --spark`: a query's row, new (appended at `index`) or renamed / given paths.
+    SparkRow {
+        index: usize,
+        info: Box<crate::spark::feed::QueryInfo>,
+    },
+    /// `attach --spark`: how much of the event logs' history is read (percent of their
+    /// bytes); `None` once it is all read.
+    Loading {
+        percent: Option<u8>,
+    },
     /// A query or peek of the SQL pane finished (`Err`: why it gave no rows).
     Sql {
         id: u64,
@@ -431,6 +441,9 @@ pub struct App {
     pub events_dropped: u64,
     /// The SQL pane's tables, history and limits.
     pub sql: SqlState,
+    /// `attach --spark`: the event logs' history is still being read (percent of their
+    /// bytes); health verdicts wait for the whole history.
+    pub loading: Option<u8>,
 }
 
 impl App {
@@ -468,6 +481,7 @@ impl App {
             abort: false,
             events_dropped: 0,
             sql: SqlState::default(),
+            loading: None,
         }
     }
 
@@ -674,6 +688,8 @@ impl App {
                     v.col = 0;
                 }
             }
+            Report::SparkRow { index, info } => super::spark::apply_row(self, index, &info),
+            Report::Loading { percent } => self.loading = percent,
             Report::EngineDone => {
                 self.engine_done = true;
                 if self.quitting {

@@ -322,6 +322,10 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
     end.map(|_| ())
 }
 
+/// How long `attach --spark` reads event logs before its first frame, and then per step
+/// while the history loads (the console redraws between steps).
+pub const SPARK_READ_BUDGET: Duration = Duration::from_millis(200);
+
 /// `weir attach --spark`: Spark queries from their checkpoints and event logs, until the
 /// operator quits. `Err` (before the terminal is taken) when a path cannot be read.
 pub async fn attach_spark(
@@ -330,6 +334,12 @@ pub async fn attach_spark(
     args: &ConsoleArgs,
 ) -> io::Result<()> {
     let retention = retention_ms(args);
+    // The first frame shows the checkpoints and what of the event logs was read in this
+    // budget; the follower loads the rest of the history progressively.
+    let opts = crate::spark::feed::Options {
+        read_budget: Some(SPARK_READ_BUDGET),
+        ..opts
+    };
     let (app, feed, names) = spark::open(
         checkpoints,
         opts,

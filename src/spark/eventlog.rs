@@ -782,6 +782,14 @@ impl AppTail {
         false
     }
 
+    /// Bytes (compressed) of its files read so far, and the files' sizes now.
+    pub fn bytes(&self) -> (u64, u64) {
+        self.files.iter().fold((0, 0), |(read, total), (_, t)| {
+            let size = std::fs::metadata(&t.path).map_or(t.size, |m| m.len());
+            (read + t.offset, total + size.max(t.offset))
+        })
+    }
+
     /// The codecs of its files (for the header line).
     pub fn codec(&self) -> Option<Codec> {
         self.files.first().map(|(_, t)| t.codec())
