@@ -349,7 +349,7 @@ pub async fn attach_spark(
     )
     .map_err(io::Error::other)?;
     let mut screen = TerminalSession::enter()?;
-    let (tx, inputs) = mpsc::channel(1024);
+    let (tx, inputs) = mpsc::channel(256);
     spark::follow(feed, names, tx, Duration::from_millis(500));
     let mut session = Session::new(app, None);
     let feeds = Feeds {

@@ -40,7 +40,7 @@ const STREAMING_PREFIX: &str = "org.apache.spark.sql.streaming.StreamingQueryLis
 
 /// Bytes read from a file per step (compressed). Small: Spark's zstd logs compress ~100x,
 /// and one step's decoded text (and its events) is held at once.
-const READ_CHUNK: usize = 64 << 10;
+const READ_CHUNK: usize = 16 << 10;
 /// Streaming event lines longer than this are skipped (with a note): no progress record is this big.
 const MAX_LINE: usize = 16 << 20;
 

@@ -31,8 +31,10 @@ use super::backlog::{FileBacklog, OffsetBacklog, PathMap, described_path};
 use super::checkpoint::{SourceKind, SparkCheckpoint, batch_ids};
 use super::eventlog::{AppLog, AppTail, Event, Located, LogNote, discover};
 
-/// Events read from a log before they are applied (memory: about 4 KB each).
-const EVENTS_PER_STEP: usize = 2_000;
+/// Events read from a log before they are applied (memory: about 4 KB each; the step is
+/// small so the reader thread's working set stays small while `attach --spark` loads
+/// a long history).
+const EVENTS_PER_STEP: usize = 500;
 
 /// How the feed reads.
 #[derive(Debug, Clone)]
