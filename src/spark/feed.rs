@@ -6,8 +6,9 @@
 //!
 //! ```text
 //!  Feed::open(checkpoints, event logs)       rows: one per checkpoint (or per query in the logs)
-//!    └─ poll(now, out)                       every 500 ms; the first call reads the logs to their end
-//!         ├─ AppTail::poll  ─► QueryStarted / Progress / Idle / Terminated, ApplicationEnd
+//!    └─ poll(now, out)                       every 500 ms; reads the logs to their end, or for
+//!         │                                  `read_budget` (then the next poll reads on at once)
+//!         ├─ AppTail::poll_some ─► QueryStarted / Progress / Idle / Terminated, ApplicationEnd
 //!         ├─ offsets/, commits/ (re-listed when the directory changes)
 //!         ├─ file source: directory listing vs source log (backlog), every 5 s
 //!         ├─ a stale log without QueryTerminatedEvent: the driver was killed or lost
@@ -17,6 +18,13 @@
 //! A query is matched to its checkpoint by query id (`metadata` = the events'
 //! `id`). Applications in the given logs that run none of the attached queries
 //! are named once and ignored. Nothing is written anywhere.
+//!
+//! With a read budget (`attach --spark`), a long log's history is loaded
+//! progressively: the first poll lists the checkpoints and applies what it read
+//! of the logs in the budget, each later poll applies the next part
+//! ([`Feed::loading`] says how much is read). Until the history is read, rows
+//! can still be found and renamed, and the verdicts that need all of it wait:
+//! liveness (a lost driver), the restart check and health.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
