@@ -23,7 +23,9 @@
 //! `cargo bench --bench spark_attach` (needs tmux). `WEIR_BENCH_BATCHES` (default
 //! 100000) sizes the inputs (a quick check in debug: `WEIR_BENCH_BATCHES=2000
 //! WEIR_BENCH_FOLLOW_SECS=5 cargo bench --profile dev --bench spark_attach`);
-//! `WEIR_BENCH_CASES` picks the cases (default `progress,mixed`).
+//! `WEIR_BENCH_CASES` picks the cases (default `progress,mixed`); `WEIR_BENCH_BIN`
+//! measures another weir binary (e.g. a copy of a release build kept aside, when the
+//! shared target's `release/weir` may be replaced by another build meanwhile).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -257,7 +259,7 @@ fn run(case: &str) {
             }
         }
     }
-    let bin = env!("CARGO_BIN_EXE_weir");
+    let bin = std::env::var("WEIR_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_weir").into());
     let socket = format!("weir-bench-spark-{}", std::process::id());
     let started = Instant::now();
     let ok = Command::new("tmux")
