@@ -4,8 +4,12 @@
 //! `/var/tmp/weir-bench-inputs`). Drives the real release binary in tmux and
 //! reports, as JSON lines:
 //!
-//! - `first_frame_ms`: from the start of `weir attach` to a screen showing the
-//!   last batch id (the whole log read, the checkpoint listed);
+//! - `first_frame_ms`: from the start of `weir attach` to the first screen showing
+//!   the query (its name, from the log's `QueryStartedEvent`) and the checkpoint's
+//!   last batch id (the checkpoint listed); the rest of the log's history may still
+//!   be loading (`loading_at_first_frame`: the screen said `loading event log N%`);
+//! - `history_loaded_ms`: from the start to a screen with the whole log applied
+//!   (no `loading event log` any more, the last batch shown, the health verdict made);
 //! - `peak_rss_mb`: the process's peak resident memory (`VmHWM`) after that;
 //! - `follow_cpu_pct`: the process's CPU (user + system, `/proc/<pid>/stat`)
 //!   over `WEIR_BENCH_FOLLOW_SECS` (default 60) while this bench appends one
@@ -19,7 +23,9 @@
 //! `cargo bench --bench spark_attach` (needs tmux). `WEIR_BENCH_BATCHES` (default
 //! 100000) sizes the inputs (a quick check in debug: `WEIR_BENCH_BATCHES=2000
 //! WEIR_BENCH_FOLLOW_SECS=5 cargo bench --profile dev --bench spark_attach`);
-//! `WEIR_BENCH_CASES` picks the cases (default `progress,mixed`).
+//! `WEIR_BENCH_CASES` picks the cases (default `progress,mixed`); `WEIR_BENCH_BIN`
+//! measures another weir binary (e.g. a copy of a release build kept aside, when the
+//! shared target's `release/weir` may be replaced by another build meanwhile).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -253,7 +259,7 @@ fn run(case: &str) {
             }
         }
     }
-    let bin = env!("CARGO_BIN_EXE_weir");
+    let bin = std::env::var("WEIR_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_weir").into());
     let socket = format!("weir-bench-spark-{}", std::process::id());
     let started = Instant::now();
     let ok = Command::new("tmux")
@@ -281,14 +287,28 @@ fn run(case: &str) {
         .unwrap();
     assert!(ok.success());
     let last = (batches - 1).to_string();
-    let first_frame = loop {
+    let (first_frame, loading_at_first) = loop {
         let screen = tmux(&socket, &["capture-pane", "-p", "-t", "b"]);
         if screen.contains(&last) && screen.contains("rate_window") {
-            break started.elapsed();
+            break (started.elapsed(), screen.contains("loading event log"));
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "no frame with batch {last}:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let history_loaded = loop {
+        let screen = tmux(&socket, &["capture-pane", "-p", "-t", "b"]);
+        if screen.contains(&last)
+            && screen.contains("rate_window")
+            && !screen.contains("loading event log")
+        {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the history never finished loading:\n{screen}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -355,6 +375,8 @@ fn run(case: &str) {
             "batches": batches,
             "event_log_bytes": log_bytes,
             "first_frame_ms": first_frame.as_millis() as u64,
+            "loading_at_first_frame": loading_at_first,
+            "history_loaded_ms": history_loaded.as_millis() as u64,
             "peak_rss_mb": (rss_mb * 10.0).round() / 10.0,
             "peak_rss_after_follow_mb": (rss_after_mb * 10.0).round() / 10.0,
             "follow_secs": follow_secs,

@@ -416,6 +416,16 @@ pub enum Report {
     EngineDone,
     /// The replay's progress (`weir demo`): its simulated clock.
     Replay(crate::demo::replay::ReplayStatus),
+    /// `attach --spark`: a query's row, new (appended at `index`) or renamed / given paths.
+    SparkRow {
+        index: usize,
+        info: Box<crate::spark::feed::QueryInfo>,
+    },
+    /// `attach --spark`: how much of the event logs' history is read (percent of their
+    /// bytes); `None` once it is all read.
+    Loading {
+        percent: Option<u8>,
+    },
     /// A query or peek of the SQL pane finished (`Err`: why it gave no rows).
     Sql {
         id: u64,
@@ -508,6 +518,9 @@ pub struct App {
     pub sql: SqlState,
     /// A replay's simulated clock (`weir demo`): delays are measured against it.
     pub replay_clock: Option<ReplayClock>,
+    /// `attach --spark`: the event logs' history is still being read (percent of their
+    /// bytes); health verdicts wait for the whole history.
+    pub loading: Option<u8>,
 }
 
 /// The simulated clock of a replay (`weir demo` replays 2013's flights): its event
@@ -585,6 +598,7 @@ impl App {
             events_dropped: 0,
             sql: SqlState::default(),
             replay_clock: None,
+            loading: None,
         }
     }
 
@@ -792,6 +806,8 @@ impl App {
                 }
             }
             Report::Replay(status) => self.replay_clock = Some(ReplayClock::of(&status)),
+            Report::SparkRow { index, info } => super::spark::apply_row(self, index, &info),
+            Report::Loading { percent } => self.loading = percent,
             Report::EngineDone => {
                 self.engine_done = true;
                 if self.quitting {

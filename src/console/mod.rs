@@ -347,6 +347,10 @@ pub async fn attach(checkpoints: &[PathBuf], args: &ConsoleArgs) -> io::Result<(
     end.map(|_| ())
 }
 
+/// How long `attach --spark` reads event logs before its first frame, and then per step
+/// while the history loads (the console redraws between steps).
+pub const SPARK_READ_BUDGET: Duration = Duration::from_millis(200);
+
 /// `weir attach --spark`: Spark queries from their checkpoints and event logs, until the
 /// operator quits. `Err` (before the terminal is taken) when a path cannot be read.
 pub async fn attach_spark(
@@ -355,6 +359,12 @@ pub async fn attach_spark(
     args: &ConsoleArgs,
 ) -> io::Result<()> {
     let retention = retention_ms(args);
+    // The first frame shows the checkpoints and what of the event logs was read in this
+    // budget; the follower loads the rest of the history progressively.
+    let opts = crate::spark::feed::Options {
+        read_budget: Some(SPARK_READ_BUDGET),
+        ..opts
+    };
     let (app, feed, names) = spark::open(
         checkpoints,
         opts,
@@ -364,7 +374,7 @@ pub async fn attach_spark(
     )
     .map_err(io::Error::other)?;
     let mut screen = TerminalSession::enter()?;
-    let (tx, inputs) = mpsc::channel(1024);
+    let (tx, inputs) = mpsc::channel(256);
     spark::follow(feed, names, tx, Duration::from_millis(500));
     let mut session = Session::new(app, None);
     let feeds = Feeds {

@@ -144,7 +144,12 @@ fn graph_snap(app: &App, cursor: usize, as_of: i64) -> GraphSnap {
                     )
                 }
                 NodeRef::Flow(i) => {
-                    let row = flow_row(&app.flows[*i], as_of, app.replay_clock.as_ref());
+                    let row = flow_row(
+                        &app.flows[*i],
+                        as_of,
+                        app.replay_clock.as_ref(),
+                        app.loading.is_some(),
+                    );
                     GraphRow {
                         prefix: pre,
                         label: row.name,
@@ -676,6 +681,13 @@ fn status_line(app: &App) -> (String, Role) {
         text.push_str(": ");
         text.push_str(&parts.join(", "));
     }
+    if let Some(pct) = app.loading {
+        text.push_str(&format!(
+            "{}loading event log {pct}% (health once the history is read)",
+            app.theme.sep()
+        ));
+        return (text, Role::Warn);
+    }
     if app.mode == Mode::Attach {
         text.push_str(&format!(
             "{}following the checkpoint files",
@@ -737,7 +749,14 @@ fn overview(app: &App, as_of: i64) -> OverviewSnap {
     let visible = app.visible_flows();
     let rows: Vec<FlowRow> = visible
         .iter()
-        .map(|i| flow_row(&app.flows[*i], as_of, app.replay_clock.as_ref()))
+        .map(|i| {
+            flow_row(
+                &app.flows[*i],
+                as_of,
+                app.replay_clock.as_ref(),
+                app.loading.is_some(),
+            )
+        })
         .collect();
     let selected = visible.iter().position(|i| *i == app.selected);
     let events = merged_events(app, as_of, OVERVIEW_EVENTS)
@@ -884,7 +903,14 @@ fn delay_clock(clock: Option<&super::app::ReplayClock>, wall_ms: i64) -> i64 {
     clock.and_then(|c| c.at(wall_ms)).unwrap_or(wall_ms)
 }
 
-fn flow_row(f: &FlowModel, as_of: i64, clock: Option<&super::app::ReplayClock>) -> FlowRow {
+/// A row of the overview; `loading`: the event log's history is still being read, so the
+/// batch is the checkpoint's latest when the records read so far are behind it.
+fn flow_row(
+    f: &FlowModel,
+    as_of: i64,
+    clock: Option<&super::app::ReplayClock>,
+    loading: bool,
+) -> FlowRow {
     let status = f.status_at(as_of);
     let s = last_sample(f, as_of);
     let dash = || "-".to_string();
@@ -903,11 +929,21 @@ fn flow_row(f: &FlowModel, as_of: i64, clock: Option<&super::app::ReplayClock>) 
             None => dash(),
         },
     };
+    let checkpoint_batch = if loading {
+        f.batches.last_planned.max(f.batches.last_committed)
+    } else {
+        None
+    };
     FlowRow {
         name: f.name.clone(),
         status: status.map_or("unknown", FlowStatus::label).to_string(),
         status_role: status_role(status),
-        batch: s.map_or_else(dash, |s| s.batch_id.to_string()),
+        batch: match (s.map(|s| s.batch_id), checkpoint_batch) {
+            (Some(b), Some(c)) if c > b => c.to_string(),
+            (None, Some(c)) => c.to_string(),
+            (Some(b), _) => b.to_string(),
+            (None, None) => dash(),
+        },
         input_rate: s.map_or_else(dash, |s| format::rate(s.input_rps)),
         processed_rate: s.map_or_else(dash, |s| format::rate(s.processed_rps)),
         backlog,

@@ -10,14 +10,28 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::control::FlowEvent;
-use crate::spark::feed::{Feed, NoteKind, Options, Update};
+use crate::spark::feed::{Feed, NoteKind, Options, QueryInfo, Update};
 
 use super::app::{App, Mode, Report};
 use super::model::{CheckpointBatches, EventKind, FlowModel};
 use super::theme::Theme;
 
-/// The console input of a feed update; `names` are the rows' flow names by query index.
-pub fn input_of(names: &[String], update: Update) -> Option<Report> {
+/// The console input of a feed update; `names` are the rows' flow names by query index
+/// (a row's update keeps them in step: a new row is added, a renamed one renamed).
+pub fn input_of(names: &mut Vec<String>, update: Update) -> Option<Report> {
+    if let Update::Row { query, info } = update {
+        if query < names.len() {
+            names[query].clone_from(&info.name);
+        } else if query == names.len() {
+            names.push(info.name.clone());
+        } else {
+            return None;
+        }
+        return Some(Report::SparkRow {
+            index: query,
+            info: Box::new(info),
+        });
+    }
     let name = |q: usize| names.get(q).cloned();
     Some(match update {
         Update::Row { .. } => return None,
@@ -94,6 +108,26 @@ pub fn input_of(names: &[String], update: Update) -> Option<Report> {
     })
 }
 
+/// A query's row, new (appended) or changed (renamed, its paths learned).
+pub fn apply_row(app: &mut App, index: usize, info: &QueryInfo) {
+    if index == app.flows.len() {
+        let mut m = FlowModel::new(&info.name);
+        m.checkpoint.clone_from(&info.checkpoint);
+        m.spark = true;
+        app.flows.push(m);
+    }
+    let Some(old) = app.flows.get(index).map(|f| f.name.clone()) else {
+        return;
+    };
+    if old != info.name {
+        rename(app, &old, &info.name);
+    }
+    if let Some(f) = app.flows.get_mut(index) {
+        f.source_path.clone_from(&info.source_path);
+        f.sink_path.clone_from(&info.sink_path);
+    }
+}
+
 /// Renames a row (its timeline entries too).
 fn rename(app: &mut App, from: &str, to: &str) {
     for f in &mut app.flows {
@@ -108,7 +142,9 @@ fn rename(app: &mut App, from: &str, to: &str) {
     }
 }
 
-/// Opens the feed and builds the console's state from everything the files hold so far.
+/// Opens the feed and builds the console's state from what the files hold so far: all of it,
+/// or, with a read budget (`opts.read_budget`), the checkpoints and as much of the event
+/// logs as was read within it (the follower reads the rest; [`App::loading`] says how far).
 /// Returns the app, the feed (to keep following) and the rows' names.
 pub fn open(
     checkpoints: &[PathBuf],
@@ -140,28 +176,11 @@ pub fn open(
     );
     let mut names: Vec<String> = Vec::new();
     let feed = Feed::open(checkpoints, opts, now_ms, &mut |u| {
-        if let Update::Row { info, .. } = &u {
-            let mut m = FlowModel::new(&info.name);
-            m.checkpoint.clone_from(&info.checkpoint);
-            m.spark = true;
-            names.push(info.name.clone());
-            app.flows.push(m);
-        } else if let Some(input) = input_of(&names, u) {
+        if let Some(input) = input_of(&mut names, u) {
             app.ingest(input);
         }
     })?;
-    for (i, q) in feed.queries.iter().enumerate() {
-        if let Some(old) = names.get(i).cloned()
-            && old != q.name
-        {
-            rename(&mut app, &old, &q.name);
-            names[i].clone_from(&q.name);
-        }
-        if let Some(f) = app.flows.get_mut(i) {
-            f.source_path.clone_from(&q.source_path);
-            f.sink_path.clone_from(&q.sink_path);
-        }
-    }
+    app.loading = feed.loading();
     if !feed.has_logs() {
         for (i, f) in app.flows.iter_mut().enumerate() {
             let _ = i;
@@ -175,26 +194,50 @@ pub fn open(
     Ok((app, feed, names))
 }
 
-/// Keeps following in a thread until the console stops listening.
-pub fn follow(mut feed: Feed, names: Vec<String>, tx: mpsc::Sender<Report>, interval: Duration) {
+/// One poll of the feed: its updates go to `send` as console inputs, then the history's
+/// loading progress when it changed from `loading` (as last sent). `false`: `send` refused
+/// (the console stopped listening).
+pub fn step(
+    feed: &mut Feed,
+    names: &mut Vec<String>,
+    loading: &mut Option<u8>,
+    now_ms: i64,
+    send: &mut dyn FnMut(Report) -> bool,
+) -> bool {
+    let mut open = true;
+    feed.poll(now_ms, &mut |u| {
+        if open && let Some(input) = input_of(names, u) {
+            open = send(input);
+        }
+    });
+    if open && feed.loading() != *loading {
+        *loading = feed.loading();
+        open = send(Report::Loading { percent: *loading });
+    }
+    open
+}
+
+/// Keeps following in a thread until the console stops listening: every `interval`, or at
+/// once while the history still loads (each step's progress is reported).
+pub fn follow(
+    mut feed: Feed,
+    mut names: Vec<String>,
+    tx: mpsc::Sender<Report>,
+    interval: Duration,
+) {
     std::thread::spawn(move || {
+        let mut loading = feed.loading();
         loop {
-            std::thread::sleep(interval);
+            if loading.is_none() {
+                std::thread::sleep(interval);
+            }
             if tx.is_closed() {
                 return;
             }
-            let mut closed = false;
-            feed.poll(chrono::Utc::now().timestamp_millis(), &mut |u| {
-                if closed {
-                    return;
-                }
-                if let Some(input) = input_of(&names, u)
-                    && tx.blocking_send(input).is_err()
-                {
-                    closed = true;
-                }
-            });
-            if closed {
+            let now = chrono::Utc::now().timestamp_millis();
+            if !step(&mut feed, &mut names, &mut loading, now, &mut |r| {
+                tx.blocking_send(r).is_ok()
+            }) {
                 return;
             }
         }

@@ -40,7 +40,7 @@ const STREAMING_PREFIX: &str = "org.apache.spark.sql.streaming.StreamingQueryLis
 
 /// Bytes read from a file per step (compressed). Small: Spark's zstd logs compress ~100x,
 /// and one step's decoded text (and its events) is held at once.
-const READ_CHUNK: usize = 64 << 10;
+const READ_CHUNK: usize = 16 << 10;
 /// Streaming event lines longer than this are skipped (with a note): no progress record is this big.
 const MAX_LINE: usize = 16 << 20;
 
@@ -780,6 +780,14 @@ impl AppTail {
             }
         }
         false
+    }
+
+    /// Bytes (compressed) of its files read so far, and the files' sizes now.
+    pub fn bytes(&self) -> (u64, u64) {
+        self.files.iter().fold((0, 0), |(read, total), (_, t)| {
+            let size = std::fs::metadata(&t.path).map_or(t.size, |m| m.len());
+            (read + t.offset, total + size.max(t.offset))
+        })
     }
 
     /// The codecs of its files (for the header line).

@@ -6,8 +6,9 @@
 //!
 //! ```text
 //!  Feed::open(checkpoints, event logs)       rows: one per checkpoint (or per query in the logs)
-//!    └─ poll(now, out)                       every 500 ms; the first call reads the logs to their end
-//!         ├─ AppTail::poll  ─► QueryStarted / Progress / Idle / Terminated, ApplicationEnd
+//!    └─ poll(now, out)                       every 500 ms; reads the logs to their end, or for
+//!         │                                  `read_budget` (then the next poll reads on at once)
+//!         ├─ AppTail::poll_some ─► QueryStarted / Progress / Idle / Terminated, ApplicationEnd
 //!         ├─ offsets/, commits/ (re-listed when the directory changes)
 //!         ├─ file source: directory listing vs source log (backlog), every 5 s
 //!         ├─ a stale log without QueryTerminatedEvent: the driver was killed or lost
@@ -17,10 +18,17 @@
 //! A query is matched to its checkpoint by query id (`metadata` = the events'
 //! `id`). Applications in the given logs that run none of the attached queries
 //! are named once and ignored. Nothing is written anywhere.
+//!
+//! With a read budget (`attach --spark`), a long log's history is loaded
+//! progressively: the first poll lists the checkpoints and applies what it read
+//! of the logs in the budget, each later poll applies the next part
+//! ([`Feed::loading`] says how much is read). Until the history is read, rows
+//! can still be found and renamed, and the verdicts that need all of it wait:
+//! liveness (a lost driver), the restart check and health.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::engine::control::FlowStatus;
 use crate::records::StreamingQueryProgress;
@@ -31,8 +39,10 @@ use super::backlog::{FileBacklog, OffsetBacklog, PathMap, described_path};
 use super::checkpoint::{SourceKind, SparkCheckpoint, batch_ids};
 use super::eventlog::{AppLog, AppTail, Event, Located, LogNote, discover};
 
-/// Events read from a log before they are applied (memory: about 4 KB each).
-const EVENTS_PER_STEP: usize = 2_000;
+/// Events read from a log before they are applied (memory: about 4 KB each; the step is
+/// small so the reader thread's working set stays small while `attach --spark` loads
+/// a long history).
+const EVENTS_PER_STEP: usize = 500;
 
 /// How the feed reads.
 #[derive(Debug, Clone)]
@@ -47,6 +57,11 @@ pub struct Options {
     /// Whether the log files' modification times count as signs of life (tests with a fixed
     /// clock turn it off and go by the events' own times).
     pub file_clock: bool,
+    /// How long one poll (and `open`) reads the event logs before it hands back; the rest is
+    /// read by the next polls (the console draws its first frame from the checkpoints and the
+    /// start of the logs, then loads the history progressively). `None`: every poll reads
+    /// the logs to their end (`check`, `playbook`, tests).
+    pub read_budget: Option<Duration>,
 }
 
 impl Default for Options {
@@ -58,6 +73,7 @@ impl Default for Options {
             list_every_ms: 5_000,
             health: HealthConfig::default(),
             file_clock: true,
+            read_budget: None,
         }
     }
 }
@@ -86,7 +102,9 @@ pub enum NoteKind {
 /// One thing the console learns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Update {
-    /// A new row (every checkpoint at open; a query found in the logs when none was given).
+    /// A row: new (every checkpoint at open; a query found in the logs when none was given),
+    /// or one whose name or paths changed (an index already handed out: the name of its
+    /// `QueryStartedEvent`, the source and sink paths of its first progress record).
     Row { query: usize, info: QueryInfo },
     Progress {
         query: usize,
@@ -171,8 +189,16 @@ pub struct Feed {
     discover_rows: bool,
     opts: Options,
     polled: bool,
-    /// The first poll (inside `open`) is over: rows and their names are fixed.
-    polled_once: bool,
+    /// The logs were read to their end once: rows and their names are fixed.
+    history_read: bool,
+    /// The last poll stopped at its read budget with more of the logs unread: history is
+    /// still loading (liveness, restart checks and health wait until it is read).
+    behind: bool,
+    /// Of the logs' bytes (compressed): how many were read, of how many, when the last
+    /// poll stopped behind.
+    loaded_bytes: (u64, u64),
+    /// The rows as last handed out (a changed row is handed out again).
+    reported: Vec<QueryInfo>,
     /// When the event-log paths were last searched for new applications (a restarted
     /// query is a new application in the same `spark.eventLog.dir`).
     discovered_at_ms: i64,
@@ -299,7 +325,10 @@ impl Feed {
             discover_rows: checkpoints.is_empty(),
             opts,
             polled: false,
-            polled_once: false,
+            history_read: false,
+            behind: false,
+            loaded_bytes: (0, 0),
+            reported: Vec::new(),
             discovered_at_ms: now_ms,
         };
         for (q, info) in feed.queries.iter().enumerate() {
@@ -308,6 +337,7 @@ impl Feed {
                 info: info.clone(),
             });
         }
+        feed.reported.clone_from(&feed.queries);
         for (q, text) in early_notes {
             out(Update::Note {
                 query: Some(q),
@@ -317,7 +347,6 @@ impl Feed {
             });
         }
         feed.poll(now_ms, out);
-        feed.polled_once = true;
         Ok(feed)
     }
 
@@ -329,6 +358,21 @@ impl Feed {
     /// The latest health verdict of a row.
     pub fn health(&self, query: usize) -> Option<&Health> {
         self.states.get(query)?.last_health.as_ref()
+    }
+
+    /// While the logs' history is still being read (a poll stopped at its read budget): how
+    /// much of it was read, in percent of the logs' bytes. `None` once read to the end.
+    pub fn loading(&self) -> Option<u8> {
+        if !self.behind {
+            return None;
+        }
+        let (read, total) = self.loaded_bytes;
+        let pct = read
+            .saturating_mul(100)
+            .checked_div(total)
+            .unwrap_or(0)
+            .min(99);
+        Some(u8::try_from(pct).unwrap_or(99))
     }
 
     /// Whether any application log is followed.
@@ -365,7 +409,7 @@ impl Feed {
         if let Some(i) = self.by_id.get(id) {
             return Some(*i);
         }
-        if !self.discover_rows || self.polled_once {
+        if !self.discover_rows || self.history_read {
             return None;
         }
         let i = self.queries.len();
@@ -382,6 +426,7 @@ impl Feed {
             sink_path: None,
         };
         self.queries.push(info.clone());
+        self.reported.push(info.clone());
         self.states.push(QueryState::default());
         self.by_id.insert(id.to_string(), i);
         out(Update::Row { query: i, info });
@@ -392,6 +437,9 @@ impl Feed {
     pub fn poll(&mut self, now_ms: i64, out: &mut dyn FnMut(Update)) {
         let first = !self.polled;
         self.polled = true;
+        let started = Instant::now();
+        let budget = self.opts.read_budget;
+        let mut behind = false;
         if now_ms - self.discovered_at_ms >= self.opts.list_every_ms {
             self.discovered_at_ms = now_ms;
             for p in self.opts.event_logs.clone() {
@@ -404,10 +452,14 @@ impl Feed {
         }
         // 1. Event logs.
         for a in 0..self.apps.len() {
+            if behind {
+                break;
+            }
             let mut events: Vec<Located> = Vec::new();
             let mut notes: Vec<LogNote> = Vec::new();
             // In steps of a few thousand events, each applied before the next is read: a
-            // log of 100,000 progress records is never held whole.
+            // log of 100,000 progress records is never held whole. With a read budget, the
+            // rest waits for the next poll (the console draws in between).
             loop {
                 let more =
                     self.apps[a]
@@ -419,6 +471,10 @@ impl Feed {
                     self.apply(a, e, now_ms, out);
                 }
                 if !more {
+                    break;
+                }
+                if budget.is_some_and(|b| started.elapsed() >= b) {
+                    behind = true;
                     break;
                 }
             }
@@ -446,7 +502,7 @@ impl Feed {
                 }
             }
             let (tail, st) = &mut self.apps[a];
-            if tail.complete && !st.matched && !st.foreign_noted && !self.discover_rows {
+            if tail.complete && !behind && !st.matched && !st.foreign_noted && !self.discover_rows {
                 st.foreign_noted = true;
                 let seen: Vec<String> = st
                     .queries_seen
@@ -476,8 +532,31 @@ impl Feed {
                 });
             }
         }
-        // 2. Liveness: a running query whose log stopped growing.
+        self.behind = behind;
+        if behind {
+            self.loaded_bytes = self.apps.iter().fold((0, 0), |(r, t), (tail, _)| {
+                let (r2, t2) = tail.bytes();
+                (r + r2, t + t2)
+            });
+        } else {
+            self.history_read = true;
+        }
+        // Rows renamed or given paths by what was read.
+        for q in 0..self.queries.len() {
+            if self.reported.get(q) != Some(&self.queries[q]) {
+                let info = self.queries[q].clone();
+                if let Some(r) = self.reported.get_mut(q) {
+                    r.clone_from(&info);
+                }
+                out(Update::Row { query: q, info });
+            }
+        }
+        // 2. Liveness: a running query whose log stopped growing (not while the history
+        // loads: its last signs of life are not read yet).
         for q in 0..self.states.len() {
+            if behind {
+                break;
+            }
             let Some(a) = self.states[q].app else {
                 continue;
             };
@@ -540,11 +619,14 @@ impl Feed {
                 s.health_dirty = true;
             }
         }
-        // 3. Checkpoints, backlogs, health.
+        // 3. Checkpoints, backlogs, health (health once the history is read: a verdict on
+        // the first records of a long log would be about the past).
         for q in 0..self.states.len() {
             self.follow_checkpoint(q, now_ms, first, out);
             self.follow_backlog(q, now_ms, out);
-            self.classify(q, now_ms, out);
+            if !behind {
+                self.classify(q, now_ms, out);
+            }
         }
     }
 
@@ -621,8 +703,9 @@ impl Feed {
                     return;
                 };
                 self.apps[a].1.matched = true;
-                // While opening, a checkpoint's row takes the query's name (the console renames it).
-                if !self.polled_once
+                // While the history loads, a checkpoint's row takes the query's name (the
+                // console renames it).
+                if !self.history_read
                     && let Some(n) = &name
                     && self.queries[q].name != *n
                     && !self.queries.iter().any(|x| x.name == *n)
@@ -956,8 +1039,12 @@ impl Feed {
                 pending_since_ms,
             });
         }
-        // Restart findings, only for a query that is not running (Spark has what it needs while it runs).
-        if !self.states[q].alive && self.states[q].checked_at_commit != Some(committed) {
+        // Restart findings, only for a query that is not running (Spark has what it needs while
+        // it runs), known once the history is read (whether it runs is not known before).
+        if !self.behind
+            && !self.states[q].alive
+            && self.states[q].checked_at_commit != Some(committed)
+        {
             self.states[q].checked_at_commit = Some(committed);
             if let Ok(v) = super::check::restart_check(cp.root()) {
                 let findings: Vec<String> = v

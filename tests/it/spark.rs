@@ -1373,3 +1373,204 @@ fn spark_checkpoint_is_recognised_without_dash_dash_spark() {
     let screen = t.capture();
     assert!(!screen.contains("WEIR-EXITED"), "{screen}");
 }
+
+/// The console after a progressive load: opened with a zero read budget (one step of the
+/// event logs per poll), then stepped as `attach --spark`'s follower steps until the whole
+/// history is read. Returns the app and the number of polls after `open`.
+fn progressive_app(checkpoints: &[PathBuf], opts: Options, now: i64) -> (App, usize) {
+    let opts = Options {
+        read_budget: Some(std::time::Duration::ZERO),
+        ..opts
+    };
+    let (mut app, mut feed, mut names) =
+        weir::console::spark::open(checkpoints, opts, unicode(), 3_600_000, now).expect("open");
+    let mut loading = feed.loading();
+    assert_eq!(app.loading, loading);
+    let mut polls = 0;
+    while loading.is_some() {
+        polls += 1;
+        assert!(polls < 10_000, "the history never finished loading");
+        weir::console::spark::step(&mut feed, &mut names, &mut loading, now, &mut |r| {
+            app.ingest(r);
+            true
+        });
+    }
+    assert_eq!(app.loading, None);
+    app.tick(now);
+    (app, polls)
+}
+
+#[test]
+fn spark_progressive_load_reaches_the_same_console_as_reading_the_logs_whole() {
+    // Every fixture (one application, several, rolled files, a directory of applications,
+    // none matching): loaded step by step, the console ends where the synchronous load is.
+    for case in cases() {
+        let cps: Vec<PathBuf> = case.checkpoints.iter().map(|c| sq(c)).collect();
+        let logs: Vec<PathBuf> = case.logs.iter().map(|c| sq(c)).collect();
+        let whole = spark_app(&cps, &logs, unreachable_map());
+        let (stepped, _) = progressive_app(&cps, options(&logs, unreachable_map()), whole.now_ms);
+        assert_eq!(
+            format!("{:?}", stepped.flows),
+            format!("{:?}", whole.flows),
+            "{}",
+            case.name
+        );
+        let (a, b) = (Session::new(whole, None), Session::new(stepped, None));
+        assert_eq!(screen(&a, 120, 40), screen(&b, 120, 40), "{}", case.name);
+    }
+}
+
+#[test]
+fn spark_first_frame_is_drawn_before_a_long_event_log_is_read() {
+    // A checkpoint of 5,000 batches and a rolling zstd log of their 5,000 progress events
+    // (one frame per event, as a flushing writer leaves them), in the shapes of
+    // rate_progress. The first frame: the query's name, the checkpoint's last batch, the
+    // history loading, no health verdict yet; then the same console as a whole read.
+    const BATCHES: u64 = 5_000;
+    const T0: i64 = 1_796_000_000_000;
+    const APP_ID: &str = "local-1796000000000";
+    let text = std::fs::read_to_string(sq("rate_progress/eventlog/local-1796033672291")).unwrap();
+    let line_of = |needle: &str| -> serde_json::Value {
+        let l = text
+            .lines()
+            .find(|l| l.contains(needle) && l.contains("\"rate_window\""))
+            .unwrap();
+        serde_json::from_str(l).unwrap()
+    };
+    let started = line_of("QueryStartedEvent");
+    let progress = line_of("QueryProgressEvent");
+    let id = progress["progress"]["id"].as_str().unwrap().to_string();
+    let iso = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    };
+
+    let tmp = tempfile::tempdir().unwrap();
+    let cp = tmp.path().join("rate_window").join("checkpoint");
+    for d in ["offsets", "commits", "sources/0"] {
+        std::fs::create_dir_all(cp.join(d)).unwrap();
+    }
+    std::fs::write(cp.join("metadata"), format!("{{\"id\":\"{id}\"}}")).unwrap();
+    std::fs::write(cp.join("sources/0/0"), format!("v1\n{T0}")).unwrap();
+    let log_dir = tmp
+        .path()
+        .join("events")
+        .join(format!("eventlog_v2_{APP_ID}"));
+    std::fs::create_dir_all(&log_dir).unwrap();
+    std::fs::write(log_dir.join(format!("appstatus_{APP_ID}.inprogress")), "").unwrap();
+    let mut lines = vec![
+        format!(r#"{{"Event":"SparkListenerLogStart","Spark Version":"4.3.0"}}"#),
+        format!(
+            r#"{{"Event":"SparkListenerApplicationStart","App Name":"t","App ID":"{APP_ID}","Timestamp":{T0},"User":"t"}}"#
+        ),
+    ];
+    let mut s = started.clone();
+    s["timestamp"] = iso(T0).into();
+    lines.push(s.to_string());
+    for b in 0..BATCHES {
+        let ts = T0 + b as i64 * 1000;
+        std::fs::write(
+            cp.join("offsets").join(b.to_string()),
+            format!(
+                "v1\n{{\"batchWatermarkMs\":0,\"batchTimestampMs\":{ts},\"conf\":{{}}}}\n{}",
+                b * 2 + 2
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            cp.join("commits").join(b.to_string()),
+            "v1\n{\"nextBatchWatermarkMs\":0}",
+        )
+        .unwrap();
+        let mut p = progress.clone();
+        p["progress"]["batchId"] = b.into();
+        p["progress"]["timestamp"] = iso(ts).into();
+        lines.push(p.to_string());
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    std::fs::write(
+        log_dir.join(format!("events_1_{APP_ID}.zstd")),
+        zstd_frames(&refs),
+    )
+    .unwrap();
+
+    let now = T0 + BATCHES as i64 * 1000 + 60_000;
+    let opts = Options {
+        stale_after_ms: i64::MAX / 4,
+        ..options(&[tmp.path().join("events")], unreachable_map())
+    };
+    let cps = [cp.clone()];
+    let last = (BATCHES - 1).to_string();
+
+    // The first frame, as `attach --spark` draws it.
+    let (first, mut feed, mut names) = weir::console::spark::open(
+        &cps,
+        Options {
+            read_budget: Some(std::time::Duration::ZERO),
+            ..opts.clone()
+        },
+        unicode(),
+        3_600_000,
+        now,
+    )
+    .unwrap();
+    let pct = first.loading.expect("the history is still loading");
+    assert!(pct < 100);
+    let f = &first.flows[0];
+    assert_eq!(
+        f.name, "rate_window",
+        "the query's name, from its start event"
+    );
+    assert_eq!(f.batches.last_committed, Some(BATCHES - 1));
+    let read = f.samples.back().map(|s| s.batch_id).expect("some history");
+    assert!(
+        read < BATCHES - 1,
+        "only the start of the log is read: {read}"
+    );
+    assert!(f.health.is_none(), "no verdict on part of the history");
+    let mut frame = Session::new(first.clone(), None);
+    frame.tick(now);
+    let shown = screen(&frame, 120, 40);
+    assert!(shown.contains("rate_window"), "{shown}");
+    assert!(
+        shown.contains(&last),
+        "the checkpoint's last batch:\n{shown}"
+    );
+    assert!(
+        shown.contains(&format!("loading event log {pct}%")),
+        "{shown}"
+    );
+
+    // Stepping on: the loading goes up, and the end is the same as a whole read.
+    let mut loading = feed.loading();
+    let mut app = first;
+    let mut seen = vec![pct];
+    while loading.is_some() {
+        weir::console::spark::step(&mut feed, &mut names, &mut loading, now, &mut |r| {
+            app.ingest(r);
+            true
+        });
+        if let Some(p) = loading {
+            seen.push(p);
+        }
+        assert!(seen.len() < 1_000);
+    }
+    assert!(seen.len() >= 2, "loaded in several steps: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    app.tick(now);
+    let (whole, _, _) =
+        weir::console::spark::open(&cps, opts.clone(), unicode(), 3_600_000, now).unwrap();
+    let mut whole = whole;
+    whole.tick(now);
+    assert_eq!(
+        whole.flows[0].samples.back().map(|s| s.batch_id),
+        Some(BATCHES - 1)
+    );
+    assert!(whole.flows[0].health.is_some());
+    assert_eq!(format!("{:?}", app.flows), format!("{:?}", whole.flows));
+    let (a, b) = (Session::new(app, None), Session::new(whole, None));
+    let done = screen(&a, 120, 40);
+    assert_eq!(done, screen(&b, 120, 40));
+    assert!(!done.contains("loading event log"), "{done}");
+}
