@@ -213,6 +213,10 @@ fn absorb_csv(
 
 /// The Arrow schema of a Parquet file from its footer; `None` for a 0-byte file.
 fn parquet_schema(file: &FileMeta) -> Result<Option<Arc<Schema>>, FileReadError> {
+    super::read::parquet_file::guarded(&file.path, || parquet_schema_unguarded(file))
+}
+
+fn parquet_schema_unguarded(file: &FileMeta) -> Result<Option<Arc<Schema>>, FileReadError> {
     let io = |source| FileReadError::Io {
         path: file.path.clone(),
         source,

@@ -155,7 +155,7 @@ use crate::spec::{CsvOptions, FileFormat, TextEncoding, TextOptions};
 mod csv_file;
 mod drift;
 pub(crate) mod json_lines;
-mod parquet_file;
+pub(crate) mod parquet_file;
 mod rescue;
 
 pub use crate::schema::evolve::{FieldMismatch, NewField};

@@ -21,7 +21,37 @@ use super::{
 };
 use crate::schema::infer::normalize_parquet_type;
 
+/// Runs `read` on a Parquet file, turning a panic inside the parquet or arrow crates
+/// into that file's error. A corrupt file can reach an `unimplemented!` there (found by
+/// the `parquet` fuzz target: an embedded Arrow schema with a field of type NONE), and
+/// one bad file in a landing directory must fail alone, quarantined and named, not
+/// crash every replay of its batch.
+pub(crate) fn guarded<T>(
+    path: &std::path::Path,
+    read: impl FnOnce() -> Result<T, FileReadError>,
+) -> Result<T, FileReadError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown reason".into());
+        Err(FileReadError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!("Parquet: the reader could not read this file ({why})"),
+        })
+    })
+}
+
 pub(super) fn decode(
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+) -> Result<DecodedFile, FileReadError> {
+    guarded(&meta.path, || decode_unguarded(meta, spec, schema))
+}
+
+fn decode_unguarded(
     meta: &FileMeta,
     spec: &ReadSpec,
     schema: &SchemaRef,
@@ -485,5 +515,35 @@ mod tests {
         std::fs::write(&bad, b"PAR1 this is not really parquet").unwrap();
         let err = decode_file(&meta(&bad), &spec).unwrap_err();
         assert!(matches!(err, FileReadError::Corrupt { .. }), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// Issue #18, found by the `parquet` fuzz target: a footer whose embedded Arrow
+    /// schema has a field of type NONE makes arrow-ipc panic (`unimplemented!`); the file
+    /// fails alone with an error naming it instead of taking the batch down.
+    #[test]
+    fn a_parquet_file_the_reader_panics_on_fails_alone_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.parquet");
+        std::fs::write(
+            &path,
+            include_bytes!("../../../../fuzz/corpus/parquet/crash-arrow-schema-type-none"),
+        )
+        .unwrap();
+        let meta = super::super::FileMeta::from_path(&path).unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let spec = super::super::ReadSpec::new(crate::spec::FileFormat::Parquet, schema);
+        let err = super::super::decode_file(&meta, &spec)
+            .err()
+            .expect("a corrupt file is an error")
+            .to_string();
+        assert!(err.contains("bad.parquet"), "{err}");
+        assert!(err.contains("Type NONE not supported"), "{err}");
     }
 }
