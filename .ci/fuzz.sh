@@ -29,6 +29,13 @@ for target in $("${fuzz[@]}" list); do
     -max_total_time="$secs" -rss_limit_mb=4096 -timeout=60 -print_final_stats=1 \
     >"$scratch/$target.log" 2>&1 || status=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)' "$scratch/$target.log" || true
+  # 70 is libFuzzer's timeout exit code: an input slower than -timeout, not a crash. One
+  # is known and upstream (docs/reliability.md#known-slow-inputs): reported, not failed.
+  if [ "$status" -eq 70 ]; then
+    grep -E 'Test unit written|timeout after' "$scratch/$target.log" || true
+    echo "warning: fuzz $target found an input slower than 60 s (a timeout, not a crash); see docs/reliability.md#known-slow-inputs"
+    continue
+  fi
   if [ "$status" -ne 0 ]; then
     tail -n 60 "$scratch/$target.log"
     echo "fuzz $target failed (exit $status); the input is in fuzz/artifacts/$target/"
