@@ -539,10 +539,10 @@ mod guard_tests {
         let meta = super::super::FileMeta::from_path(&path).unwrap();
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
         let spec = super::super::ReadSpec::new(crate::spec::FileFormat::Parquet, schema);
-        let err = super::super::decode_file(&meta, &spec)
-            .err()
-            .expect("a corrupt file is an error")
-            .to_string();
+        let Err(err) = super::super::decode_file(&meta, &spec) else {
+            panic!("a corrupt file is an error");
+        };
+        let err = err.to_string();
         assert!(err.contains("bad.parquet"), "{err}");
         assert!(err.contains("Type NONE not supported"), "{err}");
     }
