@@ -720,9 +720,13 @@ impl Runner<'_> {
 
 /// Runs the drill: reference, crashes, restarts, comparison.
 pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
-    if options.work_dir.join("drill").exists() || options.work_dir.join("reference").exists() {
+    // `input/` is removed when the drill ends: it must be the drill's own copy.
+    if ["drill", "reference", "input"]
+        .iter()
+        .any(|d| options.work_dir.join(d).exists())
+    {
         return Err(DrillError::Usage(format!(
-            "{} already holds a drill; give an empty or new --work-dir",
+            "{} already holds a drill (drill/, reference/ or input/); give an empty or new --work-dir",
             options.work_dir.display()
         )));
     }
