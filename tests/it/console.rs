@@ -636,17 +636,7 @@ fn console_attach_in_tmux() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let pipeline = json_pipeline(tmp.path(), "available_now");
-    let out = weir()
-        .args(["run", "--headless"])
-        .arg(&pipeline)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let pipeline = ingested_json_pipeline(tmp.path());
     let checkpoint = tmp.path().join("checkpoints/bronze_events");
     let before = listing(&checkpoint);
     let t = Tmux::start(
@@ -1199,17 +1189,7 @@ fn console_maintenance_dialog_snapshots() {
 #[test]
 fn console_optimize_from_the_detail_asks_then_compacts() {
     let tmp = tempfile::tempdir().unwrap();
-    let pipeline = json_pipeline(tmp.path(), "available_now");
-    let out = weir()
-        .args(["run", "--headless"])
-        .arg(&pipeline)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let pipeline = ingested_json_pipeline(tmp.path());
     let table = std::fs::canonicalize(tmp.path())
         .unwrap()
         .join("lake/bronze/events");
@@ -1318,4 +1298,21 @@ fn console_demo_replay_clock_in_tmux() {
         s.contains("WEIR-EXITED-")
     });
     assert!(end.contains("WEIR-EXITED-0"), "{end}");
+}
+
+/// The JSON pipeline of `json_pipeline`, run once to the end (`available_now`), so its
+/// checkpoint and table exist.
+fn ingested_json_pipeline(dir: &std::path::Path) -> std::path::PathBuf {
+    let pipeline = json_pipeline(dir, "available_now");
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pipeline
 }
