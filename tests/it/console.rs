@@ -636,7 +636,7 @@ fn console_attach_in_tmux() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let pipeline = ingested_json_pipeline(tmp.path());
+    ingested_json_pipeline(tmp.path());
     let checkpoint = tmp.path().join("checkpoints/bronze_events");
     let before = listing(&checkpoint);
     let t = Tmux::start(
