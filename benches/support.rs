@@ -17,9 +17,26 @@ pub fn measure_mode_if_asked() {
     }
 }
 
+/// What [`measured_cpu`] reports of one command.
+pub struct Measured {
+    /// Wall time, seconds.
+    pub secs: f64,
+    /// Peak RSS, KiB.
+    pub max_rss_kib: u64,
+    /// CPU time (user + system) of the command and its children, seconds.
+    pub cpu_s: f64,
+    pub stdout: Vec<u8>,
+}
+
 /// Runs `cmd` as a child of a fresh process so getrusage(RUSAGE_CHILDREN) is this
 /// child's alone; returns (seconds, max RSS in KiB, stdout).
 pub fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
+    let m = measured_cpu(cmd);
+    (m.secs, m.max_rss_kib, m.stdout)
+}
+
+/// [`measured`] with the command's CPU time too.
+pub fn measured_cpu(cmd: &mut std::process::Command) -> Measured {
     let start = Instant::now();
     let exe = std::env::current_exe().expect("current exe");
     let mut wrapper = std::process::Command::new(exe);
@@ -47,7 +64,17 @@ pub fn measured(cmd: &mut std::process::Command) -> (f64, u64, Vec<u8>) {
         .find_map(|l| l.strip_prefix("MAXRSS_KIB "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
-    (secs, rss, out.stdout)
+    let cpu_s = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("CPU_S "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0);
+    Measured {
+        secs,
+        max_rss_kib: rss,
+        cpu_s,
+        stdout: out.stdout,
+    }
 }
 
 /// The wrapper: runs `args[0]` with the rest, prints its peak RSS, exits with its code.
@@ -59,6 +86,11 @@ pub fn measure_mode(args: &[String]) -> ! {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
         .expect("rusage");
     eprintln!("MAXRSS_KIB {}", usage.max_rss());
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    eprintln!(
+        "CPU_S {:.3}",
+        secs(usage.user_time()) + secs(usage.system_time())
+    );
     std::process::exit(status.code().unwrap_or(1));
 }
 

@@ -339,12 +339,49 @@ impl Rules {
                     .append(true)
                     .mode(0o600)
                     .open(&path)?;
-                writeln!(f, "{line}")
+                writeln!(f, "{line}")?;
+                f.metadata().map(|m| m.len())
             });
-        if let Err(e) = written {
-            tracing::warn!(path = %path.display(), error = %e, "cannot record the alert notification");
+        match written {
+            Ok(len) if len > ALERTS_MAX_BYTES => {
+                if let Err(e) = compact_alerts(&path, ALERTS_KEEP) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot compact the alert notifications");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot record the alert notification")
+            }
         }
     }
+}
+
+/// `_weir/alerts.jsonl` is compacted when an append takes it past this size (bytes)...
+pub const ALERTS_MAX_BYTES: u64 = 1024 * 1024;
+/// ...down to this many latest notifications, plus every firing not resolved yet.
+pub const ALERTS_KEEP: usize = 1000;
+
+/// Rewrites `path` (atomically) with its last `keep` notifications plus the firings
+/// before them that no later notification resolves, so a restart still knows every
+/// alert that is firing. Lines that do not parse are dropped with the old notifications.
+pub fn compact_alerts(path: &Path, keep: usize) -> std::io::Result<()> {
+    let all = read_alerts(path);
+    let cut = all.len().saturating_sub(keep);
+    // The status of each (rule, flow) after all notifications.
+    let mut last: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (i, p) in all.iter().enumerate() {
+        last.insert((p.rule.as_str(), p.flow.as_str()), i);
+    }
+    let mut text = String::new();
+    for (i, p) in all.iter().enumerate() {
+        let still_firing = p.status == AlertStatus::Firing
+            && last.get(&(p.rule.as_str(), p.flow.as_str())) == Some(&i);
+        if i >= cut || still_firing {
+            text.push_str(&serde_json::to_string(p).map_err(std::io::Error::other)?);
+            text.push('\n');
+        }
+    }
+    crate::durable::write_atomic(path, text.as_bytes())
 }
 
 /// Every notification recorded in an `_weir/alerts.jsonl` (unreadable lines skipped).
@@ -587,6 +624,52 @@ mod tests {
         assert_eq!(resolved[0].1.status, AlertStatus::Resolved);
         assert_eq!(resolved[0].1.fired_at, fired[0].1.fired_at);
         assert!(r.evaluate(&board, 6).is_empty(), "resolves once");
+    }
+
+    #[test]
+    fn alerts_file_is_bounded_and_keeps_what_is_still_firing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("_weir")).unwrap();
+        let board = Board::default();
+        let mut r = rules(AlertCondition::Health(vec!["lagging".into()]), dir.path());
+        let path = Checkpoint::at(dir.path()).alerts_path();
+        // A second rule's firing, early, never resolved: it must survive every compaction.
+        let mut stuck = None;
+        health(&board, HealthState::Healthy);
+        r.evaluate(&board, 0);
+        let mut t = 1;
+        // Flap until the file has been compacted a few times.
+        while t < 2 * (ALERTS_MAX_BYTES as i64 / 300) {
+            let state = if t % 2 == 1 {
+                HealthState::Lagging
+            } else {
+                HealthState::Healthy
+            };
+            health(&board, state);
+            for (_, mut p) in r.evaluate(&board, t) {
+                r.record(&p);
+                if stuck.is_none() {
+                    p.rule = "other".into();
+                    r.record(&p);
+                    stuck = Some(p);
+                }
+            }
+            t += 1;
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len <= ALERTS_MAX_BYTES + 2048, "{len} bytes");
+        let kept = read_alerts(&path);
+        assert!(kept.len() <= ALERTS_KEEP + 1 + 2 * 1024 * 1024 / 300);
+        assert!(kept.len() >= ALERTS_KEEP, "{}", kept.len());
+        assert_eq!(kept.first(), stuck.as_ref(), "the unresolved firing is kept");
+        // The latest notification is the last line, and a restart reads the state back.
+        let last = kept.last().unwrap().clone();
+        assert_eq!(last.at_ms(), Some(t - 1));
+        let r2 = rules(AlertCondition::Health(vec!["lagging".into()]), dir.path());
+        assert_eq!(
+            r2.firing.contains_key(&("r".to_string(), "f".to_string())),
+            last.status == AlertStatus::Firing
+        );
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct PlanRecord {
     /// Sources 1.. of the flow (`[[flow.union]]`, a stream-stream join's right side).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_sources: Vec<PlanSource>,
+    /// The dimension tables of the flow's stream-static joins (`[[flow.join]]`), in
+    /// order; `source` is their format (`delta`, `csv`, `parquet`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dimensions: Vec<PlanSource>,
     /// The Delta tables the flow writes besides its sink (`late_rows`,
     /// `bad_records_table`), each with its own application transaction id
     /// ([`side_table_app_id`]).
@@ -79,6 +83,10 @@ pub fn side_table_app_id(query_id: &str, key: &str) -> String {
 pub struct PlanSource {
     pub source: String,
     pub source_path: PathBuf,
+    /// How the flow reads it: `union` or `stream_join` (its right side); absent in the
+    /// records of older versions, which recorded union sources only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// A flow's checkpoint directory.

@@ -70,20 +70,16 @@ pub fn inputs_of_spec(spec: &crate::spec::FlowSpec) -> Vec<GraphInput> {
     out.extend(spec.joins.iter().map(|j| {
         GraphInput {
             role: InputRole::Dimension,
-            kind: match j.format {
-                crate::spec::DimensionFormat::Delta => "delta",
-                crate::spec::DimensionFormat::Csv => "csv",
-                crate::spec::DimensionFormat::Parquet => "parquet",
-            }
-            .to_string(),
+            kind: j.format.name().to_string(),
             path: crate::spec::normalize(&j.table),
         }
     }));
     out
 }
 
-/// A flow's inputs from its checkpoint's plan record (`weir attach`): its sources;
-/// dimension tables are not recorded there.
+/// A flow's inputs from its checkpoint's plan record (`weir attach`): its sources and
+/// dimension tables, as [`inputs_of_spec`] gives them (a record from an older version
+/// names no roles and no dimensions: its other sources are drawn as union sources).
 pub fn inputs_of_plan(plan: &crate::checkpoint::PlanRecord) -> Vec<GraphInput> {
     std::iter::once(GraphInput {
         role: InputRole::Source,
@@ -91,9 +87,17 @@ pub fn inputs_of_plan(plan: &crate::checkpoint::PlanRecord) -> Vec<GraphInput> {
         path: crate::spec::normalize(&plan.source_path),
     })
     .chain(plan.other_sources.iter().map(|s| GraphInput {
-        role: InputRole::Union,
+        role: match s.role.as_deref() {
+            Some("stream_join") => InputRole::JoinRight,
+            _ => InputRole::Union,
+        },
         kind: s.source.clone(),
         path: crate::spec::normalize(&s.source_path),
+    }))
+    .chain(plan.dimensions.iter().map(|d| GraphInput {
+        role: InputRole::Dimension,
+        kind: d.source.clone(),
+        path: crate::spec::normalize(&d.source_path),
     }))
     .collect()
 }

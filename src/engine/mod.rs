@@ -172,10 +172,28 @@ async fn run(
         other_sources: spec
             .sources()
             .into_iter()
+            .enumerate()
             .skip(1)
-            .map(|s| crate::checkpoint::PlanSource {
+            .map(|(i, s)| crate::checkpoint::PlanSource {
                 source: s.kind(),
                 source_path: s.path().to_path_buf(),
+                role: Some(
+                    if spec.stream_join.is_some() && i == spec.union.len() + 1 {
+                        "stream_join"
+                    } else {
+                        "union"
+                    }
+                    .to_string(),
+                ),
+            })
+            .collect(),
+        dimensions: spec
+            .joins
+            .iter()
+            .map(|j| crate::checkpoint::PlanSource {
+                source: j.format.name().to_string(),
+                source_path: j.table.clone(),
+                role: None,
             })
             .collect(),
         side_tables: spec

@@ -29,6 +29,17 @@ pub enum DimensionFormat {
     Parquet,
 }
 
+impl DimensionFormat {
+    /// `delta`, `csv` or `parquet`: the pipeline's `format` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            DimensionFormat::Delta => "delta",
+            DimensionFormat::Csv => "csv",
+            DimensionFormat::Parquet => "parquet",
+        }
+    }
+}
+
 /// The join condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JoinOn {

@@ -135,6 +135,21 @@ async fn the_demo_pipeline_equals_batch_computations_over_the_same_input() {
     let (_tmp, dir) = demo_dir(30, |p| p);
     let out = run_pipeline(&dir, &[], None);
     ok(&out);
+    // What `weir attach` draws from the checkpoints' plan records is the graph `weir run`
+    // draws from the pipeline file: sources, union and stream-join sides, dimensions.
+    let pipeline = weir::pipeline::load(&dir.join("pipeline.toml")).unwrap();
+    for spec in &pipeline.flows {
+        let plan = weir::checkpoint::Checkpoint::at(&spec.checkpoint)
+            .read_plan()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            weir::console::graph::inputs_of_plan(&plan),
+            weir::console::graph::inputs_of_spec(spec),
+            "flow {}",
+            spec.name
+        );
+    }
     let ctx = SessionContext::new();
     raw_flights(&ctx, &dir).await;
     register(

@@ -155,21 +155,36 @@ impl LocalBroker {
         );
         let props_path = dir.join("server.properties");
         std::fs::write(&props_path, props).map_err(|e| format!("{}: {e}", props_path.display()))?;
-        let format = Command::new("java")
-            .args(jvm_opts.split_whitespace())
-            .arg("-cp")
-            .arg(classpath(&jars))
-            .arg("kafka.tools.StorageTool")
-            .args(["format", "--standalone", "-t", &cluster_id(), "-c"])
-            .arg(&props_path)
-            .output()
-            .map_err(|e| format!("java (Kafka's StorageTool): {e}"))?;
-        if !format.status.success() {
-            return Err(format!(
-                "formatting Kafka storage failed: {}{}",
-                String::from_utf8_lossy(&format.stdout),
-                String::from_utf8_lossy(&format.stderr)
-            ));
+        // Formatting is retried (up to 3 attempts, on an emptied data directory): on a
+        // loaded machine the JVM tool has been seen to fail once and pass the next time.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let format = Command::new("java")
+                .args(jvm_opts.split_whitespace())
+                .arg("-cp")
+                .arg(classpath(&jars))
+                .arg("kafka.tools.StorageTool")
+                .args(["format", "--standalone", "-t", &cluster_id(), "-c"])
+                .arg(&props_path)
+                .output()
+                .map_err(|e| format!("java (Kafka's StorageTool): {e}"))?;
+            if format.status.success() {
+                break;
+            }
+            if attempt >= 3 {
+                return Err(format!(
+                    "formatting Kafka storage failed ({attempt} attempts): {}{}",
+                    String::from_utf8_lossy(&format.stdout),
+                    String::from_utf8_lossy(&format.stderr)
+                ));
+            }
+            let data = dir.join("data");
+            if data.exists() {
+                std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            }
+            std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            std::thread::sleep(std::time::Duration::from_secs(1));
         }
         let mut broker = LocalBroker {
             bootstrap: format!("127.0.0.1:{port}"),
