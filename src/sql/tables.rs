@@ -68,8 +68,9 @@ impl FlowTables {
         }
     }
 
-    /// The tables of a flow known only by its checkpoint (`weir attach`): its sink and
-    /// Delta sources as the checkpoint's plan record names them.
+    /// The tables of a flow known only by its checkpoint (`weir attach`): its sink, Delta
+    /// sources and dimension tables, late rows and quarantine table, as the checkpoint's
+    /// plan record names them.
     pub fn from_checkpoint(flow: &str, checkpoint: &Path) -> Self {
         let mut out = FlowTables {
             flow: flow.to_string(),
@@ -81,9 +82,18 @@ impl FlowTables {
             if plan.source == "delta" {
                 out.reads.push(normalize(&plan.source_path));
             }
-            for s in &plan.other_sources {
+            for s in plan.other_sources.iter().chain(&plan.dimensions) {
                 if s.source == "delta" {
                     out.reads.push(normalize(&s.source_path));
+                }
+            }
+            for t in &plan.side_tables {
+                match t.key.as_str() {
+                    "late_rows" => out.late_rows = Some(normalize(&t.path)),
+                    "bad_records_table" if out.quarantine_table.is_none() => {
+                        out.quarantine_table = Some(normalize(&t.path))
+                    }
+                    _ => {}
                 }
             }
         }
