@@ -47,10 +47,14 @@ fn spawn_sql(
     std::thread::Builder::new()
         .name("weir-sql".into())
         .spawn(move || {
-            let result = match tokio::runtime::Builder::new_current_thread()
+            // One worker runs the query; this thread waits for it or its time limit
+            // (crate::sql::run), so a query that does not yield still answers on time.
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("weir-sql-worker")
                 .enable_all()
-                .build()
-            {
+                .build();
+            let result = match &rt {
                 Ok(rt) => rt.block_on(async {
                     tokio::select! {
                         r = job.run(&flows, &limits) => Some(r),
@@ -61,6 +65,10 @@ fn spawn_sql(
             };
             if let Some(result) = result {
                 let _ = tx.blocking_send(Report::Sql { id, result });
+            }
+            // An aborted query stops at its next yield; nobody waits for it.
+            if let Ok(rt) = rt {
+                rt.shutdown_background();
             }
         })
         .map(|_| ())

@@ -458,20 +458,60 @@ fn check_read_only(sql: &str) -> Result<(), SqlError> {
 }
 
 /// Opens the tables and runs one query, all within the time limit.
+///
+/// The query runs as a task of its own on the runtime's workers, and the limit is kept
+/// by a plain thread: a DataFusion operator that loops without yielding (a join that
+/// fans out, a large sort) holds its worker, so neither the caller's task nor tokio's
+/// timer may run until it yields. The answer comes at the limit regardless; the task is
+/// aborted and stops at its next yield. Call it on a multi-threaded runtime (on a
+/// current-thread one the task shares the caller's thread and the limit is kept only
+/// at the query's yields).
 pub async fn run(
     flows: &[FlowTables],
     sql: &str,
     limits: &Limits,
 ) -> Result<QueryOutput, SqlError> {
-    let work = async {
-        let catalog = Catalog::open(flows, limits).await?;
-        catalog.query(sql).await
+    let (flows, sql, task_limits) = (flows.to_vec(), sql.to_string(), *limits);
+    let mut work = tokio::spawn(async move {
+        let catalog = Catalog::open(&flows, &task_limits).await?;
+        catalog.query(&sql).await
+    });
+    let (expired_tx, expired) = tokio::sync::oneshot::channel::<()>();
+    let (done, done_rx) = std::sync::mpsc::channel::<()>();
+    let limit = limits.timeout;
+    let timer = std::thread::Builder::new()
+        .name("weir-sql-limit".into())
+        .spawn(move || {
+            // Returns early (disconnected) when the query ends first.
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
+                let _ = expired_tx.send(());
+            }
+        });
+    let timed_out = || SqlError::Timeout {
+        limit: humantime::format_duration(limits.timeout).to_string(),
     };
-    match tokio::time::timeout(limits.timeout, work).await {
+    let result = match timer {
+        Ok(_) => tokio::select! {
+            r = &mut work => r,
+            _ = expired => {
+                work.abort();
+                return Err(timed_out());
+            }
+        },
+        // No thread for the timer: tokio's, which fires at the query's yields.
+        Err(_) => match tokio::time::timeout(limits.timeout, &mut work).await {
+            Ok(r) => r,
+            Err(_) => {
+                work.abort();
+                return Err(timed_out());
+            }
+        },
+    };
+    drop(done);
+    match result {
         Ok(r) => r,
-        Err(_) => Err(SqlError::Timeout {
-            limit: humantime::format_duration(limits.timeout).to_string(),
-        }),
+        Err(e) if e.is_cancelled() => Err(SqlError::Cancelled),
+        Err(e) => Err(SqlError::Query(format!("the query stopped: {e}"))),
     }
 }
 

@@ -149,6 +149,18 @@ async fn the_demo_pipeline_equals_batch_computations_over_the_same_input() {
             "flow {}",
             spec.name
         );
+        // ...and the tables `weir sql` registers for an attached flow are the run's.
+        let (of_spec, of_plan) = (
+            weir::sql::FlowTables::of(spec),
+            weir::sql::FlowTables::from_checkpoint(&spec.name, &spec.checkpoint),
+        );
+        let sorted = |mut v: Vec<PathBuf>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(of_plan.reads), sorted(of_spec.reads), "{}", spec.name);
+        assert_eq!(of_plan.sink, of_spec.sink, "{}", spec.name);
+        assert_eq!(of_plan.late_rows, of_spec.late_rows, "{}", spec.name);
     }
     let ctx = SessionContext::new();
     raw_flights(&ctx, &dir).await;
