@@ -24,6 +24,9 @@
 //!    scraping `/metrics` every 100 ms, against the same run without, alternating, so
 //!    the overhead of being scraped is measured on the same machine state.
 //!
+//! `WEIR_BENCH_BIN` runs another weir binary instead of this build's (e.g. a release
+//! build of an older commit kept aside, to measure before and after).
+//!
 //! Prints one JSON line per measurement. Runs `WEIR_BENCH_RUNS` (default 3) times
 //! each and reports the best and the median. `WEIR_BENCH_CASES` (default
 //! `ingest,window`) selects cases.
@@ -336,7 +339,7 @@ fn bench_window(input: &Path, runs: usize) {
         )
         .expect("pipeline");
         let (t, rss, stdout) = measured(
-            std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            std::process::Command::new(weir_bin())
                 .args(["run", "--headless"])
                 .arg(&pipeline)
                 .env("WEIR_LOG", "warn"),
@@ -388,6 +391,13 @@ fn bronze_flow() -> &'static str {
         .find("[[flow]]\nname = \"bronze_weather\"")
         .unwrap_or(p.len());
     &p[..end]
+}
+
+/// The weir binary measured: `WEIR_BENCH_BIN`, or this build's.
+fn weir_bin() -> PathBuf {
+    std::env::var_os("WEIR_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_weir")))
 }
 
 fn run_weir(input: &Path) -> (f64, u64) {
@@ -462,7 +472,7 @@ fn run_weir_args(input: &Path, edit: impl Fn(String) -> String, extra: &[&str]) 
         );
     std::fs::write(&pipeline, edit(toml)).expect("pipeline");
     let (secs, rss, _) = measured(
-        std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        std::process::Command::new(weir_bin())
             .args(["run", "--headless", "--trigger", "available-now"])
             .args(extra)
             .arg(&pipeline)
