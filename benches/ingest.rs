@@ -29,6 +29,9 @@
 //!    memory limits stopping a self-join and a wide GROUP BY. Asserts each outcome
 //!    (rows, counts, exit codes) and reports the times.
 //!
+//! `WEIR_BENCH_BIN` runs another weir binary instead of this build's (e.g. a release
+//! build of an older commit kept aside, to measure before and after).
+//!
 //! Prints one JSON line per measurement. Runs `WEIR_BENCH_RUNS` (default 3) times
 //! each and reports the best and the median. `WEIR_BENCH_CASES` (default
 //! `ingest,window`) selects cases.
@@ -344,7 +347,7 @@ fn bench_window(input: &Path, runs: usize) {
         )
         .expect("pipeline");
         let (t, rss, stdout) = measured(
-            std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            std::process::Command::new(weir_bin())
                 .args(["run", "--headless"])
                 .arg(&pipeline)
                 .env("WEIR_LOG", "warn"),
@@ -396,6 +399,13 @@ fn bronze_flow() -> &'static str {
         .find("[[flow]]\nname = \"bronze_weather\"")
         .unwrap_or(p.len());
     &p[..end]
+}
+
+/// The weir binary measured: `WEIR_BENCH_BIN`, or this build's.
+fn weir_bin() -> PathBuf {
+    std::env::var_os("WEIR_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_weir")))
 }
 
 fn run_weir(input: &Path) -> (f64, u64) {
@@ -486,7 +496,7 @@ fn bench_sql(input: &Path, runs: usize) {
         )
         .replace("max_files_per_trigger = 100", "max_files_per_trigger = 1000");
     std::fs::write(&pipeline, toml).expect("pipeline");
-    let ingest = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+    let ingest = std::process::Command::new(weir_bin())
         .args(["run", "--headless", "--trigger", "available-now"])
         .arg(&pipeline)
         .env("WEIR_LOG", "warn")
@@ -536,7 +546,7 @@ fn bench_sql(input: &Path, runs: usize) {
         let mut secs = Vec::new();
         for _ in 0..runs {
             let start = Instant::now();
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            let out = std::process::Command::new(weir_bin())
                 .arg("sql")
                 .arg(&pipeline)
                 .args(args)
@@ -581,7 +591,7 @@ fn run_weir_measured(input: &Path, edit: impl Fn(String) -> String, extra: &[&st
         );
     std::fs::write(&pipeline, edit(toml)).expect("pipeline");
     measured_cpu(
-        std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        std::process::Command::new(weir_bin())
             .args(["run", "--headless", "--trigger", "available-now"])
             .args(extra)
             .arg(&pipeline)

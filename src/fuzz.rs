@@ -7,6 +7,7 @@
 //! | target | what it feeds |
 //! |---|---|
 //! | `json_lines` | the JSON-lines decoder with rescue (a typed schema with nested columns) |
+//! | `json_fast_path` | the JSON-lines fast path (arrow-json) against the rescuing decoder alone, permissive and failfast: any difference in rows, `_rescued_data`, counts, drift or error panics |
 //! | `csv` | the CSV decoder with rescue |
 //! | `gzip` | gzip detection and bounded decompression, then the JSON-lines decoder |
 //! | `parquet` | the Parquet reader with rescue (bytes written to a temporary file) |
@@ -23,8 +24,9 @@ use crate::source::files::read::{FileMeta, ReadSpec, decode_contents, decode_fil
 use crate::spec::{FileFormat, TextEncoding};
 
 /// The fuzz targets, by name (the directories of `fuzz/corpus/`).
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "json_lines",
+    "json_fast_path",
     "csv",
     "gzip",
     "parquet",
@@ -37,6 +39,7 @@ pub const TARGETS: [&str; 7] = [
 pub fn run(name: &str, data: &[u8]) -> bool {
     match name {
         "json_lines" => json_lines(data),
+        "json_fast_path" => json_fast_path(data),
         "csv" => csv(data),
         "gzip" => gzip(data),
         "parquet" => parquet(data),
@@ -95,6 +98,64 @@ fn spec(format: FileFormat) -> ReadSpec {
 /// The JSON-lines decoder with rescue.
 pub fn json_lines(data: &[u8]) {
     let _ = decode_text(data, &meta("f.json", data), &spec(FileFormat::Json));
+}
+
+/// A schema the JSON-lines fast path reads (no DECIMAL, no nested DOUBLE).
+fn fast_path_schema() -> SchemaRef {
+    let ts = |tz: Option<&str>| {
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, tz.map(Into::into))
+    };
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("small", DataType::Int8, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, true),
+        Field::new("ok", DataType::Boolean, true),
+        Field::new("ts", ts(Some("UTC")), true),
+        Field::new("ntz", ts(None), true),
+        Field::new(
+            "tags",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        ),
+        Field::new(
+            "nested",
+            DataType::Struct(Fields::from(vec![
+                Field::new("a", DataType::Int32, true),
+                Field::new(
+                    "list",
+                    DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+                    true,
+                ),
+                Field::new(
+                    "deep",
+                    DataType::Struct(Fields::from(vec![Field::new(
+                        "b",
+                        ts(Some("+02:00")),
+                        true,
+                    )])),
+                    true,
+                ),
+            ])),
+            true,
+        ),
+    ]))
+}
+
+/// The JSON-lines fast path against the rescuing decoder alone: panics when they differ.
+pub fn json_fast_path(data: &[u8]) {
+    let mut spec = ReadSpec::new(FileFormat::Json, fast_path_schema());
+    spec.text.max_file_bytes = MAX_BYTES;
+    let meta = meta("f.json", data);
+    for mode in [
+        crate::spec::ParseMode::Permissive,
+        crate::spec::ParseMode::FailFast,
+    ] {
+        spec.text.mode = mode;
+        if let Err(e) = crate::source::files::read::json_lines::compare_paths(data, &meta, &spec) {
+            panic!("the JSON-lines fast path differs from the rescuing decoder ({mode:?}): {e}");
+        }
+    }
 }
 
 /// The CSV decoder with rescue (header line, the default dialect).

@@ -154,6 +154,7 @@ use crate::spec::{CsvOptions, FileFormat, TextEncoding, TextOptions};
 
 mod csv_file;
 mod drift;
+mod json_fast;
 pub(crate) mod json_lines;
 pub(crate) mod parquet_file;
 mod rescue;

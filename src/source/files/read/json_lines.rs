@@ -17,6 +17,7 @@ use chrono::{DateTime, NaiveDate, TimeZone};
 use serde_json::{Map, Value};
 
 use super::drift::Drift;
+use super::json_fast::FastPath;
 use super::rescue::Rescues;
 use super::{
     BATCH_ROWS, DecodedFile, FileMeta, FileReadError, ReadSpec, assemble, corrupt_text,
@@ -31,6 +32,18 @@ pub(super) fn decode(
     spec: &ReadSpec,
     schema: &SchemaRef,
 ) -> Result<DecodedFile, FileReadError> {
+    decode_with(data, meta, spec, schema, true)
+}
+
+/// [`decode`], with (`fast`) or without the fast path of [`super::json_fast`]; both
+/// give the same result (the differential tests and the `json_fast_path` fuzz target).
+pub(crate) fn decode_with(
+    data: &[u8],
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+    fast: bool,
+) -> Result<DecodedFile, FileReadError> {
     let fields = data_fields(&spec.schema);
     let options = ShapeOptions {
         non_numeric: spec.text.allow_non_numeric_numbers,
@@ -39,22 +52,31 @@ pub(super) fn decode(
     };
     // A decimal column needs a number's exact digits, which serde_json's f64 would round.
     let exact_numbers = fields.iter().any(|f| has_decimal(f.data_type()));
-    let failfast = spec.text.mode == ParseMode::FailFast;
-    let malformed = |line: usize, message: String, raw: &[u8]| {
-        FileReadError::malformed(&meta.path, line, message, raw)
-    };
     let shape =
         StructShape::new(&fields, &options).map_err(|message| FileReadError::Unsupported {
             path: meta.path.clone(),
             message,
         })?;
-    let decoder = ReaderBuilder::new(Arc::new(Schema::new(fields.clone())))
+    let data_schema = Arc::new(Schema::new(fields.clone()));
+    let decoder = ReaderBuilder::new(data_schema.clone())
         .with_batch_size(BATCH_ROWS)
         .build_decoder()
         .map_err(|e| FileReadError::Unsupported {
             path: meta.path.clone(),
             message: e.to_string(),
         })?;
+    let mut fast = if fast {
+        FastPath::new(data_schema, options.timestamps.is_none(), BATCH_ROWS)
+    } else {
+        None
+    };
+    let lines = Lines {
+        shape,
+        non_numeric: options.non_numeric,
+        exact_numbers,
+        failfast: spec.text.mode == ParseMode::FailFast,
+        max_record: spec.text.max_record_bytes,
+    };
     let mut state = State {
         decoder,
         rows: Vec::with_capacity(BATCH_ROWS.min(data.len() / 16 + 1)),
@@ -67,27 +89,88 @@ pub(super) fn decode(
         schema,
     };
 
-    let mut path: Vec<&str> = Vec::new();
-    let max_record = spec.text.max_record_bytes;
+    // The non-blank lines of a batch: (index from 0, text without its line end).
+    let mut batch: Vec<(usize, &[u8])> = Vec::with_capacity(BATCH_ROWS.min(data.len() / 16 + 1));
     for (index, line) in data.split(|b| *b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        batch.push((index, line));
+        if batch.len() == BATCH_ROWS {
+            lines.decode_batch(&batch, fast.as_mut(), &mut state)?;
+            batch.clear();
+        }
+    }
+    lines.decode_batch(&batch, fast.as_mut(), &mut state)?;
+    let mut out = state.out;
+    state.drift.finish(&spec.schema, &state.file_path, &mut out);
+    Ok(out)
+}
+
+/// The rescuing decoder's view of the lines.
+struct Lines {
+    shape: StructShape,
+    non_numeric: bool,
+    exact_numbers: bool,
+    failfast: bool,
+    max_record: Option<u64>,
+}
+
+impl Lines {
+    /// One batch of non-blank lines: by the fast path when every line fits, otherwise
+    /// line by line with rescue.
+    fn decode_batch(
+        &self,
+        batch: &[(usize, &[u8])],
+        fast: Option<&mut FastPath>,
+        state: &mut State<'_>,
+    ) -> Result<(), FileReadError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if let Some(fast) = fast
+            && batch
+                .iter()
+                .all(|(_, line)| oversized_record(line.len(), self.max_record).is_none())
+        {
+            let texts: Vec<&[u8]> = batch.iter().map(|(_, line)| *line).collect();
+            if let Some(columns) = fast.decode(&texts) {
+                return state.push_batch(columns, batch.len());
+            }
+        }
+        let mut path: Vec<&str> = Vec::new();
+        for &(index, line) in batch {
+            self.line(index, line, &mut path, state)?;
+        }
+        state.flush()
+    }
+
+    /// One non-blank line (`index` from 0) as a row of `state`.
+    fn line<'a>(
+        &'a self,
+        index: usize,
+        line: &[u8],
+        path: &mut Vec<&'a str>,
+        state: &mut State<'_>,
+    ) -> Result<(), FileReadError> {
+        let meta = state.meta;
+        let spec = state.spec;
+        let failfast = self.failfast;
+        let malformed = |line: usize, message: String, raw: &[u8]| {
+            FileReadError::malformed(&meta.path, line, message, raw)
+        };
         let row = state.rows.len();
-        if let Some(error) = oversized_record(line.len(), max_record) {
+        if let Some(error) = oversized_record(line.len(), self.max_record) {
             if failfast {
                 return Err(malformed(index + 1, error, line));
             }
             let (raw, _) = corrupt_text(line);
             state.rescues.corrupt(row, raw, error, index + 1);
             state.rows.push(Value::Object(Map::new()));
-            if state.rows.len() == BATCH_ROWS {
-                state.flush()?;
-            }
-            continue;
+            return Ok(());
         }
-        match parse_line(line, options.non_numeric, exact_numbers) {
+        match parse_line(line, self.non_numeric, self.exact_numbers) {
             Ok(Line {
                 object,
                 marked,
@@ -109,7 +192,7 @@ pub(super) fn decode(
                         }
                     }
                 }
-                let (cleaned, rescued) = shape.fit_object(object, &mut path, &mut state.drift);
+                let (cleaned, rescued) = self.shape.fit_object(object, path, &mut state.drift);
                 if failfast {
                     if let Some((field, value)) = state.drift.take_first_mismatch() {
                         let column = crate::schema::evolve::type_at(&spec.schema, &field)
@@ -177,14 +260,47 @@ pub(super) fn decode(
                 state.rows.push(Value::Object(Map::new()));
             }
         }
-        if state.rows.len() == BATCH_ROWS {
-            state.flush()?;
-        }
+        Ok(())
     }
-    state.flush()?;
-    let mut out = state.out;
-    state.drift.finish(&spec.schema, &state.file_path, &mut out);
-    Ok(out)
+}
+
+/// Decodes `data` with the fast path and with the rescuing decoder alone; `Err` says
+/// how the two results differ (rows, `_rescued_data`, counts, drift, or the error).
+pub(crate) fn compare_paths(data: &[u8], meta: &FileMeta, spec: &ReadSpec) -> Result<(), String> {
+    let schema = super::output_schema(spec);
+    let fast = decode_with(data, meta, spec, &schema, true);
+    let slow = decode_with(data, meta, spec, &schema, false);
+    match (fast, slow) {
+        (Ok(fast), Ok(slow)) => {
+            if fast.batches != slow.batches {
+                return Err(format!(
+                    "batches differ:\nfast {:?}\nslow {:?}",
+                    fast.batches, slow.batches
+                ));
+            }
+            let counts = |d: &DecodedFile| {
+                format!(
+                    "rows {} rescued {} corrupt {} new {:?} mismatches {:?}",
+                    d.num_rows,
+                    d.num_rows_rescued,
+                    d.num_records_corrupt,
+                    d.new_fields,
+                    d.type_mismatches
+                )
+            };
+            let (fast, slow) = (counts(&fast), counts(&slow));
+            if fast != slow {
+                return Err(format!("counts differ: fast {fast}, slow {slow}"));
+            }
+            Ok(())
+        }
+        (Err(fast), Err(slow)) if fast.to_string() == slow.to_string() => Ok(()),
+        (fast, slow) => Err(format!(
+            "outcomes differ: fast {:?}, slow {:?}",
+            fast.map(|d| d.num_rows),
+            slow.map(|d| d.num_rows)
+        )),
+    }
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -569,10 +685,19 @@ impl State<'_> {
         self.decoder.serialize(&self.rows).map_err(internal)?;
         self.rows.clear();
         let data = self.decoder.flush().map_err(internal)?;
-        let mut columns = match data {
+        let columns = match data {
             Some(batch) => batch.columns().to_vec(),
             None => Vec::new(),
         };
+        self.push_batch(columns, num_rows)
+    }
+
+    /// A batch of `num_rows` rows from its data `columns` and the rescues collected for it.
+    fn push_batch(
+        &mut self,
+        mut columns: Vec<arrow::array::ArrayRef>,
+        num_rows: usize,
+    ) -> Result<(), FileReadError> {
         let rescue = std::mem::take(&mut self.rescues).finish(
             num_rows,
             &self.file_path,
