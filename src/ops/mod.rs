@@ -437,6 +437,67 @@ fn drop_metadata(batch: &RecordBatch) -> Result<RecordBatch> {
 mod tests {
     use super::*;
 
+    fn numbers(n: i64, per_batch: i64) -> (SchemaRef, Vec<RecordBatch>) {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batches = (0..n)
+            .step_by(per_batch as usize)
+            .map(|start| {
+                let values: Int64Array = (start..(start + per_batch).min(n)).collect();
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap()
+            })
+            .collect();
+        (schema, batches)
+    }
+
+    fn column<T: arrow::datatypes::ArrowPrimitiveType>(
+        batches: &[RecordBatch],
+        i: usize,
+    ) -> Vec<T::Native> {
+        use arrow::array::AsArray;
+        batches
+            .iter()
+            .flat_map(|b| b.column(i).as_primitive::<T>().values().to_vec())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_row_wise_query_runs_in_chunks_with_one_timestamp_per_micro_batch() {
+        use arrow::datatypes::Int64Type;
+        // Batches larger than a chunk, so chunks also cut batches.
+        let n = 3 * CHUNK_ROWS as i64 + 1_000;
+        let (schema, batches) = numbers(n, 200_000);
+        let select = vec!["v".to_string(), "current_timestamp() AS t".to_string()];
+        let mut p = Projection::new("f", &schema, Some("v % 3 = 0"), Some(&select));
+        let out = p.apply(batches).await.unwrap();
+        assert_eq!(p.row_wise, Some(true));
+        let expected: Vec<i64> = (0..n).filter(|v| v % 3 == 0).collect();
+        assert_eq!(column::<Int64Type>(&out, 0), expected, "same rows, same order");
+        let mut times: Vec<i64> = out
+            .iter()
+            .flat_map(|b| {
+                let t = arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Int64);
+                let t = t.unwrap();
+                column::<Int64Type>(&[RecordBatch::try_from_iter([("t", t)]).unwrap()], 0)
+            })
+            .collect();
+        times.dedup();
+        assert_eq!(times.len(), 1, "one current_timestamp() for the micro-batch");
+    }
+
+    #[tokio::test]
+    async fn a_query_over_the_whole_batch_is_not_chunked() {
+        use arrow::datatypes::Int64Type;
+        let n = 2 * CHUNK_ROWS as i64 + 5;
+        let (schema, batches) = numbers(n, 8192);
+        let select = vec!["count(*) AS n".to_string()];
+        let mut p = Projection::new("f", &schema, None, Some(&select));
+        let out = p.apply(batches).await.unwrap();
+        assert_eq!(p.row_wise, Some(false));
+        assert_eq!(column::<Int64Type>(&out, 0), vec![n]);
+    }
+
     #[test]
     fn syntax() {
         assert!(check_sql_syntax("dep_delay > 15", false).is_ok());
