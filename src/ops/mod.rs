@@ -473,7 +473,11 @@ mod tests {
         let out = p.apply(batches).await.unwrap();
         assert_eq!(p.row_wise, Some(true));
         let expected: Vec<i64> = (0..n).filter(|v| v % 3 == 0).collect();
-        assert_eq!(column::<Int64Type>(&out, 0), expected, "same rows, same order");
+        assert_eq!(
+            column::<Int64Type>(&out, 0),
+            expected,
+            "same rows, same order"
+        );
         let mut times: Vec<i64> = out
             .iter()
             .flat_map(|b| {
@@ -483,7 +487,11 @@ mod tests {
             })
             .collect();
         times.dedup();
-        assert_eq!(times.len(), 1, "one current_timestamp() for the micro-batch");
+        assert_eq!(
+            times.len(),
+            1,
+            "one current_timestamp() for the micro-batch"
+        );
     }
 
     #[tokio::test]

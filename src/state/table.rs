@@ -522,7 +522,9 @@ impl StateTable {
                 // One batch's keys encoded at a time (not every batch's at once).
                 let encoded = self.key_rows(&self.key_columns(batch))?;
                 if b == 0 && batch.num_rows() > 0 {
-                    let bytes = (0..batch.num_rows()).map(|i| encoded.get(i).len()).sum::<usize>();
+                    let bytes = (0..batch.num_rows())
+                        .map(|i| encoded.get(i).len())
+                        .sum::<usize>();
                     let per_key = bytes.div_ceil(batch.num_rows());
                     self.index.reserve(n_rows, n_rows * per_key);
                 }
