@@ -91,8 +91,15 @@ pub struct Projection {
     sql: Option<String>,
     /// Why the SQL could not be built (a fragment that is not one expression).
     invalid: Option<String>,
+    /// Whether the query works row by row (see [`Projection::row_wise`]); `None` until
+    /// the SQL is first planned.
+    row_wise: Option<bool>,
     ctx: SessionContext,
 }
+
+/// Rows per query when the projection is row-wise ([`Projection::apply`]): the input of
+/// a micro-batch goes through in chunks, each chunk's input freed once its output is out.
+pub const CHUNK_ROWS: usize = 131_072;
 
 impl Projection {
     /// `input` is the schema of source batches (data columns plus `_metadata`).
@@ -131,6 +138,7 @@ impl Projection {
             dims: join::Dimensions::new(flow, joins),
             sql: None,
             invalid: None,
+            row_wise: None,
             ctx: SessionContext::new_with_config(config),
         };
         p.rebuild_sql();
@@ -138,6 +146,7 @@ impl Projection {
     }
 
     fn rebuild_sql(&mut self) {
+        self.row_wise = None;
         match self.build_sql() {
             Ok(sql) => {
                 self.sql = sql;
@@ -265,19 +274,111 @@ impl Projection {
                     source: e,
                 }
             })?;
-        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])
+        let sql = sql.clone();
+        // One session state for the whole micro-batch: `current_timestamp()` is one
+        // instant for all its rows, as in Spark, whatever the number of chunks.
+        let state = self.ctx.state();
+        let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if num_rows <= CHUNK_ROWS || !self.row_wise(&state, &schema, &sql).await? {
+            return self.query(&state, &schema, &sql, batches).await;
+        }
+        // Row by row: the same rows in the same order as one query over the whole input,
+        // in chunks, so that the input and the output of the whole micro-batch are never
+        // in memory together (each chunk's input is dropped once its output is out).
+        let mut out = Vec::new();
+        let mut chunk = Vec::new();
+        let mut chunk_rows = 0;
+        for batch in batches {
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let take = (batch.num_rows() - offset).min(CHUNK_ROWS - chunk_rows);
+                chunk.push(if offset == 0 && take == batch.num_rows() {
+                    batch.clone()
+                } else {
+                    batch.slice(offset, take)
+                });
+                offset += take;
+                chunk_rows += take;
+                if chunk_rows == CHUNK_ROWS {
+                    let full = std::mem::take(&mut chunk);
+                    out.extend(self.query(&state, &schema, &sql, full).await?);
+                    chunk_rows = 0;
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            out.extend(self.query(&state, &schema, &sql, chunk).await?);
+        }
+        Ok(out)
+    }
+
+    /// Runs the flow's query over `batches` registered as `batch`.
+    async fn query(
+        &self,
+        state: &datafusion::execution::SessionState,
+        schema: &SchemaRef,
+        sql: &str,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Vec<RecordBatch>> {
+        let table = datafusion::datasource::MemTable::try_new(schema.clone(), vec![batches])
             .map_err(|e| self.sql_error("registering the batch", e))?;
         self.ctx
             .register_table("batch", Arc::new(table))
             .map_err(|e| self.sql_error("registering the batch", e))?;
         let result = async {
-            let df = self.ctx.sql(sql).await?;
-            df.collect().await
+            let plan = state.create_logical_plan(sql).await?;
+            datafusion::dataframe::DataFrame::new(state.clone(), plan)
+                .collect()
+                .await
         }
         .await
         .map_err(|e| self.sql_error(&format!("evaluating `{sql}`"), e));
         let _ = self.ctx.deregister_table("batch");
         result
+    }
+
+    /// Whether the query computes each output row from one input row alone (filters,
+    /// projections, joins with the dimensions; no aggregate, window, sort, limit,
+    /// distinct or union anywhere, subqueries included): then running it over chunks
+    /// of the input gives the same rows in the same order as one run over all of it.
+    async fn row_wise(
+        &mut self,
+        state: &datafusion::execution::SessionState,
+        schema: &SchemaRef,
+        sql: &str,
+    ) -> Result<bool> {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        use datafusion::logical_expr::LogicalPlan;
+        if let Some(known) = self.row_wise {
+            return Ok(known);
+        }
+        let table = datafusion::datasource::MemTable::try_new(schema.clone(), vec![vec![]])
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        self.ctx
+            .register_table("batch", Arc::new(table))
+            .map_err(|e| self.sql_error("registering the batch", e))?;
+        let planned = state.create_logical_plan(sql).await;
+        let _ = self.ctx.deregister_table("batch");
+        let plan = planned.map_err(|e| self.sql_error(&format!("planning `{sql}`"), e))?;
+        let mut row_wise = true;
+        plan.apply_with_subqueries(|node| {
+            row_wise &= matches!(
+                node,
+                LogicalPlan::Projection(_)
+                    | LogicalPlan::Filter(_)
+                    | LogicalPlan::Join(_)
+                    | LogicalPlan::TableScan(_)
+                    | LogicalPlan::SubqueryAlias(_)
+            );
+            Ok(if row_wise {
+                TreeNodeRecursion::Continue
+            } else {
+                TreeNodeRecursion::Stop
+            })
+        })
+        .map_err(|e| self.sql_error(&format!("planning `{sql}`"), e))?;
+        self.row_wise = Some(row_wise);
+        Ok(row_wise)
     }
 
     /// Plans the query against a schema without data, to report errors before anything runs.
@@ -335,6 +436,75 @@ fn drop_metadata(batch: &RecordBatch) -> Result<RecordBatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn numbers(n: i64, per_batch: i64) -> (SchemaRef, Vec<RecordBatch>) {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batches = (0..n)
+            .step_by(per_batch as usize)
+            .map(|start| {
+                let values: Int64Array = (start..(start + per_batch).min(n)).collect();
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap()
+            })
+            .collect();
+        (schema, batches)
+    }
+
+    fn column<T: arrow::datatypes::ArrowPrimitiveType>(
+        batches: &[RecordBatch],
+        i: usize,
+    ) -> Vec<T::Native> {
+        use arrow::array::AsArray;
+        batches
+            .iter()
+            .flat_map(|b| b.column(i).as_primitive::<T>().values().to_vec())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_row_wise_query_runs_in_chunks_with_one_timestamp_per_micro_batch() {
+        use arrow::datatypes::Int64Type;
+        // Batches larger than a chunk, so chunks also cut batches.
+        let n = 3 * CHUNK_ROWS as i64 + 1_000;
+        let (schema, batches) = numbers(n, 200_000);
+        let select = vec!["v".to_string(), "current_timestamp() AS t".to_string()];
+        let mut p = Projection::new("f", &schema, Some("v % 3 = 0"), Some(&select));
+        let out = p.apply(batches).await.unwrap();
+        assert_eq!(p.row_wise, Some(true));
+        let expected: Vec<i64> = (0..n).filter(|v| v % 3 == 0).collect();
+        assert_eq!(
+            column::<Int64Type>(&out, 0),
+            expected,
+            "same rows, same order"
+        );
+        let mut times: Vec<i64> = out
+            .iter()
+            .flat_map(|b| {
+                let t = arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Int64);
+                let t = t.unwrap();
+                column::<Int64Type>(&[RecordBatch::try_from_iter([("t", t)]).unwrap()], 0)
+            })
+            .collect();
+        times.dedup();
+        assert_eq!(
+            times.len(),
+            1,
+            "one current_timestamp() for the micro-batch"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_query_over_the_whole_batch_is_not_chunked() {
+        use arrow::datatypes::Int64Type;
+        let n = 2 * CHUNK_ROWS as i64 + 5;
+        let (schema, batches) = numbers(n, 8192);
+        let select = vec!["count(*) AS n".to_string()];
+        let mut p = Projection::new("f", &schema, None, Some(&select));
+        let out = p.apply(batches).await.unwrap();
+        assert_eq!(p.row_wise, Some(false));
+        assert_eq!(column::<Int64Type>(&out, 0), vec![n]);
+    }
 
     #[test]
     fn syntax() {

@@ -301,9 +301,10 @@ impl DeltaSink {
                 skipped: true,
             });
         }
+        // Each batch is dropped once normalised (a cast column is not held twice).
         let mut batches = batches
-            .iter()
-            .map(normalize_batch)
+            .into_iter()
+            .map(|b| normalize_batch(&b))
             .collect::<Result<Vec<_>>>()?;
         let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let mapped = self.names_are_mapped();

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! - **Snapshots** are written every [`SNAPSHOT_INTERVAL`] versions (N % 10 == 0) and
-//!   for the first version an operator commits; every version writes a delta.
+//!   for the first version an operator commits; every other version writes a delta, and
+//!   so does a snapshot version unless its changes are at least the rows it holds (then
+//!   the snapshot alone is written: the delta would be as large and is never read).
 //! - **Loading version N** reads the latest snapshot ≤ N and applies the deltas after it
 //!   up to N. Files of versions > N (written by an attempt that crashed before
 //!   `commits/N`) are ignored, and the replay overwrites them.
@@ -409,14 +411,24 @@ impl StateStore {
         create_dir_private(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         // The changes are cleared only once everything is written, so a failed commit
         // can be retried.
-        let changes = table.changes()?;
-        let delta = delta_batches(&changes, &self.schema, self.num_keys)?;
-        drop(changes);
-        let delta_path = self.delta_path(version);
-        let delta_bytes = write_ipc(&delta_path, &delta_schema(&self.schema), &delta)?;
-        drop(delta);
+        let num_changes = table.num_changes();
         let snapshot_due =
             self.version.is_none() || version.is_multiple_of(self.options.snapshot_interval);
+        // A snapshot version whose changes are at least the rows it holds (the first
+        // batch of a stream) is written as the snapshot alone: its delta would be as
+        // large, and loading this version or a later one starts from the latest
+        // snapshot, never from this version's delta.
+        let snapshot_only = snapshot_due && num_changes > 0 && num_changes >= table.len();
+        let delta_path = self.delta_path(version);
+        let mut delta_bytes = 0;
+        if snapshot_only {
+            remove_stale(&delta_path)?;
+        } else {
+            let changes = table.changes()?;
+            let delta = delta_batches(&changes, &self.schema, self.num_keys)?;
+            drop(changes);
+            delta_bytes = write_ipc(&delta_path, &delta_schema(&self.schema), &delta)?;
+        }
         let snapshot_path = self.snapshot_path(version);
         if snapshot_due {
             write_ipc(
@@ -424,10 +436,8 @@ impl StateStore {
                 table.data().schema_ref(),
                 std::slice::from_ref(table.data()),
             )?;
-        } else if snapshot_path.exists() {
-            // Left by an attempt of this batch that crashed before `commits/N`.
-            fs::remove_file(&snapshot_path)
-                .map_err(|e| ckpt(&snapshot_path, format!("cannot remove: {e}")))?;
+        } else {
+            remove_stale(&snapshot_path)?;
         }
         table.clear_changes();
         self.version = Some(version);
@@ -487,6 +497,16 @@ impl StateStore {
         }
         arrow::compute::concat_batches(expected, &batches)
             .map_err(|e| ckpt(path, format!("cannot read state rows: {e}")))
+    }
+}
+
+/// Removes a file of this version left by an attempt of the batch that crashed before
+/// `commits/N` (the version is written again, maybe with other files).
+fn remove_stale(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ckpt(path, format!("cannot remove: {e}"))),
     }
 }
 

@@ -511,18 +511,26 @@ impl StateTable {
         for batch in batches {
             self.check_schema(batch)?;
         }
-        let encoded = batches
-            .iter()
-            .map(|b| self.key_rows(&self.key_columns(b)))
-            .collect::<Result<Vec<_>>>()?;
         let n_old = self.len();
         let mut inserted: Vec<Vec<bool>> = Vec::with_capacity(batches.len());
         let placed = (|| {
+            // The index is sized once for every row possibly new (each key's bytes
+            // estimated from the first batch's), not grown step by step.
+            let n_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             let mut chosen: Vec<(usize, usize)> = Vec::new();
             for (b, batch) in batches.iter().enumerate() {
+                // One batch's keys encoded at a time (not every batch's at once).
+                let encoded = self.key_rows(&self.key_columns(batch))?;
+                if b == 0 && batch.num_rows() > 0 {
+                    let bytes = (0..batch.num_rows())
+                        .map(|i| encoded.get(i).len())
+                        .sum::<usize>();
+                    let per_key = bytes.div_ceil(batch.num_rows());
+                    self.index.reserve(n_rows, n_rows * per_key);
+                }
                 let mut mask = Vec::with_capacity(batch.num_rows());
                 for i in 0..batch.num_rows() {
-                    let key = encoded[b].get(i);
+                    let key = encoded.get(i);
                     let new = self.index.get(key).is_none();
                     if new {
                         self.index.push(key)?;
@@ -822,6 +830,11 @@ impl StateTable {
         let changes = self.changes()?;
         self.clear_changes();
         Ok(changes)
+    }
+
+    /// Rows inserted or replaced plus keys removed since the last [`Self::clear_changes`].
+    pub fn num_changes(&self) -> usize {
+        self.changed.iter().filter(|c| **c).count() + self.removed.len()
     }
 
     /// Whether anything changed since the last [`Self::clear_changes`].
