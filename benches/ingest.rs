@@ -494,7 +494,10 @@ fn bench_sql(input: &Path, runs: usize) {
             "path = \"landing/flights\"",
             &format!("path = {:?}", input.display().to_string()),
         )
-        .replace("max_files_per_trigger = 100", "max_files_per_trigger = 1000");
+        .replace(
+            "max_files_per_trigger = 100",
+            "max_files_per_trigger = 1000",
+        );
     std::fs::write(&pipeline, toml).expect("pipeline");
     let ingest = std::process::Command::new(weir_bin())
         .args(["run", "--headless", "--trigger", "available-now"])

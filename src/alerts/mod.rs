@@ -661,7 +661,11 @@ mod tests {
         let kept = read_alerts(&path);
         assert!(kept.len() <= ALERTS_KEEP + 1 + 2 * 1024 * 1024 / 300);
         assert!(kept.len() >= ALERTS_KEEP, "{}", kept.len());
-        assert_eq!(kept.first(), stuck.as_ref(), "the unresolved firing is kept");
+        assert_eq!(
+            kept.first(),
+            stuck.as_ref(),
+            "the unresolved firing is kept"
+        );
         // The latest notification is the last line, and a restart reads the state back.
         let last = kept.last().unwrap().clone();
         assert_eq!(last.at_ms(), Some(t - 1));

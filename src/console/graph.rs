@@ -67,12 +67,10 @@ pub fn inputs_of_spec(spec: &crate::spec::FlowSpec) -> Vec<GraphInput> {
             path: crate::spec::normalize(s.path()),
         })
         .collect();
-    out.extend(spec.joins.iter().map(|j| {
-        GraphInput {
-            role: InputRole::Dimension,
-            kind: j.format.name().to_string(),
-            path: crate::spec::normalize(&j.table),
-        }
+    out.extend(spec.joins.iter().map(|j| GraphInput {
+        role: InputRole::Dimension,
+        kind: j.format.name().to_string(),
+        path: crate::spec::normalize(&j.table),
     }));
     out
 }

@@ -123,10 +123,13 @@ impl Sample {
                 .event_time
                 .get("max")
                 .and_then(|v| format::parse_iso_ms(v)),
+            // Spark (and weir) report 1970-01-01T00:00:00Z until a watermark is set: that
+            // is no watermark, not a delay of 56 years.
             watermark_ms: p
                 .event_time
                 .get("watermark")
-                .and_then(|v| format::parse_iso_ms(v)),
+                .and_then(|v| format::parse_iso_ms(v))
+                .filter(|w| *w > 0),
             state_rows: state(|o| o.num_rows_total),
             state_memory: state(|o| o.memory_used_bytes),
             dropped_by_watermark: state(|o| o.num_rows_dropped_by_watermark),
@@ -719,6 +722,20 @@ mod tests {
         assert!(s.watermark_ms.is_some() && s.max_event_ms.is_some());
         assert_eq!(s.end_offset.as_deref(), Some("5"));
         assert_eq!(parse_progress_line("{\"batchId\": 1, \"timest"), None);
+    }
+
+    #[test]
+    fn the_epoch_watermark_of_a_first_batch_is_no_watermark() {
+        let mut p = record(0, "2026-01-01T00:00:00.000Z", 5, 0);
+        p.event_time
+            .insert("watermark".into(), "1970-01-01T00:00:00.000Z".into());
+        assert_eq!(Sample::from_progress(&p).unwrap().watermark_ms, None);
+        p.event_time
+            .insert("watermark".into(), "2013-01-01T10:00:00.000Z".into());
+        assert_eq!(
+            Sample::from_progress(&p).unwrap().watermark_ms,
+            Some(1_357_034_400_000)
+        );
     }
 
     #[test]

@@ -158,7 +158,12 @@ async fn the_demo_pipeline_equals_batch_computations_over_the_same_input() {
             v.sort();
             v
         };
-        assert_eq!(sorted(of_plan.reads), sorted(of_spec.reads), "{}", spec.name);
+        assert_eq!(
+            sorted(of_plan.reads),
+            sorted(of_spec.reads),
+            "{}",
+            spec.name
+        );
         assert_eq!(of_plan.sink, of_spec.sink, "{}", spec.name);
         assert_eq!(of_plan.late_rows, of_spec.late_rows, "{}", spec.name);
     }
