@@ -596,7 +596,7 @@ mod tests {
         let lines: Vec<String> = (0..2000)
             .map(|i: i64| format!("{{\"amount\":{i}.{:0>20}e{}}}", i * 7919, i % 600 - 300))
             .collect();
-        same("amount DOUBLE", &lines.join("\n"));
+        same("amount DOUBLE", lines.join("\n"));
     }
 
     #[test]
