@@ -14,11 +14,13 @@ medians are compared):
             (PySpark 4.3, local[2], parquet sink, a fresh JVM per run: "cold").
   window    5-minute tumbling count per key over 3.4 M JSON events, 10-minute
             watermark, append: weir's window case against --case window-count.
+            (ingest and window: PySpark 4.3 from bench/spark/setup.sh.)
   pipeline  the demo pipeline (assets/pipelines/flights.toml) on flights x10, all five
             flows: weir `cargo bench --bench pipeline` (case pipeline, in one process)
             against the script `weir export pyspark` writes for the same pipeline, on
-            Spark + Delta (bench/spark/bench_export.py; same files, Delta tables, the
-            stream-stream join), one process each.
+            Spark + Delta (PySpark 4.2 + Delta 4.4 from scripts/spark-delta-setup.sh,
+            bench/spark/bench_export.py; same files, Delta tables, the stream-stream
+            join), one process each.
 
 The Spark figure is the whole process (JVM and SparkSession start included, as a user
 waits for it); the query-only time is printed beside it. Needs Java 17, the PySpark venv
@@ -91,10 +93,13 @@ def median(xs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--cases", default="ingest,window,pipeline")
-    ap.add_argument("--engines", default="weir,spark")
+    ap = argparse.ArgumentParser(description=__doc__.split("\nUsage:")[0],
+                                 epilog=__doc__.split("\nUsage:")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3, help="runs per case and engine (default 3)")
+    ap.add_argument("--cases", default="ingest,window,pipeline",
+                    help="comma-separated: ingest, window, pipeline (default all)")
+    ap.add_argument("--engines", default="weir,spark", help="weir, spark or both (default both)")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
     a = ap.parse_args()
     cases = [c for c in a.cases.split(",") if c]
