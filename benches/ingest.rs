@@ -470,6 +470,16 @@ fn bench_metrics(input: &Path, runs: usize) {
     };
     let (p, s) = (wall(&plain), wall(&scraped));
     let (pc, sc) = (cpu(&plain), cpu(&scraped));
+    // The cost of one scrape itself, without the ingest's noise: 2,000 scrapes of an
+    // endpoint serving five flows with full progress records, in this process (client and
+    // server both counted, so an upper bound of the server's share).
+    let per_scrape_us = scrape_cost_us(2000);
+    // At 10 scrapes a second, against the CPU the unscraped ingest used per second.
+    let cost_pct = per_scrape_us * 1e-6 * 10.0 / (pc / p) * 100.0;
+    println!(
+        "{{\"case\":\"metrics: one scrape (5 flows), client + server CPU\",\"scrapes\":2000,\"cpu_us_per_scrape\":{per_scrape_us:.1},\"ingest_cores_busy\":{:.2},\"cost_at_10_per_s_pct\":{cost_pct:.3}}}",
+        pc / p
+    );
     println!(
         "{{\"case\":\"metrics scrape every 100 ms (bronze ingest)\",\"runs\":{runs},\"median_s\":{p:.3},\"scraped_median_s\":{s:.3},\"overhead_pct\":{:.2},\"cpu_s\":{pc:.3},\"scraped_cpu_s\":{sc:.3},\"cpu_overhead_pct\":{:.2},\"wall_s\":[{}],\"scraped_wall_s\":[{}],\"cpu_list_s\":[{}],\"scraped_cpu_list_s\":[{}],\"scrapes_answered\":{answered}}}",
         (s / p - 1.0) * 100.0,
@@ -571,6 +581,48 @@ fn bench_sql(input: &Path, runs: usize) {
             median(&secs)
         );
     }
+}
+
+/// CPU microseconds (user + system of this process) per `GET /metrics` of a real
+/// endpoint (`weir::metrics::server`) over five flows with full progress records.
+fn scrape_cost_us(scrapes: u32) -> f64 {
+    let board = Arc::new(weir::engine::board::Board::default());
+    let record: weir::records::StreamingQueryProgress = serde_json::from_str(include_str!(
+        "../tests/fixtures/spark/progress-example.json"
+    ))
+    .expect("progress record");
+    for i in 0..5 {
+        let mut f = weir::engine::board::FlowSnapshot::new(&format!("flow_{i}"));
+        f.observe_record(&record, 0);
+        board.put(f);
+    }
+    let server =
+        weir::metrics::server::MetricsServer::start("127.0.0.1:0", board).expect("metrics");
+    let addr = server.addr();
+    let cpu = || {
+        let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+            .expect("rusage");
+        let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        s(u.user_time()) + s(u.system_time())
+    };
+    let scrape = || {
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+        write!(
+            conn,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request");
+        let mut body = String::new();
+        conn.read_to_string(&mut body).expect("answer");
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        assert!(body.contains("weir_flow_batches"), "{body}");
+    };
+    scrape();
+    let start = cpu();
+    for _ in 0..scrapes {
+        scrape();
+    }
+    (cpu() - start) / f64::from(scrapes) * 1e6
 }
 
 /// [`run_weir_with`] with extra `weir run` arguments.
