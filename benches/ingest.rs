@@ -587,10 +587,11 @@ fn bench_sql(input: &Path, runs: usize) {
 /// endpoint (`weir::metrics::server`) over five flows with full progress records.
 fn scrape_cost_us(scrapes: u32) -> f64 {
     let board = Arc::new(weir::engine::board::Board::default());
-    let record: weir::records::StreamingQueryProgress = serde_json::from_str(include_str!(
-        "../tests/fixtures/spark/progress-example.json"
-    ))
-    .expect("progress record");
+    let text: serde_json::Value =
+        serde_json::from_str(include_str!("../tests/fixtures/spark/progress-example.json"))
+            .expect("progress record");
+    let record = weir::console::model::parse_progress_line(&text.to_string())
+        .expect("a Spark progress record");
     for i in 0..5 {
         let mut f = weir::engine::board::FlowSnapshot::new(&format!("flow_{i}"));
         f.observe_record(&record, 0);
