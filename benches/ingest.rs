@@ -499,15 +499,7 @@ fn bench_sql(input: &Path, runs: usize) {
     let rows = count_rows(&files);
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
-    let toml = bronze_flow()
-        .replace(
-            "path = \"landing/flights\"",
-            &format!("path = {:?}", input.display().to_string()),
-        )
-        .replace(
-            "max_files_per_trigger = 100",
-            "max_files_per_trigger = 1000",
-        );
+    let toml = bronze_toml(input);
     std::fs::write(&pipeline, toml).expect("pipeline");
     let ingest = std::process::Command::new(weir_bin())
         .args(["run", "--headless", "--trigger", "available-now"])
@@ -587,9 +579,10 @@ fn bench_sql(input: &Path, runs: usize) {
 /// endpoint (`weir::metrics::server`) over five flows with full progress records.
 fn scrape_cost_us(scrapes: u32) -> f64 {
     let board = Arc::new(weir::engine::board::Board::default());
-    let text: serde_json::Value =
-        serde_json::from_str(include_str!("../tests/fixtures/spark/progress-example.json"))
-            .expect("progress record");
+    let text: serde_json::Value = serde_json::from_str(include_str!(
+        "../tests/fixtures/spark/progress-example.json"
+    ))
+    .expect("progress record");
     let record = weir::console::model::parse_progress_line(&text.to_string())
         .expect("a Spark progress record");
     for i in 0..5 {
@@ -626,6 +619,19 @@ fn scrape_cost_us(scrapes: u32) -> f64 {
     (cpu() - start) / f64::from(scrapes) * 1e6
 }
 
+/// The bronze flow reading `input`, all its files in one trigger's reach.
+fn bronze_toml(input: &Path) -> String {
+    bronze_flow()
+        .replace(
+            "path = \"landing/flights\"",
+            &format!("path = {:?}", input.display().to_string()),
+        )
+        .replace(
+            "max_files_per_trigger = 100",
+            "max_files_per_trigger = 1000",
+        )
+}
+
 /// [`run_weir_with`] with extra `weir run` arguments.
 fn run_weir_args(input: &Path, edit: impl Fn(String) -> String, extra: &[&str]) -> (f64, u64) {
     let m = run_weir_measured(input, edit, extra);
@@ -636,15 +642,7 @@ fn run_weir_args(input: &Path, edit: impl Fn(String) -> String, extra: &[&str]) 
 fn run_weir_measured(input: &Path, edit: impl Fn(String) -> String, extra: &[&str]) -> Measured {
     let dir = tempfile::tempdir().expect("tmp");
     let pipeline = dir.path().join("pipeline.toml");
-    let toml = bronze_flow()
-        .replace(
-            "path = \"landing/flights\"",
-            &format!("path = {:?}", input.display().to_string()),
-        )
-        .replace(
-            "max_files_per_trigger = 100",
-            "max_files_per_trigger = 1000",
-        );
+    let toml = bronze_toml(input);
     std::fs::write(&pipeline, edit(toml)).expect("pipeline");
     measured_cpu(
         std::process::Command::new(weir_bin())

@@ -104,22 +104,10 @@ impl Kind {
     fn new(data_type: &DataType) -> Option<Self> {
         Some(match data_type {
             DataType::Utf8 => Kind::Utf8,
-            DataType::Int8 => Kind::Int {
-                min: i8::MIN.into(),
-                max: i8::MAX.into(),
-            },
-            DataType::Int16 => Kind::Int {
-                min: i16::MIN.into(),
-                max: i16::MAX.into(),
-            },
-            DataType::Int32 => Kind::Int {
-                min: i32::MIN.into(),
-                max: i32::MAX.into(),
-            },
-            DataType::Int64 => Kind::Int {
-                min: i64::MIN,
-                max: i64::MAX,
-            },
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                let (min, max) = super::json_lines::int_bounds(data_type)?;
+                Kind::Int { min, max }
+            }
             DataType::Boolean => Kind::Bool,
             DataType::Timestamp(..) => Kind::Timestamp,
             DataType::List(item) => Kind::List(Box::new(Kind::new(item.data_type())?)),

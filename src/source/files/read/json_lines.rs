@@ -857,27 +857,27 @@ impl StructShape {
     }
 }
 
+/// The range of a signed integer column (`None` for other types): what both decoders
+/// accept in it before a value is rescued.
+pub(super) fn int_bounds(data_type: &DataType) -> Option<(i64, i64)> {
+    Some(match data_type {
+        DataType::Int8 => (i8::MIN.into(), i8::MAX.into()),
+        DataType::Int16 => (i16::MIN.into(), i16::MAX.into()),
+        DataType::Int32 => (i32::MIN.into(), i32::MAX.into()),
+        DataType::Int64 => (i64::MIN, i64::MAX),
+        _ => return None,
+    })
+}
+
 impl Shape {
     /// `Err` carries the unsupported type's name.
     fn new(data_type: &DataType, options: &ShapeOptions) -> Result<Self, String> {
         Ok(match data_type {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Shape::Utf8,
-            DataType::Int8 => Shape::Int {
-                min: i8::MIN.into(),
-                max: i8::MAX.into(),
-            },
-            DataType::Int16 => Shape::Int {
-                min: i16::MIN.into(),
-                max: i16::MAX.into(),
-            },
-            DataType::Int32 => Shape::Int {
-                min: i32::MIN.into(),
-                max: i32::MAX.into(),
-            },
-            DataType::Int64 => Shape::Int {
-                min: i64::MIN,
-                max: i64::MAX,
-            },
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                let (min, max) = int_bounds(data_type).unwrap_or((i64::MIN, i64::MAX));
+                Shape::Int { min, max }
+            }
             DataType::Float32 => Shape::Float32 {
                 non_numeric: options.non_numeric,
             },
