@@ -15,10 +15,13 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
+use deltalake::table::config::TablePropertiesExt as _;
 use deltalake::kernel::Transaction;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::operations::write::SchemaMode;
-use deltalake::protocol::SaveMode;
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TableReference};
+use deltalake::operations::write::writer::{DeltaWriter, WriterConfig};
+use deltalake::operations::write::{SchemaMode, WriterStatsConfig};
+use deltalake::protocol::{DeltaOperation, SaveMode};
 
 use super::SinkCommit;
 use crate::delta::{delta_error, open_table};
@@ -330,6 +333,11 @@ impl DeltaSink {
             batches = vec![empty];
         }
         let creating = self.table.version().is_none();
+        if !overwrite
+            && let Some(config) = self.parallel_append_config(&batches, num_rows)?
+        {
+            return self.parallel_append(batch_id, batches, num_rows, config).await;
+        }
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
             && !(mapped && !creating && self.fits_table(batches.first().map(|b| b.schema()))?);
@@ -384,7 +392,189 @@ impl DeltaSink {
     }
 }
 
+/// Rows below which an append is written by one Parquet writer: a second one would
+/// only add a file.
+const PARALLEL_APPEND_MIN_ROWS: usize = 131_072;
+
+/// Writer features whose rules an append of rows that already fit the table's schema
+/// meets without a check of its own (Delta protocol, "Table Features"): the others
+/// (invariants, CHECK constraints, generated and identity columns, column mapping, row
+/// tracking, in-commit timestamps, Iceberg compatibility, ...) go through delta-rs's write
+/// operation, which checks them.
+const APPEND_SAFE_WRITER_FEATURES: &[&str] = &[
+    "appendOnly",
+    "timestampNtz",
+    "domainMetadata",
+    "deletionVectors",
+    "v2Checkpoint",
+    "vacuumProtocolCheck",
+    "changeDataFeed",
+];
+
 impl DeltaSink {
+    /// The writer configuration for [`DeltaSink::parallel_append`] when this append can
+    /// take it: an existing, unpartitioned, not column-mapped table with no constraint,
+    /// invariant, generated or identity column, whose columns the batch has exactly (names
+    /// and types, in order; no null in a NOT NULL column), and enough rows to split.
+    /// `None` otherwise: the append goes through delta-rs's write operation.
+    fn parallel_append_config(
+        &self,
+        batches: &[RecordBatch],
+        num_rows: usize,
+    ) -> Result<Option<WriterConfig>> {
+        let writers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if writers < 2
+            || batches.len() < 2
+            || num_rows < PARALLEL_APPEND_MIN_ROWS
+            || !self.partition_by.is_empty()
+            || self.table.version().is_none()
+        {
+            return Ok(None);
+        }
+        let state = self.table.snapshot().map_err(|e| self.err(e))?;
+        let metadata = state.metadata();
+        let configuration = metadata.configuration();
+        if !metadata.partition_columns().is_empty()
+            || configuration.keys().any(|k| {
+                k.starts_with("delta.constraints.")
+                    || k == "delta.enableRowTracking"
+                    || k == "delta.enableInCommitTimestamps"
+                    || k.starts_with("delta.enableIcebergCompat")
+            })
+            || configuration
+                .get("delta.columnMapping.mode")
+                .is_some_and(|m| m != "none")
+        {
+            return Ok(None);
+        }
+        let protocol = serde_json::to_value(state.protocol()).unwrap_or_default();
+        let writer_version = protocol["minWriterVersion"].as_i64().unwrap_or(i64::MAX);
+        let features_safe = match protocol["writerFeatures"].as_array() {
+            Some(features) => features.iter().all(|f| {
+                f.as_str()
+                    .is_some_and(|f| APPEND_SAFE_WRITER_FEATURES.contains(&f))
+            }),
+            None => writer_version <= 2,
+        };
+        if !features_safe {
+            return Ok(None);
+        }
+        let table_schema = state.snapshot().arrow_schema();
+        let Some(first) = batches.first() else {
+            return Ok(None);
+        };
+        let batch_schema = first.schema();
+        let fits = table_schema.fields().len() == batch_schema.fields().len()
+            && table_schema
+                .fields()
+                .iter()
+                .zip(batch_schema.fields())
+                .all(|(t, b)| {
+                    t.name() == b.name()
+                        && t.data_type() == b.data_type()
+                        && !t.metadata().keys().any(|k| {
+                            k.starts_with("delta.invariants")
+                                || k.starts_with("delta.generationExpression")
+                                || k.starts_with("delta.identity")
+                        })
+                });
+        if !fits || batches.iter().any(|b| b.schema() != batch_schema) {
+            return Ok(None);
+        }
+        // A NOT NULL column (at any depth) is checked by delta-rs's write.
+        if !table_schema.fields().iter().all(|f| nullable_deep(f)) {
+            return Ok(None);
+        }
+        let stats = WriterStatsConfig::from_config(state.snapshot().table_configuration());
+        Ok(Some(WriterConfig::new(
+            table_schema,
+            Vec::new(),
+            None,
+            Some(state.snapshot().table_properties().target_file_size()),
+            None,
+            stats.num_indexed_cols,
+            stats.stats_columns,
+        )))
+    }
+
+    /// Appends the batch with one Parquet writer per core, each writing a contiguous
+    /// part of the rows to files of its own (delta-rs's `DeltaWriter`), then commits every
+    /// file in one Delta commit with the batch's txn (delta-rs's `CommitBuilder`), as
+    /// delta-rs's write operation does with one writer. The files' order in the commit is
+    /// the rows' order, so a reader sees the rows as one writer would have written them.
+    async fn parallel_append(
+        &mut self,
+        batch_id: u64,
+        batches: Vec<RecordBatch>,
+        num_rows: usize,
+        config: WriterConfig,
+    ) -> Result<SinkCommit> {
+        let start = std::time::Instant::now();
+        let writers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let store = self.table.log_store().object_store(None);
+        let mut handles = Vec::new();
+        for part in split_rows(batches, num_rows, writers) {
+            let (store, config) = (store.clone(), config.clone());
+            handles.push(tokio::spawn(async move {
+                let mut writer = DeltaWriter::new(store, config);
+                for batch in &part {
+                    writer.write(batch).await?;
+                }
+                writer.close().await
+            }));
+        }
+        let mut actions = Vec::new();
+        let mut failure = None;
+        for handle in handles {
+            match handle.await {
+                Ok(Ok(adds)) => actions.extend(adds.into_iter().map(Action::Add)),
+                Ok(Err(e)) => failure = failure.or(Some(self.err(e))),
+                Err(e) => {
+                    failure = failure.or(Some(self.err(deltalake::DeltaTableError::Generic(
+                        format!("a Parquet writer task failed: {e}"),
+                    ))))
+                }
+            }
+        }
+        // Files written by the other writers are in no commit: readers never see them.
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let num_files = actions.len();
+        // The commit info's `operationMetrics` as delta-rs's write operation records them.
+        let metrics = serde_json::json!({
+            "num_added_files": num_files,
+            "num_removed_files": 0,
+            "num_partitions": 0,
+            "num_added_rows": num_rows,
+            "execution_time_ms": start.elapsed().as_millis() as u64,
+        });
+        let commit = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64))
+            .with_metadata([("operationMetrics".to_owned(), metrics)]);
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let state = self.table.snapshot().map_err(|e| self.err(e))?;
+        let finalized = CommitBuilder::from(commit)
+            .with_actions(actions)
+            .build(
+                Some(state as &dyn TableReference),
+                self.table.log_store(),
+                operation,
+            )
+            .await
+            .map_err(|e| self.err(e))?;
+        self.table.state = Some(finalized.snapshot);
+        Ok(SinkCommit {
+            num_output_rows: num_rows as u64,
+            delta_version: self.version(),
+            skipped: false,
+        })
+    }
+
     /// Column-mapped table (delta-rs cannot evolve one yet): `true` when the batch's
     /// columns are all in the table (the append needs no schema change); an error
     /// naming the new columns otherwise.
@@ -456,6 +646,41 @@ pub(crate) fn check_column_names(path: &Path, schema: &Schema) -> Result<()> {
 }
 
 /// Maps a type to the one Delta stores for it.
+/// Whether a field and every field inside it may hold nulls.
+fn nullable_deep(field: &Field) -> bool {
+    field.is_nullable()
+        && match field.data_type() {
+            DataType::Struct(fields) => fields.iter().all(|f| nullable_deep(f)),
+            DataType::List(item) | DataType::LargeList(item) => nullable_deep(item),
+            DataType::Map(entries, _) => match entries.data_type() {
+                // A map's key is never null (Delta and Arrow); its value may be.
+                DataType::Struct(kv) => kv.iter().skip(1).all(|f| nullable_deep(f)),
+                _ => false,
+            },
+            _ => true,
+        }
+}
+
+/// Splits batches into `parts` contiguous runs of about equal rows (batch boundaries
+/// kept; a part may be empty when there are fewer batches than parts, and is dropped).
+fn split_rows(batches: Vec<RecordBatch>, num_rows: usize, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let per_part = num_rows.div_ceil(parts.max(1)).max(1);
+    let mut out: Vec<Vec<RecordBatch>> = vec![Vec::new()];
+    let mut rows_in_part = 0;
+    for batch in batches {
+        if rows_in_part >= per_part && out.len() < parts {
+            out.push(Vec::new());
+            rows_in_part = 0;
+        }
+        rows_in_part += batch.num_rows();
+        if let Some(part) = out.last_mut() {
+            part.push(batch);
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
 pub fn delta_type(dt: &DataType) -> DataType {
     match dt {
         DataType::Timestamp(_, Some(_)) => {
@@ -513,4 +738,144 @@ pub fn normalize_batch(batch: &RecordBatch) -> Result<RecordBatch> {
         context: "normalising a batch for Delta".into(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+
+    fn batch(from: i64, rows: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let ids: Vec<i64> = (from..from + rows).collect();
+        let names: Vec<String> = ids.iter().map(|i| format!("row-{i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(StringArray::from(names)),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// The data files of commit `version`, in the order the commit lists them.
+    fn commit_files(table: &Path, version: u64) -> Vec<PathBuf> {
+        let log = table.join(format!("_delta_log/{version:020}.json"));
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|a| a["add"]["path"].as_str().map(|p| table.join(p)))
+            .collect()
+    }
+
+    fn ids_of(files: &[PathBuf]) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for file in files {
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
+                std::fs::File::open(file).unwrap(),
+                8192,
+            )
+            .unwrap();
+            for b in reader {
+                let b = b.unwrap();
+                let col = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                ids.extend(col.values().iter().copied());
+            }
+        }
+        ids
+    }
+
+    #[test]
+    fn split_rows_keeps_order_and_balances() {
+        let batches: Vec<RecordBatch> = (0..5).map(|i| batch(i * 10, 10)).collect();
+        let parts = split_rows(batches, 50, 2);
+        assert_eq!(parts.len(), 2);
+        let rows: Vec<usize> = parts
+            .iter()
+            .map(|p| p.iter().map(RecordBatch::num_rows).sum())
+            .collect();
+        assert_eq!(rows, vec![30, 20]);
+        let firsts: Vec<i64> = parts
+            .iter()
+            .flatten()
+            .map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0))
+            .collect();
+        assert_eq!(firsts, vec![0, 10, 20, 30, 40]);
+        // Fewer batches than parts: no empty part.
+        assert_eq!(split_rows(vec![batch(0, 3)], 3, 4).len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_append_is_written_by_parallel_writers_in_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut sink = DeltaSink::open(&path, Vec::new(), true, "q").await.unwrap();
+        // Batch 0 creates the table through delta-rs's write operation.
+        sink.add_batch(0, vec![batch(-10, 10)], false, None).await.unwrap();
+        let batches: Vec<RecordBatch> = (0..8).map(|i| batch(i * 40_000, 40_000)).collect();
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        assert_eq!(
+            sink.parallel_append_config(&batches, 320_000).unwrap().is_some(),
+            parallel
+        );
+        let commit = sink.add_batch(1, batches.clone(), false, None).await.unwrap();
+        assert_eq!(commit.num_output_rows, 320_000);
+        assert_eq!(commit.delta_version, Some(1));
+        let files = commit_files(&path, 1);
+        if parallel {
+            assert!(files.len() >= 2, "{files:?}");
+        }
+        // Every row once, in the batch's order when the files are read in commit order.
+        assert_eq!(ids_of(&files), (0..320_000).collect::<Vec<i64>>());
+        // The commit records the batch's txn: a replay writes nothing.
+        assert_eq!(
+            crate::delta::txn_version(&path, "q").await.unwrap(),
+            Some(1)
+        );
+        let replay = sink.add_batch(1, batches, false, None).await.unwrap();
+        assert!(replay.skipped);
+        let reopened = open_table(&path).await.unwrap();
+        assert_eq!(reopened.version(), Some(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_the_parallel_writers_cannot_check_go_through_the_write_operation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut sink = DeltaSink::open(&path, Vec::new(), true, "q").await.unwrap();
+        sink.add_batch(0, vec![batch(0, 10)], false, None).await.unwrap();
+        let big: Vec<RecordBatch> = (0..4).map(|i| batch(i * 50_000, 50_000)).collect();
+        // A batch whose columns differ from the table's (a new column to merge).
+        let wider: Vec<RecordBatch> = big
+            .iter()
+            .map(|b| {
+                let mut fields = b.schema().fields().to_vec();
+                fields.push(Arc::new(Field::new("extra", DataType::Int64, true)));
+                let mut cols = b.columns().to_vec();
+                cols.push(b.column(0).clone());
+                RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+            })
+            .collect();
+        assert!(sink.parallel_append_config(&wider, 200_000).unwrap().is_none());
+        // Too few rows to split.
+        assert!(
+            sink.parallel_append_config(&[batch(0, 10), batch(10, 10)], 20)
+                .unwrap()
+                .is_none()
+        );
+        // A partitioned sink.
+        let mut partitioned = DeltaSink::open(&dir.path().join("p"), vec!["name".into()], false, "q")
+            .await
+            .unwrap();
+        partitioned.add_batch(0, vec![batch(0, 10)], false, None).await.unwrap();
+        assert!(partitioned.parallel_append_config(&big, 200_000).unwrap().is_none());
+        // The wider append still works, through delta-rs's write (merge_schema).
+        let commit = sink.add_batch(1, wider, false, None).await.unwrap();
+        assert_eq!(commit.num_output_rows, 200_000);
+    }
 }

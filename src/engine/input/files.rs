@@ -7,8 +7,8 @@ use super::{Backlog, BatchFiles, Evolution, Planned, source_dir};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::schema::evolve::{evolve, strings_only};
-use crate::source::files::ledger::{FileOutcome, Ledger};
-use crate::source::files::{BatchRead, FileSource, schema_store, select};
+use crate::source::files::ledger::{FileOutcome, Ledger, ListedFile};
+use crate::source::files::{BatchRead, BatchReader, FileSource, schema_store, select};
 use crate::spec::EvolutionMode;
 use crate::spec::{FilesSource, Trigger};
 
@@ -17,6 +17,16 @@ pub struct FilesInput {
     pub source: FileSource,
     /// Where the source's schema history lives (inferred schemas, widenings).
     pub schema_location: PathBuf,
+    /// `available_now`: the next batch's files, being decoded while this batch is
+    /// transformed and written ([`FilesInput::read`]).
+    read_ahead: Option<ReadAhead>,
+}
+
+/// A decode started before its batch was planned.
+struct ReadAhead {
+    files: Vec<ListedFile>,
+    reader: BatchReader,
+    task: tokio::task::JoinHandle<Result<BatchRead>>,
 }
 
 /// The file source's offset for batch N (Spark's `FileStreamSource`: the batch's
@@ -49,6 +59,45 @@ fn open_ledger(checkpoint: &Checkpoint, index: usize) -> Result<Ledger> {
 }
 
 impl FilesInput {
+    /// Decodes a batch's files. With `available_now` it then starts decoding the files
+    /// the next batch will take from the trigger's snapshot (a read-ahead: the snapshot
+    /// fixes them, as Spark's `AvailableNow` fixes its end offset at the start), so that
+    /// decode overlaps this batch's transform and Delta write. The read-ahead has no side
+    /// effect: the next batch is planned (`offsets/N+1`, the ledger) as always, and uses
+    /// the decoded files only when it planned exactly those files with the same read
+    /// spec; otherwise they are decoded again. At most one batch is read ahead, so a
+    /// flow holds at most two batches' rows (each bounded by `max_files_per_trigger` and
+    /// `max_bytes_per_trigger`).
+    pub async fn read(&mut self, files: &[ListedFile]) -> Result<BatchRead> {
+        let reader = self.source.reader();
+        let read = match self.read_ahead.take() {
+            Some(ahead) if ahead.files == files && ahead.reader.same_spec(&reader) => {
+                ahead.task.await.map_err(|e| Error::Source {
+                    path: self.source.options.path.clone(),
+                    message: format!("a reader task failed: {e}"),
+                })??
+            }
+            Some(ahead) => {
+                ahead.task.abort();
+                reader.read(files).await?
+            }
+            None => reader.read(files).await?,
+        };
+        if self.source.has_snapshot() {
+            let next = self.source.peek_snapshot();
+            if !next.is_empty() {
+                let reader = self.source.reader();
+                let task = tokio::spawn(self.source.reader().read_owned(next.clone()));
+                self.read_ahead = Some(ReadAhead {
+                    files: next,
+                    reader,
+                    task,
+                });
+            }
+        }
+        Ok(read)
+    }
+
     /// `None` until the schema is known: given, recorded, or inferred from the files
     /// present (an inferred schema is recorded as version 0 of the history).
     pub fn open(
@@ -74,6 +123,7 @@ impl FilesInput {
         Ok(Some(FilesInput {
             source: FileSource::new(options.clone(), ledger, schema),
             schema_location: location,
+            read_ahead: None,
         }))
     }
 

@@ -253,7 +253,7 @@ impl Input {
     /// Reads a batch's files.
     pub async fn read(&mut self, files: &BatchFiles) -> Result<BatchRead> {
         match (self, files) {
-            (Input::Files(src), BatchFiles::Files(f)) => src.source.reader().read(f).await,
+            (Input::Files(src), BatchFiles::Files(f)) => src.read(f).await,
             (Input::Delta(d), BatchFiles::Delta(f)) => d.read(f).await,
             (Input::Kafka(k), BatchFiles::Kafka(b)) => k.read(b.as_ref()).await,
             _ => Ok(BatchRead::default()),

@@ -226,12 +226,20 @@ impl FileSource {
         let Some(queue) = self.snapshot.as_mut() else {
             return Selection::default();
         };
-        let all: Vec<ListedFile> = queue.iter().cloned().collect();
-        let selection = select(&all, &self.options, bounded);
+        let selection = select(queue.make_contiguous(), &self.options, bounded);
         for _ in 0..selection.files.len() {
             queue.pop_front();
         }
         selection
+    }
+
+    /// The files the next [`FileSource::next_from_snapshot`] call would select, without
+    /// taking them (the read-ahead of `available_now`).
+    pub fn peek_snapshot(&mut self) -> Vec<ListedFile> {
+        match self.snapshot.as_mut() {
+            Some(queue) => select(queue.make_contiguous(), &self.options, true).files,
+            None => Vec::new(),
+        }
     }
 
     /// A reader for this source's files that owns what it needs (sendable across tasks).
@@ -252,6 +260,16 @@ pub struct BatchReader {
 }
 
 impl BatchReader {
+    /// [`BatchReader::read`] of files it owns (a task of its own: the read-ahead).
+    pub async fn read_owned(self, files: Vec<ListedFile>) -> Result<BatchRead> {
+        self.read(&files).await
+    }
+
+    /// Whether this reader decodes as `other` does (same spec and batch schema).
+    pub fn same_spec(&self, other: &BatchReader) -> bool {
+        Arc::ptr_eq(&self.spec, &other.spec) && self.batch_schema == other.batch_schema
+    }
+
     /// Reads the files of a batch in parallel (one task per core), in planning order.
     pub async fn read(self, files: &[ListedFile]) -> Result<BatchRead> {
         let parallelism = std::thread::available_parallelism()
