@@ -1321,12 +1321,8 @@ mod tests {
         for (only, expected) in [(vec!["id"], vec!["id"]), (vec!["p", "nope"], vec!["p"])] {
             src.read_only(Some(only.iter().map(|c| c.to_string()).collect()));
             let narrow = src.read(&files).await.unwrap();
-            let names: Vec<&str> = narrow[0]
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().as_str())
-                .collect();
+            let schema = narrow[0].schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             assert_eq!(names, expected);
             assert_eq!(
                 narrow[0].column(0).as_ref(),
