@@ -5,8 +5,8 @@
 //! freed by another, and memory freed in an arena is kept by that arena: after a
 //! batch of a few hundred MB the process holds several arenas' worth of free memory
 //! that the next flow cannot reuse. On flights x10 the demo pipeline peaked at
-//! 3,198 MiB with the default arenas and at 1,324-1,439 MiB per flow with one arena,
-//! no slower (BENCHMARKS.md, "Demo pipeline memory").
+//! 3,130 MiB with glibc's defaults and at 1,416 MiB with the settings below (medians
+//! of 3; BENCHMARKS.md, "Demo pipeline memory").
 //!
 //! Likewise glibc serves an allocation of 128 KiB or more with its own `mmap` (given
 //! back to the system when freed) only until the first such block is freed: it then
