@@ -51,6 +51,8 @@ fn now_ms() -> i64 {
 const LATENCY_PIPELINE: &str = include_str!("../bench/spark/latency.toml");
 
 fn main() {
+    // As the `weir` binary does: one glibc malloc arena (src/malloc.rs).
+    weir::malloc::use_one_arena();
     let cases = std::env::var("WEIR_BENCH_CASES").unwrap_or_else(|_| "latency,pipeline".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -90,6 +90,7 @@ pub mod fuzz;
 pub mod generate;
 pub mod health;
 pub mod maintenance;
+pub mod malloc;
 pub mod metrics;
 pub mod ops;
 pub mod pipeline;

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // One malloc arena: what a batch frees is reused by the next (src/malloc.rs).
+    weir::malloc::use_one_arena();
     if let Err(e) = color_eyre::install() {
         eprintln!("warning: could not install the error reporter: {e}");
     }

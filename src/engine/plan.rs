@@ -83,6 +83,10 @@ impl FlowPlan {
             .map(Input::batch_schema)
             .collect::<Result<Vec<_>>>()?;
         let (projection, operator, output_schema) = plan_operator(spec, &schemas, state).await?;
+        let mut inputs = inputs;
+        for (input, columns) in inputs.iter_mut().zip(read_columns(spec, &operator)) {
+            input.read_only(columns);
+        }
         let union_schema = if spec.is_union() {
             Some(stream_schema(spec, &schemas)?)
         } else {
@@ -95,6 +99,23 @@ impl FlowPlan {
             output_schema,
             union_schema,
         })
+    }
+}
+
+/// Projection pushdown: per input, the only columns the flow reads from it (`None`:
+/// all). A stream-stream join without stream-static joins, union or `late_rows` reads
+/// from each side only the columns its state keeps (what its `on`, time range, `where`
+/// and `select` use, and the side's event time), so the sources need not decode the
+/// others (Spark's optimizer prunes the columns below the join the same way).
+fn read_columns(spec: &FlowSpec, operator: &Operator) -> Vec<Option<Vec<String>>> {
+    match operator {
+        Operator::StreamJoin(join)
+            if spec.joins.is_empty() && !spec.is_union() && spec.late_rows.is_none() =>
+        {
+            let (left, right) = join.input_columns();
+            vec![Some(left), Some(right)]
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -936,6 +936,13 @@ impl StreamJoinOperator {
         Ok(output)
     }
 
+    /// The columns the join reads from its left and right inputs (what its state keeps,
+    /// the event time included): nothing else of either input is ever used.
+    pub fn input_columns(&self) -> (Vec<String>, Vec<String>) {
+        let names = |s: &SchemaRef| s.fields().iter().map(|f| f.name().clone()).collect();
+        (names(&self.left_schema), names(&self.right_schema))
+    }
+
     /// Joins `left` with `right` (state rows) within the time range: the output rows (after
     /// `where`/`select`) go to `output`, the `(batch, row)` keys of the left rows that matched
     /// (left outer joins only) to `matched`.

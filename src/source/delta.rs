@@ -45,6 +45,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use deltalake::DeltaTable;
 use deltalake::kernel::{Action, StructType};
 use futures::StreamExt;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
@@ -239,6 +240,8 @@ pub struct DeltaSource {
     saw_missing_table: bool,
     snapshot: Option<(u64, Arc<UnitContent>)>,
     commits: BTreeMap<u64, Arc<UnitContent>>,
+    /// The only columns the flow reads (projection pushdown); `None`: every column.
+    read_columns: Option<Arc<Vec<String>>>,
 }
 
 impl DeltaSource {
@@ -254,6 +257,7 @@ impl DeltaSource {
             saw_missing_table: false,
             snapshot: None,
             commits: BTreeMap::new(),
+            read_columns: None,
         }
     }
 
@@ -565,13 +569,32 @@ impl DeltaSource {
         Ok(files)
     }
 
-    /// A reader for the table's files with the read schema ([`DeltaSource::schema`]); sendable across tasks.
+    /// Reads only `columns` of the table from now on (projection pushdown: the flow
+    /// reads nothing else); `None` reads every column. Planning, offsets and the
+    /// schema ([`DeltaSource::schema`]) are unchanged: only the batches read are narrower.
+    pub fn read_only(&mut self, columns: Option<Vec<String>>) {
+        self.read_columns = columns.map(Arc::new);
+    }
+
+    /// A reader for the table's files with the read schema ([`DeltaSource::schema`]),
+    /// narrowed to the columns of [`DeltaSource::read_only`]; sendable across tasks.
     pub fn reader(&self) -> Result<DeltaBatchReader> {
         let info = self.info()?;
+        let schema = match &self.read_columns {
+            None => info.schema.clone(),
+            Some(columns) => Arc::new(Schema::new(
+                info.schema
+                    .fields()
+                    .iter()
+                    .filter(|f| columns.contains(f.name()))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )),
+        };
         Ok(DeltaBatchReader {
             table: self.options.path.clone(),
             root: self.root.clone(),
-            schema: info.schema.clone(),
+            schema,
             partition_columns: info.partition_columns.clone(),
         })
     }
@@ -1026,8 +1049,20 @@ impl DeltaBatchReader {
             path: path.clone(),
             message: format!("cannot read Parquet: {e}"),
         };
-        let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
-            .map_err(parquet_error)?
+        let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(parquet_error)?;
+        // Only the file's columns the read schema has are decoded (the others would be
+        // dropped by `conform`): the read schema is narrower with projection pushdown.
+        let wanted: Vec<usize> = builder
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| self.schema.field_with_name(f.name()).is_ok())
+            .map(|(i, _)| i)
+            .collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+        let reader = builder
+            .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS)
             .build()
             .map_err(parquet_error)?;
@@ -1271,6 +1306,58 @@ mod tests {
         assert_eq!(last.end.index, BASE_INDEX);
         assert_eq!(last.backlog, Backlog::default());
         assert!(src.plan(Some(&last.end)).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn read_only_decodes_just_the_columns_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        // Unpartitioned and partitioned files: `p` is a data column in the first, from
+        // the add action's partition values in the others.
+        append(&path, &[(1, "x"), (2, "y")], false).await;
+        let mut src = source(&path, |_| {});
+        let files = all_files(&drain(&mut src, None).await);
+        let full = src.read(&files).await.unwrap();
+        for (only, expected) in [(vec!["id"], vec!["id"]), (vec!["p", "nope"], vec!["p"])] {
+            src.read_only(Some(only.iter().map(|c| c.to_string()).collect()));
+            let narrow = src.read(&files).await.unwrap();
+            let schema = narrow[0].schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            assert_eq!(names, expected);
+            assert_eq!(
+                narrow[0].column(0).as_ref(),
+                full[0].column_by_name(expected[0]).unwrap().as_ref(),
+                "the same values as the full read"
+            );
+        }
+        // The schema the flow is planned with stays the table's.
+        assert_eq!(src.schema().unwrap().fields().len(), 2);
+        src.read_only(None);
+        assert_eq!(src.read(&files).await.unwrap(), full);
+
+        let parted = dir.path().join("parted");
+        append(&parted, &[(1, "x"), (2, "y")], true).await;
+        let mut src = source(&parted, |_| {});
+        let files = all_files(&drain(&mut src, None).await);
+        src.read_only(Some(vec!["p".to_string()]));
+        let mut values: Vec<String> = src
+            .read(&files)
+            .await
+            .unwrap()
+            .iter()
+            .flat_map(|b| {
+                assert_eq!(b.num_columns(), 1);
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        values.sort();
+        assert_eq!(values, vec!["x", "y"]);
     }
 
     #[tokio::test]

@@ -194,6 +194,14 @@ impl Input {
         }
     }
 
+    /// Reads only `columns` from now on (projection pushdown; Delta tables only, other
+    /// sources read every column).
+    pub fn read_only(&mut self, columns: Option<Vec<String>>) {
+        if let Input::Delta(d) = self {
+            d.source.read_only(columns);
+        }
+    }
+
     /// Plans the next batch after `prev_end` (the previous batch's end offset).
     /// `Ok(None)`: nothing new.
     pub async fn plan(

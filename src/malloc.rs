@@ -1,0 +1,50 @@
+//! glibc malloc's arenas (issue #16, the demo pipeline's memory).
+//!
+//! glibc gives threads their own malloc arenas, up to 8 per core. A micro-batch's
+//! Arrow buffers are allocated by one thread (a reader task, a DataFusion task) and
+//! freed by another, and memory freed in an arena is kept by that arena: after a
+//! batch of a few hundred MB the process holds several arenas' worth of free memory
+//! that the next flow cannot reuse. On flights x10 the demo pipeline peaked at
+//! 3,130 MiB with glibc's defaults and at 1,416 MiB with the settings below (medians
+//! of 3; BENCHMARKS.md, "Demo pipeline memory").
+//!
+//! glibc reads its settings once, from the environment, before `main`; weir cannot set
+//! them for itself without `unsafe` code (`mallopt`). So the binary starts itself again
+//! with `MALLOC_ARENA_MAX=1` when the environment sets neither `MALLOC_ARENA_MAX` nor
+//! `MALLOC_MMAP_THRESHOLD_`: same arguments, same process id (`exec`), the rest of the
+//! environment unchanged. When the user sets either (e.g. `MALLOC_ARENA_MAX=8`), weir
+//! sets nothing. (mimalloc as the global allocator was measured too: 1,687 MiB, and
+//! slower in silver.)
+
+/// The environment variable glibc reads its arena limit from.
+pub const ARENA_MAX: &str = "MALLOC_ARENA_MAX";
+/// The environment variable glibc reads its mmap threshold from (a user's own tuning).
+pub const MMAP_THRESHOLD: &str = "MALLOC_MMAP_THRESHOLD_";
+
+/// Re-executes the current program with `MALLOC_ARENA_MAX=1` unless it or
+/// `MALLOC_MMAP_THRESHOLD_` is set (call it first thing in
+/// `main`, before any thread starts). Returns only when nothing was done: not glibc,
+/// a variable is set, or the `exec` failed (the program then runs on with glibc's
+/// defaults).
+pub fn use_one_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::unix::process::CommandExt;
+        if std::env::var_os(ARENA_MAX).is_some() || std::env::var_os(MMAP_THRESHOLD).is_some() {
+            return;
+        }
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let mut args = std::env::args_os();
+        let mut command = std::process::Command::new(exe);
+        if let Some(arg0) = args.next() {
+            command.arg0(arg0);
+        }
+        // `exec` only returns on failure.
+        let error = command.args(args).env(ARENA_MAX, "1").exec();
+        eprintln!(
+            "note: could not restart with {ARENA_MAX}=1 ({error}); running with glibc's default malloc arenas"
+        );
+    }
+}
