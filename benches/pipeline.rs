@@ -276,7 +276,12 @@ async fn bench_latency() {
             "triggerExecution",
         ]
         .iter()
-        .map(|k| format!("\"{k}\":{}", median(&|h| h.durations.get(*k).copied().unwrap_or(0))))
+        .map(|k| {
+            format!(
+                "\"{k}\":{}",
+                median(&|h| h.durations.get(*k).copied().unwrap_or(0))
+            )
+        })
         .collect();
         println!(
             "{{\"case\":\"latency per hop\",\"flow\":\"{flow}\",\"batches\":{},\"rows_per_batch\":{:.2},\"median_duration_ms\":{{{}}}}}",

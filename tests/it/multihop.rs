@@ -770,9 +770,11 @@ async fn processing_time_hops(notifications: bool) {
         }
     });
     if notifications {
-        assert!(std::fs::read_to_string(dir.join("pipeline.toml"))
-            .unwrap()
-            .contains("use_notifications = true"));
+        assert!(
+            std::fs::read_to_string(dir.join("pipeline.toml"))
+                .unwrap()
+                .contains("use_notifications = true")
+        );
     }
     let mut child = weir()
         .args(["run", "--headless"])

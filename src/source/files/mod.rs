@@ -235,7 +235,8 @@ impl FileSource {
     /// watcher cannot run); otherwise a listing.
     pub fn poll(&mut self, now_ms: i64) -> Result<Listing> {
         let root = self.options.path.clone();
-        let backfill_ms = i64::try_from(self.options.backfill_interval.as_millis()).unwrap_or(i64::MAX);
+        let backfill_ms =
+            i64::try_from(self.options.backfill_interval.as_millis()).unwrap_or(i64::MAX);
         let Some(n) = self.notifications.as_mut() else {
             return self.list(now_ms);
         };
@@ -269,7 +270,11 @@ impl FileSource {
                 }
             }
         }
-        let notices = n.watcher.as_ref().map(watch::Watcher::drain).unwrap_or_default();
+        let notices = n
+            .watcher
+            .as_ref()
+            .map(watch::Watcher::drain)
+            .unwrap_or_default();
         if let Some(error) = notices.failed {
             n.watcher = None;
             fallback = Some(format!("the file watcher failed ({error})"));
@@ -587,7 +592,11 @@ struct Follow {
 /// `follow_symlinks = "inside_root"`, which follows those whose target is inside the
 /// root (each real directory and file once). The root itself may be a link. Returns the
 /// files skipped as younger than `min_file_age`.
-fn list_tree(options: &FilesSource, now_ms: i64, out: &mut Vec<ListedFile>) -> Result<Vec<PathBuf>> {
+fn list_tree(
+    options: &FilesSource,
+    now_ms: i64,
+    out: &mut Vec<ListedFile>,
+) -> Result<Vec<PathBuf>> {
     let root = options.path.as_path();
     let follow = match options.follow_symlinks {
         FollowSymlinks::Never => None,
@@ -951,11 +960,13 @@ mod tests {
         FileSource::new(options, ledger, schema)
     }
 
-    /// Lands `name` as a writer should: written under a hidden name, renamed in.
+    /// Lands `name` as a writer should: written beside the landing directory, renamed
+    /// in (one notice: the rename).
     fn land(dir: &Path, name: &str) {
-        let tmp = dir.join("landing").join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, "{\"id\":1}\n").expect("write");
-        std::fs::rename(&tmp, dir.join("landing").join(name)).expect("rename");
+        let staging = dir.join("staging");
+        std::fs::create_dir_all(&staging).expect("staging");
+        std::fs::write(staging.join(name), "{\"id\":1}\n").expect("write");
+        std::fs::rename(staging.join(name), dir.join("landing").join(name)).expect("rename");
     }
 
     fn names(listing: &Listing) -> Vec<String> {
@@ -998,8 +1009,11 @@ mod tests {
         // Within the backfill interval: no listing, the notice alone names the file.
         let listing = src.poll(T0 + 1).expect("poll");
         assert_eq!(names(&listing), vec!["a.json"]);
-        // A file written in place is taken once its writer closes it; the hidden
-        // temporary name of the rename above was never a candidate.
+        src.ledger
+            .plan_batch(0, &listing.candidates, T0 + 1)
+            .expect("plan");
+        // A file written in place is taken once its writer closes it (its creation
+        // and writes are no notice).
         let path = dir.join("landing").join("b.json");
         {
             use std::io::Write;
@@ -1009,8 +1023,24 @@ mod tests {
         }
         notified(&mut rx).await;
         let listing = src.poll(T0 + 2).expect("poll");
-        assert!(names(&listing).contains(&"b.json".to_string()), "{listing:?}");
-        assert!(!names(&listing).iter().any(|n| n.ends_with(".tmp")));
+        assert_eq!(names(&listing), vec!["b.json"]);
+        src.ledger
+            .plan_batch(1, &listing.candidates, T0 + 2)
+            .expect("plan");
+        // Written under a hidden name in the directory, then renamed: the hidden name's
+        // notice (its close) takes nothing, the rename's takes the file.
+        let tmp = dir.join("landing").join(".c.json.tmp");
+        std::fs::write(&tmp, "{\"id\":3}\n").expect("write");
+        std::fs::rename(&tmp, dir.join("landing").join("c.json")).expect("rename");
+        let mut taken = Vec::new();
+        for i in 0..10 {
+            notified(&mut rx).await;
+            taken.extend(names(&src.poll(T0 + 3 + i).expect("poll")));
+            if !taken.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(taken, vec!["c.json"]);
     }
 
     #[tokio::test]
@@ -1024,13 +1054,18 @@ mod tests {
         assert!(src.poll(T0).expect("poll").candidates.is_empty());
         // A hard link makes a complete file appear without a close or a rename: no
         // notice names it (inotify reports only its creation).
-        std::fs::hard_link(dir.join("seed.json"), dir.join("landing").join("linked.json"))
-            .expect("link");
+        std::fs::hard_link(
+            dir.join("seed.json"),
+            dir.join("landing").join("linked.json"),
+        )
+        .expect("link");
         land(dir, "a.json");
         notified(&mut rx).await;
         let first = src.poll(T0 + 1).expect("poll");
         assert_eq!(names(&first), vec!["a.json"], "only the notified file");
-        src.ledger.plan_batch(0, &first.candidates, T0 + 1).expect("plan");
+        src.ledger
+            .plan_batch(0, &first.candidates, T0 + 1)
+            .expect("plan");
         // The backfill listing, an hour on: the missed file, and not a.json again.
         let backfill = src.poll(T0 + HOUR + 1).expect("poll");
         assert_eq!(names(&backfill), vec!["linked.json"]);
@@ -1065,38 +1100,56 @@ mod tests {
     async fn without_a_watcher_or_after_an_overflow_the_source_lists() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path();
+        let landing = dir.join("landing");
         let mut src = source(dir, "");
-        // No landing directory: the watcher cannot start; the source lists (nothing).
+        // No landing directory: no watcher; the source lists (nothing).
         assert!(src.poll(T0).expect("poll").candidates.is_empty());
         assert!(!src.watching());
-        // The directory appears with a file in it: before the watcher is tried again,
-        // every trigger lists, so the file is found without any notice.
-        std::fs::create_dir_all(dir.join("landing")).expect("landing");
-        std::fs::write(dir.join("landing").join("a.json"), "{\"id\":1}\n").expect("write");
+        // The directory appears with a file already in it: the watcher starts, and that
+        // trigger lists, so the file landed before the watch is found.
+        std::fs::create_dir_all(&landing).expect("landing");
+        std::fs::write(landing.join("a.json"), "{\"id\":1}\n").expect("write");
         let listing = src.poll(T0 + 1).expect("poll");
         assert_eq!(names(&listing), vec!["a.json"]);
-        assert!(!src.watching());
+        assert!(src.watching());
         src.ledger
             .plan_batch(0, &listing.candidates, T0 + 1)
             .expect("plan");
-        // Later the watcher starts, and that trigger lists once more (nothing new).
-        let listing = src.poll(T0 + WATCHER_RESTART_MS + 1).expect("poll");
+        // The watcher fails: it is dropped and every trigger lists (files no notice
+        // names, hard links here, are found), until a new watcher starts 5 s later.
+        if let Some(n) = src.notifications.as_ref()
+            && let Some(w) = n.watcher.as_ref()
+        {
+            w.fail("inotify read error");
+        }
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost1.json")).expect("link");
+        let listing = src.poll(T0 + 2).expect("poll");
+        assert_eq!(names(&listing), vec!["lost1.json"]);
+        assert!(!src.watching());
+        src.ledger
+            .plan_batch(1, &listing.candidates, T0 + 2)
+            .expect("plan");
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost2.json")).expect("link");
+        let listing = src.poll(T0 + 3).expect("poll");
+        assert_eq!(names(&listing), vec!["lost2.json"]);
+        assert!(!src.watching());
+        src.ledger
+            .plan_batch(2, &listing.candidates, T0 + 3)
+            .expect("plan");
+        let listing = src.poll(T0 + 1 + WATCHER_RESTART_MS).expect("poll");
         assert!(listing.candidates.is_empty(), "{listing:?}");
         assert!(src.watching());
         // An overflow (the kernel dropped events): the next trigger lists, so a file
         // whose notice was lost is found.
-        std::fs::hard_link(
-            dir.join("landing").join("a.json"),
-            dir.join("landing").join("lost.json"),
-        )
-        .expect("link");
-        src.notifications
-            .as_ref()
-            .and_then(|n| n.watcher.as_ref())
-            .expect("watcher")
-            .overflowed();
-        let listing = src.poll(T0 + WATCHER_RESTART_MS + 2).expect("poll");
-        assert_eq!(names(&listing), vec!["lost.json"]);
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost3.json")).expect("link");
+        if let Some(n) = src.notifications.as_ref()
+            && let Some(w) = n.watcher.as_ref()
+        {
+            w.overflowed();
+        }
+        let listing = src.poll(T0 + 2 + WATCHER_RESTART_MS).expect("poll");
+        assert_eq!(names(&listing), vec!["lost3.json"]);
+        assert!(src.watching(), "an overflow keeps the watcher");
     }
 
     #[tokio::test]

@@ -63,8 +63,9 @@ impl Watcher {
     pub fn start(root: &Path, wake: watch::Sender<u64>) -> notify::Result<Watcher> {
         let pending: Arc<Mutex<Pending>> = Arc::default();
         let shared = pending.clone();
+        let watched = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
         let handler = move |event: notify::Result<Event>| {
-            if record(&mut lock(&shared), event) {
+            if record(&mut lock(&shared), &watched, event) {
                 wake.send_modify(|n| *n = n.wrapping_add(1));
             }
         };
@@ -86,7 +87,18 @@ impl Watcher {
     pub fn overflowed(&self) {
         record(
             &mut lock(&self.pending),
+            Path::new("/"),
             Ok(Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan)),
+        );
+    }
+
+    /// As a watcher error is reported (tests).
+    #[cfg(test)]
+    pub fn fail(&self, error: &str) {
+        record(
+            &mut lock(&self.pending),
+            Path::new("/"),
+            Err(notify::Error::generic(error)),
         );
     }
 
@@ -101,8 +113,8 @@ impl Watcher {
     }
 }
 
-/// Records one event; `true` when the flow should plan now.
-fn record(pending: &mut Pending, event: notify::Result<Event>) -> bool {
+/// Records one event on the tree watched at `root`; `true` when the flow should plan now.
+fn record(pending: &mut Pending, root: &Path, event: notify::Result<Event>) -> bool {
     let event = match event {
         Ok(e) => e,
         Err(e) => {
@@ -129,6 +141,16 @@ fn record(pending: &mut Pending, event: notify::Result<Event>) -> bool {
             pending.paths.extend(event.paths);
             true
         }
+        // The watched directory itself removed or moved away: its watch is gone, and a
+        // directory made again at the path would not be watched.
+        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
+            if event.paths.iter().any(|p| p == root) =>
+        {
+            pending.failed.get_or_insert_with(|| {
+                "the watched directory was removed or moved away".to_string()
+            });
+            true
+        }
         _ => false,
     }
 }
@@ -148,10 +170,12 @@ mod tests {
         // Created, written: still in progress.
         assert!(!record(
             &mut p,
+            Path::new("/l"),
             event(EventKind::Create(CreateKind::File), "/l/a.json")
         ));
         assert!(!record(
             &mut p,
+            Path::new("/l"),
             event(
                 EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any)),
                 "/l/a.json"
@@ -161,6 +185,7 @@ mod tests {
         // Closed after the write, or renamed in: complete.
         assert!(record(
             &mut p,
+            Path::new("/l"),
             event(
                 EventKind::Access(AccessKind::Close(AccessMode::Write)),
                 "/l/a.json"
@@ -168,6 +193,7 @@ mod tests {
         ));
         assert!(record(
             &mut p,
+            Path::new("/l"),
             event(
                 EventKind::Modify(ModifyKind::Name(RenameMode::To)),
                 "/l/b.json"
@@ -180,10 +206,35 @@ mod tests {
         // An overflow asks for a listing; an error marks the watcher failed.
         assert!(record(
             &mut p,
+            Path::new("/l"),
             Ok(Event::new(EventKind::Other).set_flag(Flag::Rescan))
         ));
-        assert!(p.rescan.as_deref().is_some_and(|r| r.contains("overflowed")));
-        assert!(record(&mut p, Err(notify::Error::generic("boom"))));
+        assert!(
+            p.rescan
+                .as_deref()
+                .is_some_and(|r| r.contains("overflowed"))
+        );
+        assert!(record(
+            &mut p,
+            Path::new("/l"),
+            Err(notify::Error::generic("boom"))
+        ));
         assert_eq!(p.failed.as_deref(), Some("boom"));
+        // The watched directory removed: the watcher is failed (a new one is started).
+        let mut p = Pending::default();
+        assert!(!record(
+            &mut p,
+            Path::new("/l"),
+            event(
+                EventKind::Remove(notify::event::RemoveKind::File),
+                "/l/a.json"
+            )
+        ));
+        assert!(record(
+            &mut p,
+            Path::new("/l"),
+            event(EventKind::Remove(notify::event::RemoveKind::Folder), "/l")
+        ));
+        assert!(p.failed.as_deref().is_some_and(|f| f.contains("removed")));
     }
 }
