@@ -7,7 +7,9 @@
 //!   watches gold's Delta log and records when each landed row becomes visible
 //!   there (the first gold version whose data files hold it). Latency = visible -
 //!   landed, per file; median, p99 and max over `WEIR_BENCH_FILES` (default 1000)
-//!   files landed at `WEIR_BENCH_RATE` files/s (default 20).
+//!   files landed at `WEIR_BENCH_RATE` files/s (default 20). Bronze uses file
+//!   notifications (`use_notifications`); `WEIR_BENCH_LISTING=1` makes it list instead.
+//!   Each hop's batches are summarised too (rows per batch, median `durationMs` steps).
 //! - `pipeline`: the demo pipeline (bronze flights and weather -> silver with
 //!   joins and dedup -> gold hourly windows, flights x weather) with
 //!   `available_now` over `$WEIR_BENCH_DIR/flights_x10` (made by the `ingest`
@@ -20,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::{Array, AsArray};
@@ -83,41 +86,90 @@ async fn bench_latency() {
     std::fs::create_dir_all(dir.join("landing")).expect("landing");
     std::fs::create_dir_all(dir.join("_staging")).expect("staging");
     let path = dir.join("pipeline.toml");
-    std::fs::write(&path, LATENCY_PIPELINE).expect("pipeline");
+    // `WEIR_BENCH_LISTING=1`: bronze lists its directory (no file notifications).
+    let text = if std::env::var("WEIR_BENCH_LISTING").is_ok_and(|v| v == "1") {
+        LATENCY_PIPELINE.replace("use_notifications = true", "")
+    } else {
+        LATENCY_PIPELINE.to_string()
+    };
+    std::fs::write(&path, text).expect("pipeline");
     let pipeline = pipeline::load(&path).expect("valid pipeline");
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Each flow's batches: their `durationMs` and rows, for the per-hop breakdown.
+    let records: Arc<Mutex<BTreeMap<String, Vec<Hop>>>> = Arc::default();
     let mut tasks = Vec::new();
     for flow in pipeline.flows.clone() {
         let stop = stop_rx.clone();
+        let records = records.clone();
         tasks.push(tokio::spawn(async move {
             run_flow(
                 &flow,
                 RunOptions {
                     stop: Some(stop),
+                    on_progress: Some(Box::new(move |p| {
+                        if let Ok(mut r) = records.lock() {
+                            r.entry(p.name.clone()).or_default().push(Hop {
+                                rows: p.num_input_rows,
+                                durations: p.duration_ms.clone(),
+                            });
+                        }
+                    })),
                     ..Default::default()
                 },
             )
             .await
         }));
     }
-    // The poller: when each id becomes visible in gold.
+    // The poller: when each id becomes visible in gold. Every 5 ms it looks for gold's
+    // next log entry (`_delta_log/<v+1>.json`, one stat) and only then loads the new
+    // version (incrementally), so the measurement costs the pipeline little CPU;
+    // `WEIR_BENCH_POLLER=open` opens the whole table every 5 ms instead (the figures
+    // recorded before 2026-12-03).
+    let open_every_poll = std::env::var("WEIR_BENCH_POLLER").is_ok_and(|p| p == "open");
     let gold = dir.join("lake/gold");
     let (seen_tx, seen_rx) = watch::channel(0usize);
     let poller = tokio::spawn(async move {
         let mut visible: BTreeMap<i64, i64> = BTreeMap::new();
         let mut read_files: HashSet<String> = HashSet::new();
         let mut version = -1i64;
+        let mut kept: Option<deltalake::DeltaTable> = None;
         while visible.len() < files {
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let Ok(Some(table)) = weir::delta::open_existing(&gold).await else {
-                continue;
+            // Visible from the moment the log entry is there.
+            let detected = now_ms();
+            let table = if open_every_poll {
+                let Ok(Some(table)) = weir::delta::open_existing(&gold).await else {
+                    continue;
+                };
+                table
+            } else {
+                let next = gold
+                    .join("_delta_log")
+                    .join(format!("{:020}.json", version + 1));
+                if !next.exists() {
+                    continue;
+                }
+                match kept.take() {
+                    Some(mut t) => {
+                        if t.update_incremental(None).await.is_err() {
+                            kept = Some(t);
+                            continue;
+                        }
+                        t
+                    }
+                    None => match weir::delta::open_existing(&gold).await {
+                        Ok(Some(t)) => t,
+                        _ => continue,
+                    },
+                }
             };
             let v = table.version().map_or(-1, |v| v as i64);
             if v == version {
+                kept = Some(table);
                 continue;
             }
             version = v;
-            let at = now_ms();
+            let at = if open_every_poll { now_ms() } else { detected };
             let uris: Vec<String> = match table.get_file_uris() {
                 Ok(u) => u.collect(),
                 Err(_) => continue,
@@ -155,6 +207,7 @@ async fn bench_latency() {
                     }
                 }
             }
+            kept = Some(table);
             let _ = seen_tx.send(visible.len());
         }
         visible
@@ -207,6 +260,45 @@ async fn bench_latency() {
         pct(0.99),
         lat[lat.len() - 1]
     );
+    // Per hop: batches, rows per batch and the median of each step (ms, Spark's durationMs).
+    let records = records.lock().map(|r| r.clone()).unwrap_or_default();
+    for (flow, hops) in &records {
+        let median = |f: &dyn Fn(&Hop) -> u64| {
+            let mut v: Vec<u64> = hops.iter().map(f).collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        let rows: u64 = hops.iter().map(|h| h.rows).sum();
+        let steps: Vec<String> = [
+            "latestOffset",
+            "walCommit",
+            "getBatch",
+            "addBatch",
+            "commitOffsets",
+            "triggerExecution",
+        ]
+        .iter()
+        .map(|k| {
+            format!(
+                "\"{k}\":{}",
+                median(&|h| h.durations.get(*k).copied().unwrap_or(0))
+            )
+        })
+        .collect();
+        println!(
+            "{{\"case\":\"latency per hop\",\"flow\":\"{flow}\",\"batches\":{},\"rows_per_batch\":{:.2},\"median_duration_ms\":{{{}}}}}",
+            hops.len(),
+            rows as f64 / hops.len().max(1) as f64,
+            steps.join(",")
+        );
+    }
+}
+
+/// One batch of a hop, from its progress record.
+#[derive(Clone)]
+struct Hop {
+    rows: u64,
+    durations: BTreeMap<String, u64>,
 }
 
 async fn bench_pipeline(input: &Path) {

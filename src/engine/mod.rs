@@ -257,6 +257,14 @@ async fn run(
         // The plan, once every source's schema is known; then the next batch, if any.
         if flow.is_none() {
             flow = open_plan(spec, &checkpoint, &recovered, &mut opened).await?;
+            // A files source with notifications wakes the idle flow on each notice.
+            if control.upstream.is_none()
+                && let Some(rx) = flow
+                    .as_ref()
+                    .and_then(|f| f.inputs.iter().find_map(Input::notices))
+            {
+                control.upstream = Some(rx);
+            }
         }
         let planned = match flow.as_mut() {
             Some(f) => batch::plan(spec, f, &mut next, trigger, trigger_start, &checkpoint).await?,

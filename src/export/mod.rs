@@ -767,6 +767,13 @@ impl Generator {
             if f.allow_overwrites {
                 opts.push(("cloudFiles.allowOverwrites".into(), "true".into()));
             }
+            if f.use_notifications {
+                opts.push(("cloudFiles.useNotifications".into(), "true".into()));
+                opts.push((
+                    "cloudFiles.backfillInterval".into(),
+                    format!("{} seconds", f.backfill_interval.as_secs().max(1)),
+                ));
+            }
             if let Some(b) = &f.bad_records_path {
                 let bp = self.path(format!("{}.bad_records_path", flow.name), b);
                 let _ = writeln!(code, "          .option(\"badRecordsPath\", {bp})");
@@ -774,6 +781,9 @@ impl Generator {
         }
         if let Some(g) = &f.path_glob_filter {
             opts.push(("pathGlobFilter".into(), g.as_str().to_string()));
+        }
+        if f.use_notifications && oss {
+            notes.push(format!("{pkey}.use_notifications: Spark's file source has no file-notification mode; the script lists the directory every trigger (the same files, found later)"));
         }
         if !f.include_existing_files {
             if oss {

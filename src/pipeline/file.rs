@@ -283,6 +283,11 @@ pub struct FilesSourceFile {
     pub include_existing_files: Option<Spanned<bool>>,
     /// Auto Loader's `modifiedAfter`: only files modified after this timestamp.
     pub modified_after: Option<Spanned<String>>,
+    /// Auto Loader's `cloudFiles.useNotifications`: file-system notifications instead of
+    /// a listing per trigger.
+    pub use_notifications: Option<Spanned<bool>>,
+    /// Auto Loader's `cloudFiles.backfillInterval`: with notifications, a full listing this often.
+    pub backfill_interval: Option<HumanDuration>,
 }
 
 fn default_true() -> bool {

@@ -1257,6 +1257,8 @@ fn resolve_kafka(
             src.include_existing_files.is_some(),
         ),
         ("modified_after", src.modified_after.is_some()),
+        ("use_notifications", src.use_notifications.is_some()),
+        ("backfill_interval", src.backfill_interval.is_some()),
         ("prefers_decimal", src.prefers_decimal.is_some()),
     ];
     if let Some((key, _)) = not_kafka.iter().find(|(_, set)| *set) {
@@ -1629,6 +1631,18 @@ fn resolve_files(
             )
         })?;
     }
+    let use_notifications = files
+        .use_notifications
+        .as_ref()
+        .is_some_and(|b| *b.get_ref());
+    if files.backfill_interval.is_some() && !use_notifications {
+        return Err(cx.error(
+            files.kind.span(),
+            "`backfill_interval` is the period of the full listing beside file notifications: \
+             set use_notifications = true with it, or remove it (a listing source lists every trigger)"
+                .into(),
+        ));
+    }
     Ok(FilesSource {
         schema_evolution,
         schema_hints: files.schema_hints.as_ref().map(|h| h.get_ref().clone()),
@@ -1670,6 +1684,10 @@ fn resolve_files(
             .as_ref()
             .is_none_or(|b| *b.get_ref()),
         modified_after_ms,
+        use_notifications,
+        backfill_interval: files
+            .backfill_interval
+            .map_or(crate::spec::DEFAULT_BACKFILL_INTERVAL, |d| d.0),
     })
 }
 
@@ -1844,6 +1862,8 @@ fn resolve_delta(
             src.include_existing_files.is_some(),
         ),
         ("modified_after", src.modified_after.is_some()),
+        ("use_notifications", src.use_notifications.is_some()),
+        ("backfill_interval", src.backfill_interval.is_some()),
         ("mode", src.mode.is_some()),
         ("prefers_decimal", src.prefers_decimal.is_some()),
     ];

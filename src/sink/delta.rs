@@ -37,6 +37,9 @@ pub struct DeltaSink {
     /// Delta column mapping for a table this sink creates (`column_mapping_mode`).
     column_mapping: Option<crate::spec::ColumnMappingMode>,
     table: DeltaTable,
+    /// The batch this sink appended last, when its own write succeeded in this process
+    /// (see [`DeltaSink::add_batch`]).
+    appended: Option<u64>,
 }
 
 impl DeltaSink {
@@ -55,6 +58,7 @@ impl DeltaSink {
             idempotent: true,
             column_mapping: None,
             table,
+            appended: None,
         })
     }
 
@@ -297,7 +301,16 @@ impl DeltaSink {
         overwrite: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
-        if self.already_committed(batch_id).await? {
+        // The batch right after one this sink appended itself needs no replay check:
+        // the table cannot hold it yet (only this process runs the query: the
+        // checkpoint lock), so neither the log nor its transactions are read again
+        // (the commit itself still detects a concurrent writer's commits). Any other
+        // case, and the batch after a failed attempt, is checked.
+        let follows_own_append = !overwrite
+            && self.idempotent
+            && self.table.version().is_some()
+            && self.appended.take().is_some_and(|b| b + 1 == batch_id);
+        if !follows_own_append && self.already_committed(batch_id).await? {
             return Ok(SinkCommit {
                 num_output_rows: 0,
                 delta_version: self.version(),
@@ -384,6 +397,9 @@ impl DeltaSink {
             other => self.err(other),
         })?;
         self.table = table;
+        if !overwrite {
+            self.appended = Some(batch_id);
+        }
         Ok(SinkCommit {
             num_output_rows: num_rows as u64,
             delta_version: self.version(),

@@ -28,10 +28,11 @@ pub use health::HealthConfig;
 pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, TimeRange};
 pub use sink::{ColumnMappingMode, SinkSpec};
 pub use source::{
-    CsvOptions, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER, DEFAULT_INFERENCE_MAX_BYTES,
-    DEFAULT_KAFKA_MAX_TRIGGER_DELAY, DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions,
-    EvolutionMode, FileFormat, FilesSource, FollowSymlinks, KafkaSourceSpec, KafkaSubscribe,
-    KafkaValueFormat, ParseMode, SourceSpec, StartingVersion, TextEncoding, TextOptions,
+    CsvOptions, DEFAULT_BACKFILL_INTERVAL, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER,
+    DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_KAFKA_MAX_TRIGGER_DELAY, DEFAULT_MAX_FILES_PER_TRIGGER,
+    DeltaSourceOptions, EvolutionMode, FileFormat, FilesSource, FollowSymlinks, KafkaSourceSpec,
+    KafkaSubscribe, KafkaValueFormat, ParseMode, SourceSpec, StartingVersion, TextEncoding,
+    TextOptions,
 };
 pub use stateful::{OutputMode, StatefulSpec, WatermarkPolicy, WatermarkSpec};
 pub use time::{TimestampFormat, TimestampOptions};

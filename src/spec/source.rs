@@ -95,7 +95,16 @@ pub struct FilesSource {
     pub include_existing_files: bool,
     /// Auto Loader's `modifiedAfter`: only files modified after this instant (ms since the epoch).
     pub modified_after_ms: Option<i64>,
+    /// Auto Loader's `cloudFiles.useNotifications`: learn of new files from file-system
+    /// notifications (inotify) instead of listing the directory every trigger.
+    pub use_notifications: bool,
+    /// Auto Loader's `cloudFiles.backfillInterval`: with notifications, a full listing
+    /// this often finds files the notifications missed.
+    pub backfill_interval: Duration,
 }
+
+/// Default `backfill_interval` with `use_notifications` (Auto Loader has none by default).
+pub const DEFAULT_BACKFILL_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Default bound on the bytes schema inference reads (Auto Loader's default, 50 GB).
 pub const DEFAULT_INFERENCE_MAX_BYTES: u64 = 50_000_000_000;

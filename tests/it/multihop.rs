@@ -745,10 +745,37 @@ fn available_now_drains_flows_in_dependency_order_whatever_the_file_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processing_time_hops_run_concurrently_and_pick_up_upstream_commits() {
+    processing_time_hops(false).await;
+}
+
+/// The same with file notifications on the bronze flows' files sources: the day landed
+/// while the process runs is taken from its notices (the backfill listing is an hour
+/// away), once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_time_hops_with_file_notifications_take_each_landed_file_once() {
+    processing_time_hops(true).await;
+}
+
+async fn processing_time_hops(notifications: bool) {
     // bronze -> silver -> gold, all with processing_time "0 seconds", in one process.
     let (_tmp, dir) = demo_dir(2, |p| {
-        p.replace("trigger = \"available_now\"", "trigger = \"0 seconds\"")
+        let p = p.replace("trigger = \"available_now\"", "trigger = \"0 seconds\"");
+        if notifications {
+            p.replace(
+                "type = \"files\"",
+                "type = \"files\"\nuse_notifications = true\nbackfill_interval = \"1 hour\"",
+            )
+        } else {
+            p
+        }
     });
+    if notifications {
+        assert!(
+            std::fs::read_to_string(dir.join("pipeline.toml"))
+                .unwrap()
+                .contains("use_notifications = true")
+        );
+    }
     let mut child = weir()
         .args(["run", "--headless"])
         .arg(dir.join("pipeline.toml"))

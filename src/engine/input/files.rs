@@ -1,5 +1,5 @@
-//! The file source in the batch protocol (Auto Loader's directory listing; the source
-//! itself is `source::files`).
+//! The file source in the batch protocol (Auto Loader's directory listing, or its file
+//! notifications with `use_notifications`; the source itself is `source::files`).
 
 use std::path::PathBuf;
 
@@ -176,7 +176,12 @@ impl FilesInput {
                 src.next_from_snapshot(true)
             }
             Trigger::Once | Trigger::ProcessingTime(_) => {
-                let listing = src.list(now_ms)?;
+                // Notifications serve a stream that keeps running; `once` lists.
+                let listing = if matches!(trigger, Trigger::Once) {
+                    src.list(now_ms)?
+                } else {
+                    src.poll(now_ms)?
+                };
                 num_modified += listing.newly_modified.len() as u64;
                 select(
                     &listing.candidates,
@@ -223,6 +228,13 @@ impl FilesInput {
 
     /// Records the outcomes of batch N's read before its sink write.
     pub fn record_outcomes(&mut self, batch_id: u64, read: &BatchRead) -> Result<()> {
+        if read
+            .outcomes
+            .iter()
+            .any(|(_, o)| matches!(o, FileOutcome::Retry { .. }))
+        {
+            self.source.retry_later(super::super::now_ms());
+        }
         self.source.ledger.record_outcomes(batch_id, &read.outcomes)
     }
 

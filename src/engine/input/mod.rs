@@ -158,6 +158,15 @@ impl Input {
         }
     }
 
+    /// A receiver bumped when the source learns of new data by itself (a files source
+    /// with `use_notifications = true`): the idle flow plans at once.
+    pub fn notices(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match self {
+            Input::Files(f) => f.source.notices(),
+            Input::Delta(_) | Input::Kafka(_) => None,
+        }
+    }
+
     /// Spark's source description, e.g. `FileStreamSource[file:/...]`, `DeltaSource[file:/...]`.
     pub fn description(&self) -> String {
         match self {

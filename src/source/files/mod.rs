@@ -31,6 +31,7 @@ pub mod ledger;
 pub mod partition;
 pub mod read;
 pub mod schema_store;
+pub mod watch;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -117,7 +118,33 @@ pub struct FileSource {
     batch_schema: SchemaRef,
     /// `available_now`: the files present at start, not yet planned.
     snapshot: Option<VecDeque<ListedFile>>,
+    /// `use_notifications = true`: the watcher and what it left to examine.
+    notifications: Option<Notifications>,
 }
+
+/// The state of a source with `use_notifications = true` (see [`watch`]).
+struct Notifications {
+    /// `None` until it starts (or after it failed): the source lists the directory.
+    watcher: Option<watch::Watcher>,
+    /// Bumped by each notice; the engine wakes the flow on it.
+    wake: tokio::sync::watch::Sender<u64>,
+    /// When the last full listing ran (ms since the epoch).
+    last_listing_ms: Option<i64>,
+    /// A file that could not be read is due again then (its backoff): a full listing
+    /// finds it, as no notice will come for it.
+    retry_due_ms: Option<i64>,
+    /// Files notified (or listed) while younger than `min_file_age`: examined again.
+    young: Vec<PathBuf>,
+    /// The last reason the watcher could not be used, logged once per reason.
+    warned: Option<String>,
+    /// When the watcher was last started (or tried): retried every
+    /// [`WATCHER_RESTART_MS`] while it cannot run.
+    last_start_ms: Option<i64>,
+}
+
+/// How often a source with `use_notifications` tries again to start a watcher that could
+/// not start or failed (it lists the directory meanwhile).
+const WATCHER_RESTART_MS: i64 = 5_000;
 
 impl FileSource {
     pub fn new(options: FilesSource, ledger: Ledger, data_schema: SchemaRef) -> Self {
@@ -133,11 +160,20 @@ impl FileSource {
         };
         let batch_schema = batch_schema(&read::output_schema(&read_spec));
         FileSource {
-            options,
             ledger,
             read_spec: Arc::new(read_spec),
             batch_schema,
             snapshot: None,
+            notifications: options.use_notifications.then(|| Notifications {
+                watcher: None,
+                wake: tokio::sync::watch::channel(0).0,
+                last_listing_ms: None,
+                retry_due_ms: None,
+                young: Vec::new(),
+                warned: None,
+                last_start_ms: None,
+            }),
+            options,
         }
     }
 
@@ -163,8 +199,126 @@ impl FileSource {
         // for it (reported as source_unavailable by the engine), as a Delta source
         // waits for its table.
         if !landing_missing(&root) {
-            list_tree(&self.options, now_ms, &mut found)?;
+            let young = list_tree(&self.options, now_ms, &mut found)?;
+            if let Some(n) = self.notifications.as_mut() {
+                n.young = young;
+            }
         }
+        self.classify(found, now_ms)
+    }
+
+    /// A receiver bumped by each file notice (`use_notifications = true`): the engine
+    /// wakes the flow on it.
+    pub fn notices(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.notifications.as_ref().map(|n| n.wake.subscribe())
+    }
+
+    /// Whether a notification watcher runs now (`use_notifications = true` and it started).
+    pub fn watching(&self) -> bool {
+        self.notifications
+            .as_ref()
+            .is_some_and(|n| n.watcher.is_some())
+    }
+
+    /// A file of the last batch could not be read: with notifications, a full listing
+    /// after its backoff takes it again (no notice will come for it).
+    pub fn retry_later(&mut self, now_ms: i64) {
+        if let Some(n) = self.notifications.as_mut() {
+            let due = now_ms + ledger::retry_backoff_ms(1);
+            n.retry_due_ms = Some(n.retry_due_ms.map_or(due, |d| d.min(due)));
+        }
+    }
+
+    /// The files to ingest for a processing-time trigger: with `use_notifications`, the
+    /// files notified since the last trigger, or a full listing when one is due (the
+    /// first trigger, every `backfill_interval`, after an overflow, and whenever the
+    /// watcher cannot run); otherwise a listing.
+    pub fn poll(&mut self, now_ms: i64) -> Result<Listing> {
+        let root = self.options.path.clone();
+        let backfill_ms =
+            i64::try_from(self.options.backfill_interval.as_millis()).unwrap_or(i64::MAX);
+        let Some(n) = self.notifications.as_mut() else {
+            return self.list(now_ms);
+        };
+        // The watcher starts before the listing that follows, so a file landing in
+        // between is notified, listed, or both (the ledger keeps it once).
+        let mut fallback: Option<String> = None;
+        // A watcher that starts now knows nothing of the files landed before: list.
+        let mut started = false;
+        if n.watcher.is_none() {
+            let retry = n
+                .last_start_ms
+                .is_none_or(|at| now_ms.saturating_sub(at) >= WATCHER_RESTART_MS);
+            if !retry {
+                fallback = Some(
+                    n.warned
+                        .clone()
+                        .unwrap_or_else(|| "the file watcher is not running".into()),
+                );
+            } else if landing_missing(&root) {
+                fallback = Some("the landing directory does not exist yet".into());
+            } else {
+                n.last_start_ms = Some(now_ms);
+                match watch::Watcher::start(&root, n.wake.clone()) {
+                    Ok(w) => {
+                        tracing::info!(path = %root.display(), "file notifications started (use_notifications = true)");
+                        n.watcher = Some(w);
+                        n.warned = None;
+                        started = true;
+                    }
+                    Err(e) => fallback = Some(format!("the file watcher cannot start ({e})")),
+                }
+            }
+        }
+        let notices = n
+            .watcher
+            .as_ref()
+            .map(watch::Watcher::drain)
+            .unwrap_or_default();
+        if let Some(error) = notices.failed {
+            n.watcher = None;
+            fallback = Some(format!("the file watcher failed ({error})"));
+        }
+        let rescan = fallback.clone().or(notices.rescan);
+        if let Some(why) = &rescan
+            && n.warned.as_ref() != Some(why)
+        {
+            tracing::warn!(path = %root.display(), reason = %why, "file notifications: listing the directory instead (fallback)");
+            n.warned = Some(why.clone());
+        }
+        let backfill_due = n
+            .last_listing_ms
+            .is_none_or(|last| now_ms.saturating_sub(last) >= backfill_ms);
+        let retry_due = n.retry_due_ms.is_some_and(|due| now_ms >= due);
+        if started || rescan.is_some() || backfill_due || retry_due {
+            n.last_listing_ms = Some(now_ms);
+            n.retry_due_ms = None;
+            return self.list(now_ms);
+        }
+        // The notified files, and those still too young last time, examined as the listing would.
+        let mut paths = notices.paths;
+        paths.append(&mut n.young);
+        paths.sort();
+        paths.dedup();
+        let mut found = Vec::new();
+        let (young, relist) = examine(&self.options, now_ms, &paths, &mut found)?;
+        // A file notified itself and within a new directory is examined once.
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        found.dedup_by(|a, b| a.path == b.path);
+        if let Some(n) = self.notifications.as_mut() {
+            n.young = young;
+            if relist {
+                // A link or a directory to follow inside the root: the listing's rules.
+                n.last_listing_ms = Some(now_ms);
+                return self.list(now_ms);
+            }
+        }
+        self.classify(found, now_ms)
+    }
+
+    /// Sorts files found (listed or notified) against the ledger: new ones are
+    /// candidates, oldest first (see the module doc for the rules).
+    fn classify(&mut self, found: Vec<ListedFile>, now_ms: i64) -> Result<Listing> {
         let mut listing = Listing::default();
         let known = self
             .ledger
@@ -179,6 +333,10 @@ impl FileSource {
                 Some(known) if known.state == ledger::FileState::Retry && unchanged(&known) => {
                     if known.retry_due(now_ms) {
                         listing.candidates.push(file);
+                    } else if let Some(n) = self.notifications.as_mut() {
+                        let due = known.decided_at_ms.unwrap_or(0)
+                            + ledger::retry_backoff_ms(known.attempts);
+                        n.retry_due_ms = Some(n.retry_due_ms.map_or(due, |d| d.min(due)));
                     }
                 }
                 Some(known) if unchanged(&known) => {}
@@ -393,7 +551,7 @@ pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> R
         return Ok(());
     }
     let now = crate::clock::now_ms();
-    list_tree(options, now, out)
+    list_tree(options, now, out).map(|_| ())
 }
 
 /// Whether a source's landing directory does not exist (yet): nothing to list, the
@@ -433,6 +591,8 @@ struct Walk<'a> {
     min_age_ms: i64,
     /// `Some` when links inside the root are followed (`follow_symlinks = "inside_root"`).
     follow: Option<Follow>,
+    /// Files skipped as younger than `min_file_age`.
+    young: Vec<PathBuf>,
 }
 
 /// What a listing that follows links has seen, by real (canonical) path: a directory or
@@ -448,8 +608,13 @@ struct Follow {
 
 /// Lists the source's `path` recursively. Symbolic links below it are skipped unless
 /// `follow_symlinks = "inside_root"`, which follows those whose target is inside the
-/// root (each real directory and file once). The root itself may be a link.
-fn list_tree(options: &FilesSource, now_ms: i64, out: &mut Vec<ListedFile>) -> Result<()> {
+/// root (each real directory and file once). The root itself may be a link. Returns the
+/// files skipped as younger than `min_file_age`.
+fn list_tree(
+    options: &FilesSource,
+    now_ms: i64,
+    out: &mut Vec<ListedFile>,
+) -> Result<Vec<PathBuf>> {
     let root = options.path.as_path();
     let follow = match options.follow_symlinks {
         FollowSymlinks::Never => None,
@@ -469,12 +634,74 @@ fn list_tree(options: &FilesSource, now_ms: i64, out: &mut Vec<ListedFile>) -> R
         now_ms,
         min_age_ms: i64::try_from(options.min_file_age.as_millis()).unwrap_or(i64::MAX),
         follow,
+        young: Vec::new(),
     };
     walk.list_dir(root, out)?;
     while let Some(link) = walk.follow.as_mut().and_then(|f| f.pending.pop_front()) {
         walk.follow_link(&link, out)?;
     }
-    Ok(())
+    Ok(walk.young)
+}
+
+/// Examines notified paths as a listing would (hidden names at every depth,
+/// `path_glob_filter`, links, 0-byte files, `min_file_age`, `modified_after`; a
+/// directory is listed): the files to classify go to `out`. Returns the files still
+/// younger than `min_file_age` (examined again at the next trigger), and whether a full
+/// listing is needed instead (a link, or a directory with `follow_symlinks =
+/// "inside_root"`: what a link reaches is decided over the whole tree).
+fn examine(
+    options: &FilesSource,
+    now_ms: i64,
+    paths: &[PathBuf],
+    out: &mut Vec<ListedFile>,
+) -> Result<(Vec<PathBuf>, bool)> {
+    let root = options.path.as_path();
+    let absolute_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+    let follow_links = options.follow_symlinks == FollowSymlinks::InsideRoot;
+    let mut walk = Walk {
+        root,
+        options,
+        now_ms,
+        min_age_ms: i64::try_from(options.min_file_age.as_millis()).unwrap_or(i64::MAX),
+        follow: None,
+        young: Vec::new(),
+    };
+    for notified in paths {
+        // The path as a listing names it (the ledger's key): the source's path joined
+        // with the part below it.
+        let Ok(relative) = notified
+            .strip_prefix(root)
+            .or_else(|_| notified.strip_prefix(&absolute_root))
+        else {
+            continue;
+        };
+        if relative.as_os_str().is_empty()
+            || relative
+                .components()
+                .any(|c| hidden_name(&c.as_os_str().to_string_lossy()))
+        {
+            continue;
+        }
+        let path = root.join(relative);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            // Gone again (deleted, renamed away): nothing to take.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(Error::SourceIo { path, source }),
+        };
+        if meta.file_type().is_symlink() || (meta.is_dir() && follow_links) {
+            if follow_links {
+                return Ok((Vec::new(), true));
+            }
+            warn_link_skipped(
+                &path,
+                "links are not followed (follow_symlinks = \"never\", the default)",
+            );
+            continue;
+        }
+        walk.entry(path, meta, out)?;
+    }
+    Ok((walk.young, false))
 }
 
 fn canonical(path: &Path) -> Result<PathBuf> {
@@ -603,6 +830,7 @@ impl Walk<'_> {
         }
         let mtime_ms = crate::clock::modified_ms(&meta);
         if self.min_age_ms > 0 && self.now_ms.saturating_sub(mtime_ms) < self.min_age_ms {
+            self.young.push(path);
             return Ok(());
         }
         if options
@@ -725,3 +953,237 @@ fn with_metadata(
 
 /// How long to wait between listings when a processing-time trigger is idle.
 pub const IDLE_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+#[cfg(test)]
+mod tests {
+    //! `use_notifications = true`: notices, the fallback listing, the backfill listing,
+    //! and the ledger keeping each file once whichever way it was found.
+    use super::*;
+
+    /// A JSON source over `<dir>/landing` with notifications and a one-hour backfill:
+    /// within the test, a listing happens only at the first trigger or when the test's
+    /// clock says the backfill is due.
+    fn source(dir: &Path, extra: &str) -> FileSource {
+        let text = format!(
+            "[[flow]]\nname = \"f\"\n[flow.source]\ntype = \"files\"\npath = \"landing\"\nformat = \"json\"\n\
+             schema = \"id BIGINT\"\nuse_notifications = true\nbackfill_interval = \"1 hour\"\n{extra}\n\
+             [flow.sink]\ntype = \"delta\"\npath = \"out\"\n"
+        );
+        let pipeline = crate::pipeline::parse(&dir.join("pipeline.toml"), &text).expect("pipeline");
+        let crate::spec::SourceSpec::Files(options) = pipeline.flows[0].source.clone() else {
+            panic!("a files source");
+        };
+        let ledger = Ledger::open(&dir.join("ledger.sqlite")).expect("ledger");
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        FileSource::new(options, ledger, schema)
+    }
+
+    /// Lands `name` as a writer should: written beside the landing directory, renamed
+    /// in (one notice: the rename).
+    fn land(dir: &Path, name: &str) {
+        let staging = dir.join("staging");
+        std::fs::create_dir_all(&staging).expect("staging");
+        std::fs::write(staging.join(name), "{\"id\":1}\n").expect("write");
+        std::fs::rename(staging.join(name), dir.join("landing").join(name)).expect("rename");
+    }
+
+    fn names(listing: &Listing) -> Vec<String> {
+        listing
+            .candidates
+            .iter()
+            .map(|f| {
+                Path::new(&f.path)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// Waits (bounded) until the watcher has reported something.
+    async fn notified(rx: &mut tokio::sync::watch::Receiver<u64>) {
+        tokio::time::timeout(Duration::from_secs(20), rx.changed())
+            .await
+            .expect("a notice within 20 s")
+            .expect("watcher alive");
+    }
+
+    const T0: i64 = 1_000_000;
+    const HOUR: i64 = 3_600_000;
+
+    #[tokio::test]
+    async fn a_landed_file_is_taken_from_its_notice_without_a_listing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("landing")).expect("landing");
+        let mut src = source(dir, "");
+        let mut rx = src.notices().expect("notifications on");
+        // The first trigger starts the watcher and lists (nothing yet).
+        assert!(src.poll(T0).expect("poll").candidates.is_empty());
+        assert!(src.watching());
+        rx.borrow_and_update();
+        land(dir, "a.json");
+        notified(&mut rx).await;
+        // Within the backfill interval: no listing, the notice alone names the file.
+        let listing = src.poll(T0 + 1).expect("poll");
+        assert_eq!(names(&listing), vec!["a.json"]);
+        src.ledger
+            .plan_batch(0, &listing.candidates, T0 + 1)
+            .expect("plan");
+        // A file written in place is taken once its writer closes it (its creation
+        // and writes are no notice).
+        let path = dir.join("landing").join("b.json");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&path).expect("create");
+            f.write_all(b"{\"id\":2}\n").expect("write");
+            f.sync_all().expect("sync");
+        }
+        notified(&mut rx).await;
+        let listing = src.poll(T0 + 2).expect("poll");
+        assert_eq!(names(&listing), vec!["b.json"]);
+        src.ledger
+            .plan_batch(1, &listing.candidates, T0 + 2)
+            .expect("plan");
+        // Written under a hidden name in the directory, then renamed: the hidden name's
+        // notice (its close) takes nothing, the rename's takes the file.
+        let tmp = dir.join("landing").join(".c.json.tmp");
+        std::fs::write(&tmp, "{\"id\":3}\n").expect("write");
+        std::fs::rename(&tmp, dir.join("landing").join("c.json")).expect("rename");
+        let mut taken = Vec::new();
+        for i in 0..10 {
+            notified(&mut rx).await;
+            taken.extend(names(&src.poll(T0 + 3 + i).expect("poll")));
+            if !taken.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(taken, vec!["c.json"]);
+    }
+
+    #[tokio::test]
+    async fn the_backfill_listing_finds_a_file_the_notices_missed_and_nothing_is_taken_twice() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("landing")).expect("landing");
+        std::fs::write(dir.join("seed.json"), "{\"id\":1}\n").expect("seed");
+        let mut src = source(dir, "");
+        let mut rx = src.notices().expect("notifications on");
+        assert!(src.poll(T0).expect("poll").candidates.is_empty());
+        // A hard link makes a complete file appear without a close or a rename: no
+        // notice names it (inotify reports only its creation).
+        std::fs::hard_link(
+            dir.join("seed.json"),
+            dir.join("landing").join("linked.json"),
+        )
+        .expect("link");
+        land(dir, "a.json");
+        notified(&mut rx).await;
+        let first = src.poll(T0 + 1).expect("poll");
+        assert_eq!(names(&first), vec!["a.json"], "only the notified file");
+        src.ledger
+            .plan_batch(0, &first.candidates, T0 + 1)
+            .expect("plan");
+        // The backfill listing, an hour on: the missed file, and not a.json again.
+        let backfill = src.poll(T0 + HOUR + 1).expect("poll");
+        assert_eq!(names(&backfill), vec!["linked.json"]);
+        src.ledger
+            .plan_batch(1, &backfill.candidates, T0 + HOUR + 1)
+            .expect("plan");
+        // A second notice of a file already planned (opened for writing and closed
+        // unchanged) takes nothing: the ledger knows it with this size and time.
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("landing").join("a.json"))
+                .expect("open"),
+        );
+        notified(&mut rx).await;
+        let again = src.poll(T0 + HOUR + 2).expect("poll");
+        assert!(again.candidates.is_empty(), "{again:?}");
+        // A file both notified and listed is planned once: the notice of c.json is
+        // pending when the next backfill lists it; the trigger after has nothing.
+        land(dir, "c.json");
+        notified(&mut rx).await;
+        let listed = src.poll(T0 + 2 * HOUR + 2).expect("poll");
+        assert_eq!(names(&listed), vec!["c.json"]);
+        src.ledger
+            .plan_batch(2, &listed.candidates, T0 + 2 * HOUR + 2)
+            .expect("plan");
+        let after = src.poll(T0 + 2 * HOUR + 3).expect("poll");
+        assert!(after.candidates.is_empty(), "{after:?}");
+    }
+
+    #[tokio::test]
+    async fn without_a_watcher_or_after_an_overflow_the_source_lists() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        let landing = dir.join("landing");
+        let mut src = source(dir, "");
+        // No landing directory: no watcher; the source lists (nothing).
+        assert!(src.poll(T0).expect("poll").candidates.is_empty());
+        assert!(!src.watching());
+        // The directory appears with a file already in it: the watcher starts, and that
+        // trigger lists, so the file landed before the watch is found.
+        std::fs::create_dir_all(&landing).expect("landing");
+        std::fs::write(landing.join("a.json"), "{\"id\":1}\n").expect("write");
+        let listing = src.poll(T0 + 1).expect("poll");
+        assert_eq!(names(&listing), vec!["a.json"]);
+        assert!(src.watching());
+        src.ledger
+            .plan_batch(0, &listing.candidates, T0 + 1)
+            .expect("plan");
+        // The watcher fails: it is dropped and every trigger lists (files no notice
+        // names, hard links here, are found), until a new watcher starts 5 s later.
+        if let Some(n) = src.notifications.as_ref()
+            && let Some(w) = n.watcher.as_ref()
+        {
+            w.fail("inotify read error");
+        }
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost1.json")).expect("link");
+        let listing = src.poll(T0 + 2).expect("poll");
+        assert_eq!(names(&listing), vec!["lost1.json"]);
+        assert!(!src.watching());
+        src.ledger
+            .plan_batch(1, &listing.candidates, T0 + 2)
+            .expect("plan");
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost2.json")).expect("link");
+        let listing = src.poll(T0 + 3).expect("poll");
+        assert_eq!(names(&listing), vec!["lost2.json"]);
+        assert!(!src.watching());
+        src.ledger
+            .plan_batch(2, &listing.candidates, T0 + 3)
+            .expect("plan");
+        let listing = src.poll(T0 + 1 + WATCHER_RESTART_MS).expect("poll");
+        assert!(listing.candidates.is_empty(), "{listing:?}");
+        assert!(src.watching());
+        // An overflow (the kernel dropped events): the next trigger lists, so a file
+        // whose notice was lost is found.
+        std::fs::hard_link(landing.join("a.json"), landing.join("lost3.json")).expect("link");
+        if let Some(n) = src.notifications.as_ref()
+            && let Some(w) = n.watcher.as_ref()
+        {
+            w.overflowed();
+        }
+        let listing = src.poll(T0 + 2 + WATCHER_RESTART_MS).expect("poll");
+        assert_eq!(names(&listing), vec!["lost3.json"]);
+        assert!(src.watching(), "an overflow keeps the watcher");
+    }
+
+    #[tokio::test]
+    async fn a_young_notified_file_waits_for_min_file_age() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("landing")).expect("landing");
+        let mut src = source(dir, "min_file_age = \"10 minutes\"");
+        let mut rx = src.notices().expect("notifications on");
+        let now = crate::clock::now_ms();
+        assert!(src.poll(now).expect("poll").candidates.is_empty());
+        land(dir, "a.json");
+        notified(&mut rx).await;
+        // Notified but younger than min_file_age: kept aside, not lost.
+        assert!(src.poll(now + 1).expect("poll").candidates.is_empty());
+        let listing = src.poll(now + 11 * 60_000).expect("poll");
+        assert_eq!(names(&listing), vec!["a.json"]);
+    }
+}
