@@ -477,7 +477,17 @@ fn rel_files(root: &Path) -> Result<Vec<PathBuf>> {
             let path = entry.path();
             let ft = entry.file_type().map_err(|e| Error::io(&path, e))?;
             if ft.is_dir() {
-                walk(root, &path, out)?;
+                // A running deduplication's spill file is a cache, not checkpoint content.
+                let spill = path
+                    .strip_prefix(root)
+                    .is_ok_and(|rel| rel.starts_with("state"))
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(crate::state::spill::SPILL_DIR_PREFIX));
+                if !spill {
+                    walk(root, &path, out)?;
+                }
             } else if ft.is_file() {
                 let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
                 if !SKIP.iter().any(|s| rel == Path::new(s)) {

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::records::StateOperatorMetrics;
 use crate::spec::StatefulSpec;
 use crate::spec::WatermarkSpec;
-use crate::state::{Fingerprint, StateStore, StateTable, StoreOptions};
+use crate::state::{Fingerprint, SpillStore, StateStore, StateTable, StoreOptions, spill_table};
 
 /// Spark's operator name for `dropDuplicates`.
 pub const DEDUPE: &str = "dedupe";
@@ -41,6 +41,12 @@ pub const DEDUPE: &str = "dedupe";
 pub const DEDUPE_WITHIN_WATERMARK: &str = "dedupeWithinWatermark";
 /// The state column holding when a key expires (µs since the epoch).
 pub const EXPIRES_COLUMN: &str = "__weir_expires_at_us";
+
+/// State beyond the flow's `state_memory_limit` (docs/state.md).
+struct Spill {
+    limit: usize,
+    store: SpillStore,
+}
 
 /// The deduplication operator (see the module docs).
 pub struct DedupOperator {
@@ -52,7 +58,10 @@ pub struct DedupOperator {
     output_schema: SchemaRef,
     state_schema: SchemaRef,
     store: StateStore,
+    /// The keys in memory (all of them without a `state_memory_limit`).
     table: StateTable,
+    /// With a `state_memory_limit`: the bound and the keys spilled to disk.
+    spill: Option<Spill>,
     /// The table holds changes of a batch not committed yet.
     dirty: bool,
     metrics: StateOperatorMetrics,
@@ -109,7 +118,7 @@ impl DedupOperator {
             .with("operator", name)
             .with("keys", keys.join(", "))
             .with("event_time_column", watermark.column.clone());
-        let (store, table) = StateStore::open(
+        let store = StateStore::open_unloaded(
             state_dir,
             name,
             &fingerprint,
@@ -118,6 +127,14 @@ impl DedupOperator {
             load_version,
             StoreOptions::default(),
         )?;
+        let mut spill = match spec.state_memory_limit {
+            Some(limit) => Some(Spill {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                store: SpillStore::create(state_dir)?,
+            }),
+            None => None,
+        };
+        let table = load(&store, &state_schema, keys.len(), spill.as_mut())?;
         let mut op = DedupOperator {
             flow: spec.flow.clone(),
             name,
@@ -128,6 +145,7 @@ impl DedupOperator {
             state_schema,
             store,
             table,
+            spill,
             dirty: false,
             metrics: StateOperatorMetrics {
                 operator_name: name.to_string(),
@@ -190,7 +208,12 @@ impl DedupOperator {
                     .map_err(|e| self.arrow_error("deduplicating", e))?,
             );
         }
-        let inserted = self.table.insert_absent(&candidates)?;
+        let inserted = match &self.spill {
+            Some(spill) if !spill.store.is_empty() => self
+                .table
+                .insert_absent_except(&candidates, |key| spill.store.contains(key))?,
+            _ => self.table.insert_absent(&candidates)?,
+        };
         drop(candidates);
         // Each input batch is freed once its rows are out (the filtered copies and the
         // input are never all in memory together).
@@ -218,13 +241,66 @@ impl DedupOperator {
         lt(expires, &watermark_us).map_err(|e| self.arrow_error("expiring keys", e))
     }
 
+    /// Removes the spilled keys expired by `watermark_ms` (recorded as removals of the
+    /// batch); returns how many.
+    fn expire_spilled(&mut self, watermark_ms: i64) -> Result<usize> {
+        let Some(spill) = &mut self.spill else {
+            return Ok(0);
+        };
+        let expired = spill.store.expired(watermark_ms.saturating_mul(1000))?;
+        for key in &expired {
+            self.table.record_removed(key);
+        }
+        spill.store.remove(expired.iter().map(Vec::as_slice))?;
+        Ok(expired.len())
+    }
+
+    /// Keys held, in memory and spilled.
+    fn total_rows(&self) -> u64 {
+        self.table.len() as u64 + self.spill.as_ref().map_or(0, |s| s.store.len())
+    }
+
+    /// Bytes of memory held: the table's and the spill store's page cache.
+    fn memory_used(&self) -> u64 {
+        self.table.memory_size() as u64 + self.spill.as_ref().map_or(0, |s| s.store.memory_bound())
+    }
+
     fn refresh_metrics(&mut self) {
-        self.metrics.num_rows_total = self.table.len() as u64;
-        self.metrics.memory_used_bytes = self.table.memory_size() as u64;
+        self.metrics.num_rows_total = self.total_rows();
+        self.metrics.memory_used_bytes = self.memory_used();
+        if let Some(spill) = &self.spill {
+            self.metrics.custom_metrics.insert(
+                "numSpilledRows".into(),
+                i64::try_from(spill.store.len()).unwrap_or(i64::MAX),
+            );
+            self.metrics.custom_metrics.insert(
+                "spillBytesOnDisk".into(),
+                i64::try_from(spill.store.disk_bytes()).unwrap_or(i64::MAX),
+            );
+        }
         self.metrics.custom_metrics.insert(
             "stateOnCurrentVersionSizeBytes".into(),
             i64::try_from(self.store.current_version_size_bytes()).unwrap_or(i64::MAX),
         );
+    }
+}
+
+/// Loads the store's committed version: into the table alone, or with a spill store into
+/// the table up to the bound and the spill store for the rest.
+fn load(
+    store: &StateStore,
+    schema: &SchemaRef,
+    num_keys: usize,
+    spill: Option<&mut Spill>,
+) -> Result<StateTable> {
+    match (store.version(), spill) {
+        (None, Some(spill)) => {
+            spill.store.clear()?;
+            StateTable::new(schema.clone(), num_keys)
+        }
+        (None, None) => StateTable::new(schema.clone(), num_keys),
+        (Some(v), Some(spill)) => store.load_spilling(v, spill.limit, &mut spill.store),
+        (Some(v), None) => store.load(v),
     }
 }
 
@@ -243,10 +319,12 @@ impl StatefulOperator for DedupOperator {
         if self.dirty {
             // A retried batch (or one after a failed commit): start again from the
             // committed version.
-            self.table = match self.store.version() {
-                Some(v) => self.store.load(v)?,
-                None => StateTable::new(self.state_schema.clone(), self.keys.len())?,
-            };
+            self.table = load(
+                &self.store,
+                &self.state_schema,
+                self.keys.len(),
+                self.spill.as_mut(),
+            )?;
         }
         self.dirty = true;
         let t_update = Instant::now();
@@ -263,18 +341,34 @@ impl StatefulOperator for DedupOperator {
         self.metrics.all_updates_time_ms = elapsed_ms(t_update);
         let t_remove = Instant::now();
         let mask = self.expired(watermark_ms)?;
-        let removed = self.table.remove_where(&mask)?;
+        let removed =
+            self.table.remove_where(&mask)?.num_rows() + self.expire_spilled(watermark_ms)?;
         self.metrics.all_removals_time_ms = elapsed_ms(t_remove);
         self.metrics.num_rows_updated = updated as u64;
-        self.metrics.num_rows_removed = removed.num_rows() as u64;
-        self.metrics.num_rows_total = self.table.len() as u64;
-        self.metrics.memory_used_bytes = self.table.memory_size() as u64;
+        self.metrics.num_rows_removed = removed as u64;
+        self.metrics.num_rows_total = self.total_rows();
+        self.metrics.memory_used_bytes = self.memory_used();
         Ok(output)
     }
 
     fn commit(&mut self, batch_id: u64) -> Result<()> {
         let t = Instant::now();
-        let info = self.store.commit(batch_id, &mut self.table)?;
+        let info = self.store.commit_spilled(
+            batch_id,
+            &mut self.table,
+            self.spill.as_ref().map(|s| &s.store),
+        )?;
+        if let Some(spill) = &mut self.spill
+            && self.table.memory_size() > spill.limit
+        {
+            // Over the bound: the table's keys go to disk (the version is committed;
+            // a failure here reloads it before the next batch, dirty stays set).
+            let table = std::mem::replace(
+                &mut self.table,
+                StateTable::new(self.state_schema.clone(), self.keys.len())?,
+            );
+            self.table = spill_table(table, &mut spill.store)?;
+        }
         self.dirty = false;
         self.metrics.commit_time_ms = elapsed_ms(t);
         self.metrics.custom_metrics.insert(
@@ -294,9 +388,16 @@ impl StatefulOperator for DedupOperator {
     }
 
     fn needs_no_data_batch(&self, next_watermark_ms: i64) -> bool {
-        match self.expired(next_watermark_ms) {
-            Ok(mask) => mask.true_count() > 0,
-            Err(e) => {
+        let spilled = match &self.spill {
+            Some(spill) => spill.store.min_expires(),
+            None => Ok(None),
+        };
+        match (self.expired(next_watermark_ms), spilled) {
+            (Ok(mask), Ok(min)) => {
+                mask.true_count() > 0
+                    || min.is_some_and(|m| m < next_watermark_ms.saturating_mul(1000))
+            }
+            (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(error = %e, "cannot decide whether a no-data batch is needed");
                 false
             }
@@ -492,6 +593,134 @@ mod tests {
                 .contains("operator changed from `dedupe` to `dedupeWithinWatermark`"),
             "{err}"
         );
+    }
+
+    /// Runs `input` (one trigger per batch) with `limit` as `state_memory_limit`,
+    /// restarting before every batch in `restarts`; returns each batch run.
+    fn run_with_limit(
+        s: &StatefulSpec,
+        input: &[RecordBatch],
+        limit: Option<u64>,
+        restarts: &[usize],
+    ) -> Vec<sim::BatchRun> {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = StatefulSpec {
+            state_memory_limit: limit,
+            ..s.clone()
+        };
+        let mut sim = Sim::new(spec, sim::schema(), dir.path());
+        for (i, b) in input.iter().enumerate() {
+            if restarts.contains(&i) {
+                sim.restart();
+            }
+            let mut batch = vec![b.clone()];
+            if i > 0 {
+                // Duplicates of the previous batch's keys, found in spilled state.
+                batch.push(input[i - 1].slice(0, 10));
+            }
+            sim.trigger(batch);
+        }
+        sim.runs
+    }
+
+    fn spilled(run: &sim::BatchRun) -> i64 {
+        run.metrics
+            .custom_metrics
+            .get("numSpilledRows")
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The same batches, outputs (rows and their order), removals and state sizes with
+    /// every key spilled at each commit (a 0-byte bound), with a bound that spills now
+    /// and then, and across restarts that load spilled snapshots, as all in memory.
+    #[test]
+    fn spilled_state_gives_the_in_memory_results() {
+        for (within, keys) in [(false, vec!["k", "ts"]), (true, vec!["k", "v"])] {
+            let s = spec(&keys, within, "30 seconds");
+            let input = synthetic(36, 40, if within { 5 } else { 9 });
+            let memory = run_with_limit(&s, &input, None, &[]);
+            for (limit, restarts) in [(0, vec![]), (0, vec![4, 11, 23, 30]), (3_000, vec![15])] {
+                let spilling = run_with_limit(&s, &input, Some(limit), &restarts);
+                assert_eq!(spilling.len(), memory.len(), "limit {limit}");
+                for (a, b) in memory.iter().zip(&spilling) {
+                    let at = format!("within {within}, limit {limit}, batch {}", a.batch_id);
+                    assert_eq!((a.batch_id, a.no_data), (b.batch_id, b.no_data), "{at}");
+                    assert_eq!(a.output, b.output, "{at}");
+                    assert_eq!(a.metrics.num_rows_total, b.metrics.num_rows_total, "{at}");
+                    assert_eq!(
+                        a.metrics.num_rows_removed, b.metrics.num_rows_removed,
+                        "{at}"
+                    );
+                    assert_eq!(
+                        a.metrics.num_rows_updated, b.metrics.num_rows_updated,
+                        "{at}"
+                    );
+                }
+                assert!(
+                    spilling.iter().any(|r| spilled(r) > 0),
+                    "limit {limit}: nothing was spilled"
+                );
+                assert!(memory.iter().all(|r| spilled(r) == 0));
+                assert!(
+                    spilling
+                        .iter()
+                        .map(|r| r.metrics.num_rows_removed)
+                        .sum::<u64>()
+                        > 0,
+                    "keys expired"
+                );
+            }
+        }
+    }
+
+    /// A batch replayed after a restart, and retried in the same process, against spilled
+    /// state emits the same rows; the version it commits loads to the same state.
+    #[test]
+    fn replay_against_spilled_state_is_deterministic() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StatefulSpec {
+            state_memory_limit: Some(0),
+            ..spec(&["k", "ts"], false, "10 seconds")
+        };
+        let input = synthetic(4, 30, 11);
+        let mut op = build(&s, &sim::schema(), dir.path(), None).unwrap();
+        op.process(0, vec![input[0].clone(), input[1].clone()], 0)
+            .unwrap();
+        op.commit(0).unwrap();
+        assert!(op.metrics().custom_metrics["numSpilledRows"] > 0);
+        let wm = ms("2024-05-01T10:00:20Z");
+        let batch = || vec![input[2].clone(), input[1].clone(), input[0].slice(0, 12)];
+        let first = op.process(1, batch(), wm).unwrap();
+        let removed = op.metrics().num_rows_removed;
+        assert!(removed > 0, "the watermark expires spilled keys");
+        op.commit(1).unwrap();
+        let total = op.metrics().num_rows_total;
+        drop(op);
+
+        let mut op = build(&s, &sim::schema(), dir.path(), Some(0)).unwrap();
+        assert!(op.metrics().custom_metrics["numSpilledRows"] > 0);
+        let second = op.process(1, batch(), wm).unwrap();
+        assert_eq!(first, second);
+        let again = op.process(1, batch(), wm).unwrap();
+        assert_eq!(
+            first, again,
+            "a retried batch starts from the committed version"
+        );
+        assert_eq!(op.metrics().num_rows_removed, removed);
+        op.commit(1).unwrap();
+        assert_eq!(op.metrics().num_rows_total, total);
+        let op = build(&s, &sim::schema(), dir.path(), Some(1)).unwrap();
+        assert_eq!(op.metrics().num_rows_total, total);
+        // The same version, loaded all in memory.
+        let memory = build(
+            &spec(&["k", "ts"], false, "10 seconds"),
+            &sim::schema(),
+            dir.path(),
+            Some(1),
+        )
+        .unwrap();
+        assert_eq!(memory.metrics().num_rows_total, total);
     }
 
     #[test]

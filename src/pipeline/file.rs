@@ -84,6 +84,9 @@ pub struct FlowFile {
     /// Batches the checkpoint keeps in `offsets/`, `commits/` and `state/` (Spark's
     /// `spark.sql.streaming.minBatchesToRetain`, default 100; docs/maintenance.md).
     pub min_batches_to_retain: Option<Spanned<i64>>,
+    /// Bytes of deduplication state kept in memory, e.g. `"256 MiB"`; beyond them the
+    /// state spills to disk (docs/state.md).
+    pub state_memory_limit: Option<Spanned<ByteSize>>,
 }
 
 /// `[[flow.union]]`: one more source of the flow, with its own watermark.

@@ -660,7 +660,18 @@ fn resolve_flow(
         drop_duplicates: flow.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
         drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,
         output_mode,
+        state_memory_limit: flow.state_memory_limit.as_ref().map(|b| b.get_ref().0),
     };
+    if let Some(limit) = &flow.state_memory_limit
+        && (flow.drop_duplicates.is_none() || stateful.has_aggregation())
+    {
+        return Err(cx.error(
+            limit.span(),
+            "state_memory_limit bounds the memory of a drop_duplicates state (it spills the rest to disk); \
+             aggregation and join state stay in memory, so this flow has nothing to bound: remove it"
+                .into(),
+        ));
+    }
     // A deduplication's state must be bounded by the watermark: checked here, without
     // the schema, so an inferred schema is refused before anything runs too.
     if let Some(keys) = &flow.drop_duplicates

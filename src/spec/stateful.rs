@@ -121,6 +121,9 @@ pub struct StatefulSpec {
     /// Spark 3.5 `dropDuplicatesWithinWatermark`.
     pub drop_duplicates_within_watermark: bool,
     pub output_mode: OutputMode,
+    /// Bytes of state the operator keeps in memory; beyond them its state spills to
+    /// disk (`state_memory_limit`, docs/state.md). `None`: all in memory.
+    pub state_memory_limit: Option<u64>,
 }
 
 impl StatefulSpec {

@@ -37,6 +37,7 @@
 //! [`StateTable`] is the in-memory side: the rows of the open keys and the changes
 //! since the last commit.
 
+pub mod spill;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -54,6 +55,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::durable::{create_dir_private, write_atomic, write_atomic_with};
 use crate::error::{Error, Result};
+pub use spill::SpillStore;
 pub use table::{Changes, KeyRows, Slot, StateTable};
 
 /// A snapshot is written when `version % SNAPSHOT_INTERVAL == 0`.
@@ -223,6 +225,33 @@ impl StateStore {
         load_version: Option<u64>,
         options: StoreOptions,
     ) -> Result<(StateStore, StateTable)> {
+        let store = Self::open_unloaded(
+            dir,
+            operator_name,
+            fingerprint,
+            schema.clone(),
+            num_keys,
+            load_version,
+            options,
+        )?;
+        let table = match load_version {
+            Some(version) => store.load(version)?,
+            None => StateTable::new(schema, num_keys)?,
+        };
+        Ok((store, table))
+    }
+
+    /// [`Self::open`] without loading the state: the checks and the `schema` file only
+    /// (the caller loads `load_version`, e.g. with [`Self::load_spilling`]).
+    pub fn open_unloaded(
+        dir: &Path,
+        operator_name: &str,
+        fingerprint: &Fingerprint,
+        schema: SchemaRef,
+        num_keys: usize,
+        load_version: Option<u64>,
+        options: StoreOptions,
+    ) -> Result<StateStore> {
         let store = StateStore {
             dir: dir.to_path_buf(),
             schema: schema.clone(),
@@ -254,8 +283,7 @@ impl StateStore {
         let Some(version) = load_version else {
             create_dir_private(dir).map_err(|e| Error::io(dir, e))?;
             store.write_metadata(&metadata)?;
-            let table = StateTable::new(schema, num_keys)?;
-            return Ok((store, table));
+            return Ok(store);
         };
         let saved = store.read_metadata()?.ok_or_else(|| Error::StateIncompatible {
             path: dir.to_path_buf(),
@@ -279,8 +307,7 @@ impl StateStore {
         if !changes.is_empty() {
             return Err(incompatible(dir, &changes));
         }
-        let table = store.load(version)?;
-        Ok((store, table))
+        Ok(store)
     }
 
     /// The directory of this operator's state.
@@ -395,9 +422,92 @@ impl StateStore {
         Ok(table)
     }
 
+    /// Reads state version `version` into a table of at most about `memory_limit` bytes
+    /// and `spill` (emptied first), which gets the rest: the snapshot is read batch by
+    /// batch (never whole in memory once written by a spilling operator), the table
+    /// moved to `spill` whenever it outgrows the limit, then the deltas applied to both.
+    /// For state of the [`SpillStore`] shape (key columns and one `Int64` expiry).
+    pub fn load_spilling(
+        &self,
+        version: u64,
+        memory_limit: usize,
+        spill: &mut SpillStore,
+    ) -> Result<StateTable> {
+        check_spillable(&self.schema, self.num_keys, &self.dir)?;
+        spill.clear()?;
+        let files = Self::list_versions(&self.dir)?;
+        let (base, deltas) = self.chain(&files, version)?;
+        let path = self.snapshot_path(base);
+        let mut table = StateTable::new(self.schema.clone(), self.num_keys)?;
+        let file = fs::File::open(&path).map_err(|e| ckpt(&path, format!("cannot read: {e}")))?;
+        let reader = FileReader::try_new(std::io::BufReader::new(file), None)
+            .map_err(|e| ckpt(&path, format!("not an Arrow IPC state file: {e}")))?;
+        check_types(&path, &self.schema, &reader.schema())?;
+        for batch in reader {
+            let batch = batch.map_err(|e| ckpt(&path, format!("cannot read state rows: {e}")))?;
+            let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+                .map_err(|e| {
+                    ckpt(
+                        &path,
+                        format!("state rows do not fit the state schema: {e}"),
+                    )
+                })?;
+            table.upsert(&batch)?;
+            if table.memory_size() > memory_limit {
+                table = spill_table(table, spill)?;
+            }
+        }
+        let delta_schema = delta_schema(&self.schema);
+        for v in deltas {
+            let path = self.delta_path(v);
+            let delta = self.read_ipc(&path, &delta_schema)?;
+            let (upserts, removals, n) = split_delta(&delta, &self.schema, self.num_keys)
+                .map_err(|e| ckpt(&path, format!("not a valid state delta: {e}")))?;
+            drop(delta);
+            // Removed keys not in the table are spilled ones; an upserted key that was
+            // spilled comes back to the table.
+            let mut spilled: Vec<Vec<u8>> = Vec::new();
+            if n > 0 {
+                let keys = table.key_rows(&removals)?;
+                for i in 0..n {
+                    if table.lookup(keys.get(i)).is_none() {
+                        spilled.push(keys.get(i).to_vec());
+                    }
+                }
+            }
+            if upserts.num_rows() > 0 && !spill.is_empty() {
+                let keys = table.key_rows(&upserts.columns()[..self.num_keys])?;
+                for i in 0..upserts.num_rows() {
+                    if spill.contains(keys.get(i))? {
+                        spilled.push(keys.get(i).to_vec());
+                    }
+                }
+            }
+            spill.remove(spilled.iter().map(Vec::as_slice))?;
+            table.apply(&upserts, &removals, n)?;
+            if table.memory_size() > memory_limit {
+                table = spill_table(table, spill)?;
+            }
+        }
+        table.clear_changes();
+        Ok(table)
+    }
+
     /// Persists version `version` from the table's changes (and a snapshot when due),
     /// then deletes versions beyond retention.
     pub fn commit(&mut self, version: u64, table: &mut StateTable) -> Result<CommitInfo> {
+        self.commit_spilled(version, table, None)
+    }
+
+    /// [`Self::commit`] for state split between `table` and `spill`: removals of spilled
+    /// keys are in the table's changes ([`StateTable::record_removed`]); a snapshot holds
+    /// the table's rows, then the spilled ones decoded a chunk at a time.
+    pub fn commit_spilled(
+        &mut self,
+        version: u64,
+        table: &mut StateTable,
+        spill: Option<&SpillStore>,
+    ) -> Result<CommitInfo> {
         if let Some(prev) = self.version
             && version != prev + 1
         {
@@ -418,7 +528,8 @@ impl StateStore {
         // batch of a stream) is written as the snapshot alone: its delta would be as
         // large, and loading this version or a later one starts from the latest
         // snapshot, never from this version's delta.
-        let snapshot_only = snapshot_due && num_changes > 0 && num_changes >= table.len();
+        let total_rows = table.len() as u64 + spill.map_or(0, SpillStore::len);
+        let snapshot_only = snapshot_due && num_changes > 0 && num_changes as u64 >= total_rows;
         let delta_path = self.delta_path(version);
         let mut delta_bytes = 0;
         if snapshot_only {
@@ -431,11 +542,18 @@ impl StateStore {
         }
         let snapshot_path = self.snapshot_path(version);
         if snapshot_due {
-            write_ipc(
-                &snapshot_path,
-                table.data().schema_ref(),
-                std::slice::from_ref(table.data()),
-            )?;
+            match spill {
+                Some(spill) if !spill.is_empty() => {
+                    write_snapshot_spilled(&snapshot_path, table, spill)?;
+                }
+                _ => {
+                    write_ipc(
+                        &snapshot_path,
+                        table.data().schema_ref(),
+                        std::slice::from_ref(table.data()),
+                    )?;
+                }
+            }
         } else {
             remove_stale(&snapshot_path)?;
         }
@@ -746,6 +864,97 @@ fn write_ipc(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result
         writer.into_inner()?.flush()?;
         Ok::<(), arrow::error::ArrowError>(())
     });
+    written.map_err(|e| match e {
+        arrow::error::ArrowError::IoError(_, source) => Error::unwritable(path, source),
+        other => ckpt(path, format!("cannot encode state rows: {other}")),
+    })?;
+    fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| ckpt(path, format!("cannot read: {e}")))
+}
+
+/// Rows per batch of a snapshot's spilled part.
+const SPILL_CHUNK_ROWS: usize = 65_536;
+
+/// Whether a state of `schema` can spill: key columns then one `Int64` column (the
+/// time a key expires), as deduplication's.
+pub fn check_spillable(schema: &SchemaRef, num_keys: usize, dir: &Path) -> Result<()> {
+    let fields = schema.fields();
+    if num_keys == 0
+        || fields.len() != num_keys + 1
+        || fields[num_keys].data_type() != &DataType::Int64
+    {
+        return Err(ckpt(
+            dir,
+            "this operator's state cannot spill to disk (only key columns and an expiry can)",
+        ));
+    }
+    Ok(())
+}
+
+/// Rows of `spill` as state rows of `table`'s schema (keys decoded, the expiry last).
+fn spilled_batch(table: &StateTable, rows: &[(Vec<u8>, i64)]) -> Result<RecordBatch> {
+    let mut columns = table.decode_keys(rows.iter().map(|(k, _)| k.as_slice()))?;
+    columns.push(Arc::new(arrow::array::Int64Array::from_iter_values(
+        rows.iter().map(|(_, e)| *e),
+    )));
+    RecordBatch::try_new(table.schema().clone(), columns).map_err(|source| Error::Arrow {
+        context: "reading spilled state".into(),
+        source,
+    })
+}
+
+/// Moves every row of `table` (no pending changes) to `spill`, in key order, and
+/// returns an empty table.
+pub fn spill_table(table: StateTable, spill: &mut SpillStore) -> Result<StateTable> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let data = table.data();
+    let expires = data
+        .column(data.num_columns() - 1)
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| ckpt(Path::new("state"), "the state's last column is not Int64"))?;
+    let mut order: Vec<usize> = (0..table.len()).collect();
+    order.sort_unstable_by(|a, b| table.key(*a).cmp(table.key(*b)));
+    spill.insert(order.iter().map(|&p| {
+        let e = if expires.is_null(p) {
+            i64::MIN
+        } else {
+            expires.value(p)
+        };
+        (table.key(p), e)
+    }))?;
+    StateTable::new(table.schema().clone(), table.num_keys())
+}
+
+/// Writes a snapshot of `table` + `spill` as it is read from `spill` (the spilled rows
+/// are never all in memory).
+fn write_snapshot_spilled(path: &Path, table: &StateTable, spill: &SpillStore) -> Result<u64> {
+    let mut failure: Option<Error> = None;
+    let written = write_atomic_with(path, |file| {
+        let mut writer = FileWriter::try_new(std::io::BufWriter::new(file), table.schema())?;
+        if !table.is_empty() {
+            writer.write(table.data())?;
+        }
+        let chunks = spill.for_each_chunk(SPILL_CHUNK_ROWS, |rows| {
+            let batch = spilled_batch(table, rows)?;
+            writer.write(&batch).map_err(|source| Error::Arrow {
+                context: "writing a state snapshot".into(),
+                source,
+            })
+        });
+        if let Err(e) = chunks {
+            let message = e.to_string();
+            failure = Some(e);
+            return Err(arrow::error::ArrowError::ExternalError(message.into()));
+        }
+        writer.finish()?;
+        writer.into_inner()?.flush()?;
+        Ok::<(), arrow::error::ArrowError>(())
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
     written.map_err(|e| match e {
         arrow::error::ArrowError::IoError(_, source) => Error::unwritable(path, source),
         other => ckpt(path, format!("cannot encode state rows: {other}")),

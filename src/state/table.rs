@@ -433,6 +433,17 @@ impl StateTable {
             .map_err(arrow_err("decoding state keys"))
     }
 
+    /// The row-format key of row `p` (`p < len()`).
+    pub fn key(&self, p: usize) -> &[u8] {
+        self.index.keys.get(p)
+    }
+
+    /// Records a key removed from the state outside this table (a spilled key), as a
+    /// removal in [`Self::changes`].
+    pub fn record_removed(&mut self, key: &[u8]) {
+        self.removed.push(key);
+    }
+
     /// Position of a key in [`Self::data`].
     pub fn lookup(&self, key: &[u8]) -> Option<usize> {
         self.index.get(key)
@@ -508,6 +519,16 @@ impl StateTable {
     /// which rows were inserted. (Deduplication: the rows are read once, the keys encoded
     /// and hashed once.)
     pub fn insert_absent(&mut self, batches: &[RecordBatch]) -> Result<Vec<Vec<bool>>> {
+        self.insert_absent_except(batches, |_| Ok(false))
+    }
+
+    /// [`Self::insert_absent`] where a key not in the table but for which `held` says
+    /// true (a key spilled to disk, [`super::spill`]) counts as present too.
+    pub fn insert_absent_except(
+        &mut self,
+        batches: &[RecordBatch],
+        mut held: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<Vec<Vec<bool>>> {
         for batch in batches {
             self.check_schema(batch)?;
         }
@@ -531,7 +552,7 @@ impl StateTable {
                 let mut mask = Vec::with_capacity(batch.num_rows());
                 for i in 0..batch.num_rows() {
                     let key = encoded.get(i);
-                    let new = self.index.get(key).is_none();
+                    let new = self.index.get(key).is_none() && !held(key)?;
                     if new {
                         self.index.push(key)?;
                         chosen.push((b, i));

@@ -242,7 +242,15 @@ async fn stateful_flows_survive_every_failpoint() {
             "watermark = { column = \"time_hour\", delay = \"1 hour\" }\n\
              drop_duplicates = [\"origin\", \"time_hour\"]",
         ),
+        (
+            // Every key spilled to disk at each commit (docs/state.md).
+            "deduplication, spilled",
+            "watermark = { column = \"time_hour\", delay = \"1 hour\" }\n\
+             drop_duplicates = [\"origin\", \"time_hour\"]\n\
+             state_memory_limit = 0",
+        ),
     ];
+    let mut in_memory_dedup: Option<Vec<String>> = None;
     for (kind, clauses) in stateful {
         let body = crate::support::bronze_flights_only()
             .replace(
@@ -262,6 +270,15 @@ async fn stateful_flows_survive_every_failpoint() {
             sorted_rows(&s.dir).await
         };
         assert!(golden.len() > 50, "{kind}: {} rows", golden.len());
+        match kind {
+            "deduplication" => in_memory_dedup = Some(golden.clone()),
+            "deduplication, spilled" => assert_eq!(
+                Some(&golden),
+                in_memory_dedup.as_ref(),
+                "spilled state gives the in-memory output"
+            ),
+            _ => {}
+        }
         for failpoint in weir::engine::failpoint::FAILPOINTS {
             let s = setup(5, 1);
             std::fs::write(&s.pipeline, &body).unwrap();
