@@ -584,6 +584,7 @@ impl DeltaSink {
             .await
             .map_err(|e| self.err(e))?;
         self.table.state = Some(finalized.snapshot);
+        self.appended = Some(batch_id);
         Ok(SinkCommit {
             num_output_rows: num_rows as u64,
             delta_version: self.version(),
