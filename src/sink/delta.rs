@@ -15,13 +15,13 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
-use deltalake::table::config::TablePropertiesExt as _;
-use deltalake::kernel::Transaction;
 use deltalake::kernel::Action;
+use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TableReference};
 use deltalake::operations::write::writer::{DeltaWriter, WriterConfig};
 use deltalake::operations::write::{SchemaMode, WriterStatsConfig};
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::table::config::TablePropertiesExt as _;
 
 use super::SinkCommit;
 use crate::delta::{delta_error, open_table};
@@ -346,10 +346,10 @@ impl DeltaSink {
             batches = vec![empty];
         }
         let creating = self.table.version().is_none();
-        if !overwrite
-            && let Some(config) = self.parallel_append_config(&batches, num_rows)?
-        {
-            return self.parallel_append(batch_id, batches, num_rows, config).await;
+        if !overwrite && let Some(config) = self.parallel_append_config(&batches, num_rows)? {
+            return self
+                .parallel_append(batch_id, batches, num_rows, config)
+                .await;
         }
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
@@ -820,7 +820,13 @@ mod tests {
         let firsts: Vec<i64> = parts
             .iter()
             .flatten()
-            .map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0))
+            .map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .value(0)
+            })
             .collect();
         assert_eq!(firsts, vec![0, 10, 20, 30, 40]);
         // Fewer batches than parts: no empty part.
@@ -833,14 +839,21 @@ mod tests {
         let path = dir.path().join("t");
         let mut sink = DeltaSink::open(&path, Vec::new(), true, "q").await.unwrap();
         // Batch 0 creates the table through delta-rs's write operation.
-        sink.add_batch(0, vec![batch(-10, 10)], false, None).await.unwrap();
+        sink.add_batch(0, vec![batch(-10, 10)], false, None)
+            .await
+            .unwrap();
         let batches: Vec<RecordBatch> = (0..8).map(|i| batch(i * 40_000, 40_000)).collect();
         let parallel = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         assert_eq!(
-            sink.parallel_append_config(&batches, 320_000).unwrap().is_some(),
+            sink.parallel_append_config(&batches, 320_000)
+                .unwrap()
+                .is_some(),
             parallel
         );
-        let commit = sink.add_batch(1, batches.clone(), false, None).await.unwrap();
+        let commit = sink
+            .add_batch(1, batches.clone(), false, None)
+            .await
+            .unwrap();
         assert_eq!(commit.num_output_rows, 320_000);
         assert_eq!(commit.delta_version, Some(1));
         let files = commit_files(&path, 1);
@@ -865,7 +878,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
         let mut sink = DeltaSink::open(&path, Vec::new(), true, "q").await.unwrap();
-        sink.add_batch(0, vec![batch(0, 10)], false, None).await.unwrap();
+        sink.add_batch(0, vec![batch(0, 10)], false, None)
+            .await
+            .unwrap();
         let big: Vec<RecordBatch> = (0..4).map(|i| batch(i * 50_000, 50_000)).collect();
         // A batch whose columns differ from the table's (a new column to merge).
         let wider: Vec<RecordBatch> = big
@@ -878,7 +893,11 @@ mod tests {
                 RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
             })
             .collect();
-        assert!(sink.parallel_append_config(&wider, 200_000).unwrap().is_none());
+        assert!(
+            sink.parallel_append_config(&wider, 200_000)
+                .unwrap()
+                .is_none()
+        );
         // Too few rows to split.
         assert!(
             sink.parallel_append_config(&[batch(0, 10), batch(10, 10)], 20)
@@ -886,11 +905,20 @@ mod tests {
                 .is_none()
         );
         // A partitioned sink.
-        let mut partitioned = DeltaSink::open(&dir.path().join("p"), vec!["name".into()], false, "q")
+        let mut partitioned =
+            DeltaSink::open(&dir.path().join("p"), vec!["name".into()], false, "q")
+                .await
+                .unwrap();
+        partitioned
+            .add_batch(0, vec![batch(0, 10)], false, None)
             .await
             .unwrap();
-        partitioned.add_batch(0, vec![batch(0, 10)], false, None).await.unwrap();
-        assert!(partitioned.parallel_append_config(&big, 200_000).unwrap().is_none());
+        assert!(
+            partitioned
+                .parallel_append_config(&big, 200_000)
+                .unwrap()
+                .is_none()
+        );
         // The wider append still works, through delta-rs's write (merge_schema).
         let commit = sink.add_batch(1, wider, false, None).await.unwrap();
         assert_eq!(commit.num_output_rows, 200_000);
