@@ -92,8 +92,8 @@ fn key(i: u64) -> (&'static str, i32, &'static str, i64) {
     )
 }
 
-/// Rows for keys `from..to`, every 50th followed by a duplicate of an earlier key.
-fn batches(from: u64, to: u64) -> Vec<RecordBatch> {
+/// Key ids `from..to`, every 50th followed by a duplicate of an earlier key (2%).
+fn ids_with_duplicates(from: u64, to: u64) -> Vec<u64> {
     let mut ids: Vec<u64> = Vec::new();
     for i in from..to {
         ids.push(i);
@@ -101,7 +101,13 @@ fn batches(from: u64, to: u64) -> Vec<RecordBatch> {
             ids.push(i - 7);
         }
     }
-    ids.chunks(8192)
+    ids
+}
+
+/// Rows for keys `from..to`, every 50th followed by a duplicate of an earlier key.
+fn batches(from: u64, to: u64) -> Vec<RecordBatch> {
+    ids_with_duplicates(from, to)
+        .chunks(8192)
         .map(|chunk| {
             let keys: Vec<_> = chunk.iter().map(|&i| key(i)).collect();
             let columns: Vec<ArrayRef> = vec![
@@ -213,14 +219,8 @@ fn flight_key(i: u64) -> (String, i64) {
 
 /// Rows for flight keys `from..to`, every 50th followed by a duplicate of an earlier key.
 fn flight_batches(from: u64, to: u64) -> Vec<RecordBatch> {
-    let mut ids: Vec<u64> = Vec::new();
-    for i in from..to {
-        ids.push(i);
-        if i % 50 == 49 {
-            ids.push(i - 7);
-        }
-    }
-    ids.chunks(8192)
+    ids_with_duplicates(from, to)
+        .chunks(8192)
         .map(|chunk| {
             let keys: Vec<_> = chunk.iter().map(|&i| flight_key(i)).collect();
             let columns: Vec<ArrayRef> = vec![
