@@ -290,7 +290,7 @@ pub struct FilesSourceFile {
     /// a listing per trigger.
     pub use_notifications: Option<Spanned<bool>>,
     /// Auto Loader's `cloudFiles.backfillInterval`: with notifications, a full listing this often.
-    pub backfill_interval: Option<HumanDuration>,
+    pub backfill_interval: Option<Spanned<HumanDuration>>,
 }
 
 fn default_true() -> bool {

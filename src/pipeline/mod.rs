@@ -1646,9 +1646,13 @@ fn resolve_files(
         .use_notifications
         .as_ref()
         .is_some_and(|b| *b.get_ref());
-    if files.backfill_interval.is_some() && !use_notifications {
+    if let Some(backfill) = files
+        .backfill_interval
+        .as_ref()
+        .filter(|_| !use_notifications)
+    {
         return Err(cx.error(
-            files.kind.span(),
+            backfill.span(),
             "`backfill_interval` is the period of the full listing beside file notifications: \
              set use_notifications = true with it, or remove it (a listing source lists every trigger)"
                 .into(),
@@ -1698,7 +1702,8 @@ fn resolve_files(
         use_notifications,
         backfill_interval: files
             .backfill_interval
-            .map_or(crate::spec::DEFAULT_BACKFILL_INTERVAL, |d| d.0),
+            .as_ref()
+            .map_or(crate::spec::DEFAULT_BACKFILL_INTERVAL, |d| d.get_ref().0),
     })
 }
 
