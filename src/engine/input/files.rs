@@ -87,7 +87,7 @@ impl FilesInput {
             let next = self.source.peek_snapshot();
             if !next.is_empty() {
                 let reader = self.source.reader();
-                let task = tokio::spawn(self.source.reader().read_owned(next.clone()));
+                let task = tokio::spawn(reader.clone().read_owned(next.clone()));
                 self.read_ahead = Some(ReadAhead {
                     files: next,
                     reader,

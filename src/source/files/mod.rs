@@ -411,6 +411,7 @@ impl FileSource {
 }
 
 /// Decodes the files of a batch; see [`FileSource::reader`].
+#[derive(Clone)]
 pub struct BatchReader {
     spec: Arc<ReadSpec>,
     batch_schema: SchemaRef,
