@@ -355,7 +355,8 @@ impl DeltaSink {
         let merge = self.merge_schema
             && !(mapped && !creating && self.fits_table(batches.first().map(|b| b.schema()))?);
         let commit = CommitProperties::default()
-            .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64));
+            .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64))
+            .with_cleanup_expired_logs(self.log_cleanup());
         let mut builder = self
             .table
             .clone()
@@ -567,7 +568,8 @@ impl DeltaSink {
         });
         let commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64))
-            .with_metadata([("operationMetrics".to_owned(), metrics)]);
+            .with_metadata([("operationMetrics".to_owned(), metrics)])
+            .with_cleanup_expired_logs(self.log_cleanup());
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,
@@ -590,6 +592,23 @@ impl DeltaSink {
             delta_version: self.version(),
             skipped: false,
         })
+    }
+
+    /// Whether the append's post-commit removes expired log entries: only with the commit
+    /// that writes a checkpoint (every `delta.checkpointInterval` versions), as Delta Lake
+    /// does (`MetadataCleanup` runs after a checkpoint), and then as the table's
+    /// `delta.enableExpiredLogCleanup` says (`None`: delta-rs reads it). delta-rs would
+    /// otherwise list the whole `_delta_log` after every commit, which grows with the
+    /// log's retention (30 days by default). `None` for a table-to-be.
+    fn log_cleanup(&self) -> Option<bool> {
+        let state = self.table.snapshot().ok()?;
+        let interval = state.table_config().checkpoint_interval().get();
+        let version = state.version() + 1;
+        if (version + 1).is_multiple_of(interval) {
+            None
+        } else {
+            Some(false)
+        }
     }
 
     /// Column-mapped table (delta-rs cannot evolve one yet): `true` when the batch's
