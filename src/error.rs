@@ -254,6 +254,7 @@ impl Error {
             retryable: self.retryable(),
             message: self.to_string(),
             path: self.path().map(|p| p.display().to_string()),
+            waiting: false,
         }
     }
 

@@ -234,6 +234,7 @@ async fn run(
     let mut last_trigger_start: Option<Instant> = None;
     let mut idle = false;
     let mut waiting_for_landing = false;
+    let mut waiting_for_schema = false;
     loop {
         for c in control.drain() {
             events.command(c);
@@ -257,6 +258,13 @@ async fn run(
         // The plan, once every source's schema is known; then the next batch, if any.
         if flow.is_none() {
             flow = open_plan(spec, &checkpoint, &recovered, &mut opened).await?;
+            // Said once: a source has no schema yet (an inferred schema with no file to
+            // infer it from, a Delta table not created yet). File notifications start with
+            // the source, so until then the flow looks again each trigger.
+            if flow.is_none() && !waiting_for_schema && missing_landing(spec).is_none() {
+                waiting_for_schema = true;
+                tracing::info!(flow = %spec.name, "a source's schema is not known yet (no file to infer it from, or no Delta table yet); the flow looks again each trigger");
+            }
             // A files source with notifications wakes the idle flow on each notice.
             if control.upstream.is_none()
                 && let Some(rx) = flow
@@ -286,7 +294,7 @@ async fn run(
                             "the landing directory does not exist yet; the flow waits for it (nothing is lost: files are read once it appears)",
                         ),
                     };
-                    events.health(tracker.fail(&e, now_ms()));
+                    events.health(tracker.wait(&e, now_ms()));
                 }
             }
             match trigger {

@@ -100,7 +100,9 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
             "{} error ({} domain, {}): {}",
             error.kind,
             domain_str(error.domain),
-            if error.retryable {
+            if error.waiting {
+                "waiting for it; nothing was retried or lost"
+            } else if error.retryable {
                 "retried with backoff, still failing"
             } else {
                 "a retry cannot help"
@@ -340,6 +342,7 @@ mod tests {
             retryable,
             message: format!("{kind} at /data/x: boom"),
             path: Some("/data/x".into()),
+            waiting: false,
         }
     }
 
@@ -485,6 +488,18 @@ mod tests {
         assert_eq!(h.state, HealthState::SourceUnavailable);
         assert_eq!(h.evidence.file.as_deref(), Some("/data/x"));
         assert!(h.evidence.reasons[0].contains("external domain, retried with backoff"));
+    }
+
+    #[test]
+    fn a_wait_for_the_source_says_so_not_that_retries_failed() {
+        let e = ErrorFacts {
+            waiting: true,
+            ..err("source_unavailable", true)
+        };
+        let h = run(&[], Some(&e), &HealthConfig::default());
+        assert_eq!(h.state, HealthState::SourceUnavailable);
+        assert!(h.evidence.reasons[0].contains("waiting for it; nothing was retried or lost"));
+        assert!(!h.evidence.reasons[0].contains("retried with backoff"));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use crate::checkpoint::Checkpoint;
 use crate::checkpoint::progress::read_progress;
 use crate::durable::write_atomic;
 use crate::error::Error;
-use crate::records::{Health, HealthRecord, HealthState, StreamingQueryProgress, iso_millis};
+use crate::records::{
+    ErrorFacts, Health, HealthRecord, HealthState, StreamingQueryProgress, iso_millis,
+};
 use crate::spec::HealthConfig;
 
 pub struct HealthTracker {
@@ -65,7 +67,20 @@ impl HealthTracker {
 
     /// Classifies the error that stopped the flow (after retries).
     pub fn fail(&mut self, error: &Error, now_ms: i64) -> Health {
-        let facts = error.facts();
+        self.classify_error(error, false, now_ms)
+    }
+
+    /// Classifies what the flow is waiting for (a landing directory that does not exist
+    /// yet): the state of `error`, with evidence that says nothing was retried or lost.
+    pub fn wait(&mut self, error: &Error, now_ms: i64) -> Health {
+        self.classify_error(error, true, now_ms)
+    }
+
+    fn classify_error(&mut self, error: &Error, waiting: bool, now_ms: i64) -> Health {
+        let facts = ErrorFacts {
+            waiting,
+            ..error.facts()
+        };
         let problems = match error {
             Error::Checkpoint { .. } | Error::StateIncompatible { .. } => vec![error.to_string()],
             _ => Vec::new(),

@@ -437,6 +437,7 @@ mod tests {
                     retryable: true,
                     message: "delta table /t: Not a directory".into(),
                     path: Some("/t".into()),
+                    waiting: false,
                 }),
                 ..Default::default()
             },

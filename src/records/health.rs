@@ -65,6 +65,10 @@ pub struct ErrorFacts {
     /// The file, directory or table the error names, when it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The flow is waiting for what the error names (a files source's landing directory
+    /// that does not exist yet): nothing was retried and nothing failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 /// The numbers behind a verdict. Every number says its window (`window_batches`,

@@ -264,6 +264,7 @@ pub fn route(exception: &str, error_class: Option<&str>, paths: &Paths) -> Route
             retryable,
             message,
             path: None,
+            waiting: false,
         },
         state,
         error_class: class,

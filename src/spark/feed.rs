@@ -586,6 +586,7 @@ impl Feed {
                         super::iso(at)
                     ),
                     path: None,
+                    waiting: false,
                 };
                 out(Update::Error {
                     query: q,
@@ -982,6 +983,7 @@ impl Feed {
                     dir.display()
                 ),
                 path: Some(dir.display().to_string()),
+                waiting: false,
             };
             out(Update::Error {
                 query: q,
