@@ -345,7 +345,29 @@ impl DeltaSink {
             }
             batches = vec![empty];
         }
-        let creating = self.table.version().is_none();
+        let mut creating = self.table.version().is_none();
+        // A first append big enough for the parallel writers: the table is created first,
+        // empty, by delta-rs's write of the batch's schema (no txn), so the rows take the
+        // parallel path as every later batch's do. The txn is in the commit that adds the
+        // rows: a batch stopped between the two commits is written again on restart.
+        if creating
+            && !overwrite
+            && self.column_mapping.is_none()
+            && self.partition_by.is_empty()
+            && parallel_sized(&batches, num_rows)
+            && let Some(first) = batches.first()
+            && first.schema().fields().iter().all(|f| nullable_deep(f))
+        {
+            let empty = RecordBatch::new_empty(first.schema());
+            self.table = self
+                .table
+                .clone()
+                .write(vec![empty])
+                .with_save_mode(SaveMode::Append)
+                .await
+                .map_err(|e| self.err(e))?;
+            creating = false;
+        }
         if !overwrite && let Some(config) = self.parallel_append_config(&batches, num_rows)? {
             return self
                 .parallel_append(batch_id, batches, num_rows, config)
@@ -413,6 +435,13 @@ impl DeltaSink {
 /// only add a file.
 const PARALLEL_APPEND_MIN_ROWS: usize = 131_072;
 
+/// Whether an append is big enough to split between parallel writers: two cores or more,
+/// two record batches or more, and [`PARALLEL_APPEND_MIN_ROWS`] rows.
+fn parallel_sized(batches: &[RecordBatch], num_rows: usize) -> bool {
+    let writers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    writers >= 2 && batches.len() >= 2 && num_rows >= PARALLEL_APPEND_MIN_ROWS
+}
+
 /// Writer features whose rules an append of rows that already fit the table's schema
 /// meets without a check of its own (Delta protocol, "Table Features"): the others
 /// (invariants, CHECK constraints, generated and identity columns, column mapping, row
@@ -439,10 +468,7 @@ impl DeltaSink {
         batches: &[RecordBatch],
         num_rows: usize,
     ) -> Result<Option<WriterConfig>> {
-        let writers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if writers < 2
-            || batches.len() < 2
-            || num_rows < PARALLEL_APPEND_MIN_ROWS
+        if !parallel_sized(batches, num_rows)
             || !self.partition_by.is_empty()
             || self.table.version().is_none()
         {
@@ -850,6 +876,62 @@ mod tests {
         assert_eq!(firsts, vec![0, 10, 20, 30, 40]);
         // Fewer batches than parts: no empty part.
         assert_eq!(split_rows(vec![batch(0, 3)], 3, 4).len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_first_append_creates_the_table_then_takes_the_parallel_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut sink = DeltaSink::open(&path, Vec::new(), true, "q").await.unwrap();
+        let batches: Vec<RecordBatch> = (0..4).map(|i| batch(i * 40_000, 40_000)).collect();
+        let commit = sink
+            .add_batch(0, batches.clone(), false, None)
+            .await
+            .unwrap();
+        assert_eq!(commit.num_output_rows, 160_000);
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return;
+        }
+        // Version 0 creates the table with no rows and no txn; version 1 holds the rows
+        // and the batch's txn, written by more than one writer.
+        assert_eq!(commit.delta_version, Some(1));
+        assert!(commit_files(&path, 0).is_empty());
+        let log0 =
+            std::fs::read_to_string(path.join("_delta_log/00000000000000000000.json")).unwrap();
+        assert!(
+            log0.contains("metaData") && !log0.contains("\"txn\""),
+            "{log0}"
+        );
+        let files = commit_files(&path, 1);
+        assert!(files.len() >= 2, "{files:?}");
+        assert_eq!(ids_of(&files), (0..160_000).collect::<Vec<i64>>());
+        assert_eq!(
+            crate::delta::txn_version(&path, "q").await.unwrap(),
+            Some(0)
+        );
+        // Stopped between the two commits: the table exists with no rows and no txn, and
+        // the batch run again writes its rows once.
+        let dir2 = tempfile::tempdir().unwrap();
+        let path2 = dir2.path().join("t");
+        let created = DeltaSink::open(&path2, Vec::new(), true, "q")
+            .await
+            .unwrap();
+        created
+            .table
+            .clone()
+            .write(vec![RecordBatch::new_empty(batches[0].schema())])
+            .await
+            .unwrap();
+        let mut restarted = DeltaSink::open(&path2, Vec::new(), true, "q")
+            .await
+            .unwrap();
+        let commit = restarted.add_batch(0, batches, false, None).await.unwrap();
+        assert!(!commit.skipped);
+        assert_eq!(commit.delta_version, Some(1));
+        assert_eq!(
+            ids_of(&commit_files(&path2, 1)),
+            (0..160_000).collect::<Vec<i64>>()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
