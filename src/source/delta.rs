@@ -389,10 +389,9 @@ impl DeltaSource {
             return Ok(None);
         };
         let known = info.latest;
-        let Ok(latest) = table.log_store().get_latest_version(known as _).await else {
+        let Ok(latest) = table.log_store().get_latest_version(known).await else {
             return Ok(None);
         };
-        let latest = latest as u64;
         if latest < known {
             return Ok(None);
         }
