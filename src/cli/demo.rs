@@ -268,14 +268,18 @@ fn run_live(args: &DemoArgs, dir: &Path) -> ExitCode {
         }
     };
     eprintln!(
-        "weir demo: nycflights13 flights replayed live{} into {} (speed {}x{})",
+        "weir demo: nycflights13 flights replayed live{} into {} (speed {}{})",
         options
             .kafka
             .as_ref()
             .map(|k| format!(" through kafka {} topic {}", k.bootstrap, k.topic))
             .unwrap_or_default(),
         dir.display(),
-        options.speed,
+        if options.speed.is_finite() {
+            format!("{}x", options.speed)
+        } else {
+            "max".to_string()
+        },
         if options.until_drained {
             ", until drained"
         } else {
