@@ -604,8 +604,10 @@ fn prepare(options: &DrillOptions) -> Result<Prepared, DrillError> {
 /// The default key of a flow: its `delta_merge` keys (an upsert keeps one row per key),
 /// else its `drop_duplicates` columns when it has some, else
 /// every output column except those computed from the wall clock (a `select` item
-/// calling `current_timestamp()` or `now()`), which differ between two runs.
-pub fn default_key(flow: &FlowSpec, columns: &[String]) -> Vec<String> {
+/// calling `current_timestamp()` or `now()`), which differ between two runs: the flow's
+/// own, and those of the pipeline's flows upstream of it (`flows`: a flow whose sink is a
+/// table this one reads), which a `select "*"` carries through under the same name.
+pub fn default_key(flow: &FlowSpec, flows: &[FlowSpec], columns: &[String]) -> Vec<String> {
     if let SinkSpec::DeltaMerge { keys, .. } = &flow.sink {
         return keys.clone();
     }
@@ -614,8 +616,33 @@ pub fn default_key(flow: &FlowSpec, columns: &[String]) -> Vec<String> {
     {
         return keys.clone();
     }
-    let clock: Vec<String> = flow
-        .select
+    let clock = clock_columns(flow, flows, 0);
+    columns
+        .iter()
+        .filter(|c| !clock.iter().any(|k| k.eq_ignore_ascii_case(c)))
+        .cloned()
+        .collect()
+}
+
+/// The columns `flow` and the flows upstream of it compute from the wall clock.
+fn clock_columns(flow: &FlowSpec, flows: &[FlowSpec], depth: usize) -> Vec<String> {
+    let mut clock = own_clock_columns(flow);
+    // A pipeline's flows form a DAG (validated); the depth bound is only a guard.
+    if depth < flows.len() {
+        let reads = flow.reads();
+        for upstream in flows
+            .iter()
+            .filter(|u| u.writes().is_some_and(|t| reads.contains(&t)))
+        {
+            clock.extend(clock_columns(upstream, flows, depth + 1));
+        }
+    }
+    clock
+}
+
+/// The names of `flow`'s `select` items calling `current_timestamp()` or `now()`.
+fn own_clock_columns(flow: &FlowSpec) -> Vec<String> {
+    flow.select
         .iter()
         .flatten()
         .filter(|item| {
@@ -632,11 +659,6 @@ pub fn default_key(flow: &FlowSpec, columns: &[String]) -> Vec<String> {
                     .to_string()
             })
         })
-        .collect();
-    columns
-        .iter()
-        .filter(|c| !clock.iter().any(|k| k.eq_ignore_ascii_case(c)))
-        .cloned()
         .collect()
 }
 
@@ -823,7 +845,7 @@ pub async fn run(options: &DrillOptions) -> Result<DrillReport, DrillError> {
 
     let mut flows = Vec::new();
     for flow in &prepared.flows {
-        flows.push(compare(options, flow).await?);
+        flows.push(compare(options, flow, &prepared.flows).await?);
     }
     let pass = flows.iter().all(|f| f.pass);
     let mut notes = prepared.input.notes.clone();
@@ -912,7 +934,11 @@ fn read_side(checkpoint: &Path) -> RunSide {
     }
 }
 
-async fn compare(options: &DrillOptions, flow: &FlowSpec) -> Result<FlowReport, DrillError> {
+async fn compare(
+    options: &DrillOptions,
+    flow: &FlowSpec,
+    flows: &[FlowSpec],
+) -> Result<FlowReport, DrillError> {
     let drill_root = options.work_dir.join("drill");
     let ref_root = options.work_dir.join("reference");
     let drill_table = drill_root.join("tables").join(&flow.name);
@@ -938,7 +964,7 @@ async fn compare(options: &DrillOptions, flow: &FlowSpec) -> Result<FlowReport, 
         None => Vec::new(),
     };
     let key = if options.key.is_empty() {
-        default_key(flow, &columns)
+        default_key(flow, flows, &columns)
     } else {
         options.key.clone()
     };
@@ -1202,6 +1228,59 @@ mod tests {
                 .set_modified(at)
                 .unwrap();
         }
+    }
+
+    /// A column a flow upstream computes from the wall clock, carried through by `select
+    /// "*"`, is left out of the default key too (it differs between the two runs).
+    #[test]
+    fn default_key_leaves_out_wall_clock_columns_from_upstream_flows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let text = r#"
+[[flow]]
+name = "bronze"
+select = ["*", "current_timestamp() AS ingested_at"]
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id INT, v STRING"
+[flow.sink]
+type = "delta"
+path = "lake/bronze"
+
+[[flow]]
+name = "silver"
+select = ["*", "now() AS refined_at"]
+[flow.source]
+type = "delta"
+path = "lake/bronze"
+[flow.sink]
+type = "delta"
+path = "lake/silver"
+
+[[flow]]
+name = "other"
+[flow.source]
+type = "delta"
+path = "lake/silver"
+[flow.sink]
+type = "delta"
+path = "lake/other"
+"#;
+        let loaded = pipeline::parse(&path, text).unwrap();
+        let flows = loaded.flows.clone();
+        let columns: Vec<String> = ["id", "v", "ingested_at", "refined_at"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let key = |name: &str| {
+            let flow = flows.iter().find(|f| f.name == name).unwrap();
+            default_key(flow, &flows, &columns)
+        };
+        assert_eq!(key("bronze"), ["id", "v", "refined_at"]);
+        assert_eq!(key("silver"), ["id", "v"]);
+        assert_eq!(key("other"), ["id", "v"]);
     }
 
     /// Issue #18: the drill's input copy is bounded: a file source's oldest files up to
