@@ -1476,6 +1476,52 @@ mod tests {
         );
     }
 
+    /// After the first load, a refresh finds new commits from the log alone: the loaded
+    /// snapshot stays at its version (no deltalake snapshot update per trigger), the new
+    /// commits are read for planning, and a commit with a `metaData` action loads the
+    /// table again.
+    #[tokio::test]
+    async fn refresh_reads_new_commits_without_updating_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        append(&path, &[(1, "x")], false).await; // 0
+        let mut src = source(&path, |_| {});
+        assert_eq!(src.refresh().await.unwrap(), Some(0));
+        append(&path, &[(2, "x")], false).await; // 1
+        append(&path, &[(3, "x")], false).await; // 2
+        assert_eq!(src.refresh().await.unwrap(), Some(2));
+        assert_eq!(src.latest_version(), Some(2));
+        assert_eq!(src.table.as_ref().and_then(|t| t.version()), Some(0));
+        assert!(src.commits.contains_key(&1) && src.commits.contains_key(&2));
+        let b = src.plan(None).await.unwrap().unwrap();
+        assert_eq!(ids(&src, &b.files).await, vec![1, 2, 3]);
+        // A metaData commit (a new column): the table is loaded again.
+        let wide = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("p", DataType::Utf8, true),
+            Field::new("note", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            wide,
+            vec![
+                Arc::new(Int64Array::from(vec![4])),
+                Arc::new(StringArray::from(vec!["x"])),
+                Arc::new(StringArray::from(vec!["new"])),
+            ],
+        )
+        .unwrap();
+        crate::delta::open_table(&path)
+            .await
+            .unwrap()
+            .write(vec![batch])
+            .with_save_mode(SaveMode::Append)
+            .with_schema_mode(SchemaMode::Merge)
+            .await
+            .unwrap(); // 3
+        assert_eq!(src.refresh().await.unwrap(), Some(3));
+        assert_eq!(src.table.as_ref().and_then(|t| t.version()), Some(3));
+    }
+
     #[tokio::test]
     async fn a_schema_change_stops_the_stream_until_a_restart() {
         let dir = tempfile::tempdir().unwrap();
