@@ -379,7 +379,7 @@ impl DeltaSource {
     /// commits' actions (read through the log store and kept for planning), without
     /// updating the loaded snapshot. deltalake keeps a snapshot's whole file list
     /// materialised and rebuilds it on every update, which grows with the table (about 12
-    /// ms a refresh at 400 files, against 2 ms for the listing; BENCHMARKS.md "Multi-hop
+    /// ms a refresh at 400 files, against 3 ms for the listing; BENCHMARKS.md "Multi-hop
     /// latency"); the stream needs only the new commits. `None` when the full refresh is
     /// needed: nothing loaded yet, the log no longer holds the known latest version (the
     /// table was replaced), or a new commit carries a `metaData` action (schema, table id or
