@@ -396,6 +396,7 @@ async fn run(
             }
         }
     }
+    sinks.settle().await;
     if summary.delta_version.is_none() {
         summary.delta_version = match &spec.sink {
             _ if sinks.is_open() => sinks.delta_version(),

@@ -17,7 +17,9 @@ use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
 use deltalake::kernel::Transaction;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TableReference};
+use deltalake::kernel::transaction::{
+    CommitBuilder, CommitProperties, FinalizedCommit, TableReference,
+};
 use deltalake::operations::write::writer::{DeltaWriter, WriterConfig};
 use deltalake::operations::write::{SchemaMode, WriterStatsConfig};
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -40,6 +42,17 @@ pub struct DeltaSink {
     /// The batch this sink appended last, when its own write succeeded in this process
     /// (see [`DeltaSink::add_batch`]).
     appended: Option<u64>,
+    /// deltalake's post-commit of this sink's last direct append, still running (see
+    /// [`DeltaSink::settle`]).
+    post_commit: Option<PendingPostCommit>,
+}
+
+/// deltalake's post-commit of a version already in the log: it brings the writer's
+/// snapshot to that version (re-materialising the table's file list), writes a
+/// checkpoint when one is due and removes expired log entries when asked.
+struct PendingPostCommit {
+    version: i64,
+    task: tokio::task::JoinHandle<deltalake::DeltaResult<FinalizedCommit>>,
 }
 
 impl DeltaSink {
@@ -59,6 +72,7 @@ impl DeltaSink {
             column_mapping: None,
             table,
             appended: None,
+            post_commit: None,
         })
     }
 
@@ -107,8 +121,46 @@ impl DeltaSink {
         format!("DeltaSink[{}]", self.path.display())
     }
 
+    /// The table's latest version this sink knows: its own last commit included, while
+    /// deltalake's post-commit of it still runs.
     pub fn version(&self) -> Option<i64> {
-        self.table.version().map(|v| v as i64)
+        match &self.post_commit {
+            Some(pending) => Some(pending.version),
+            None => self.table.version().map(|v| v as i64),
+        }
+    }
+
+    /// Waits for deltalake's post-commit of this sink's last direct append. The commit is
+    /// in the log (readers see it) before its post-commit starts; the post-commit only
+    /// prepares the next commit (the writer's snapshot) and writes a checkpoint when one
+    /// is due, so it runs while the engine finishes the batch and plans the next one.
+    /// A failed post-commit loses nothing (the version is committed): the table is read
+    /// again, and the next batch checks the log for a replay as after a restart.
+    pub async fn settle(&mut self) -> Result<()> {
+        let Some(pending) = self.post_commit.take() else {
+            return Ok(());
+        };
+        let outcome = match pending.task.await {
+            Ok(outcome) => outcome,
+            Err(e) => Err(deltalake::DeltaTableError::Generic(format!(
+                "the post-commit task stopped: {e}"
+            ))),
+        };
+        match outcome {
+            Ok(finalized) => {
+                self.table.state = Some(finalized.snapshot);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(table = %self.path.display(), version = pending.version, error = %e,
+                    "deltalake's post-commit (snapshot update, checkpoint) failed after the commit; the version stands, the table is read again");
+                self.appended = None;
+                self.table
+                    .update_incremental(None)
+                    .await
+                    .map_err(|e| self.err(e))
+            }
+        }
     }
 
     fn err(&self, source: deltalake::DeltaTableError) -> Error {
@@ -118,6 +170,7 @@ impl DeltaSink {
     /// Loads the table's latest version and says whether it records batch `batch_id` of
     /// this app id already (Delta `txn`: a replay after a crash).
     async fn already_committed(&mut self, batch_id: u64) -> Result<bool> {
+        self.settle().await?;
         if self.table.version().is_some() {
             self.table
                 .update_incremental(None)
@@ -170,6 +223,7 @@ impl DeltaSink {
         null_safe: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
+        self.settle().await?;
         if self.already_committed(batch_id).await? {
             return Ok(SinkCommit {
                 num_output_rows: 0,
@@ -301,6 +355,7 @@ impl DeltaSink {
         overwrite: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
+        self.settle().await?;
         // The batch right after one this sink appended itself needs no replay check:
         // the table cannot hold it yet (only this process runs the query: the
         // checkpoint lock), so neither the log nor its transactions are read again
@@ -368,10 +423,8 @@ impl DeltaSink {
                 .map_err(|e| self.err(e))?;
             creating = false;
         }
-        if !overwrite && let Some(config) = self.parallel_append_config(&batches, num_rows)? {
-            return self
-                .parallel_append(batch_id, batches, num_rows, config)
-                .await;
+        if !overwrite && let Some(config) = self.direct_append_config(&batches)? {
+            return self.direct_append(batch_id, batches, num_rows, config).await;
         }
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
@@ -458,20 +511,13 @@ const APPEND_SAFE_WRITER_FEATURES: &[&str] = &[
 ];
 
 impl DeltaSink {
-    /// The writer configuration for [`DeltaSink::parallel_append`] when this append can
+    /// The writer configuration for [`DeltaSink::direct_append`] when this append can
     /// take it: an existing, unpartitioned, not column-mapped table with no constraint,
     /// invariant, generated or identity column, whose columns the batch has exactly (names
-    /// and types, in order; no null in a NOT NULL column), and enough rows to split.
-    /// `None` otherwise: the append goes through delta-rs's write operation.
-    fn parallel_append_config(
-        &self,
-        batches: &[RecordBatch],
-        num_rows: usize,
-    ) -> Result<Option<WriterConfig>> {
-        if !parallel_sized(batches, num_rows)
-            || !self.partition_by.is_empty()
-            || self.table.version().is_none()
-        {
+    /// and types, in order; no null in a NOT NULL column). `None` otherwise: the append
+    /// goes through delta-rs's write operation, which checks and evolves.
+    fn direct_append_config(&self, batches: &[RecordBatch]) -> Result<Option<WriterConfig>> {
+        if !self.partition_by.is_empty() || self.table.version().is_none() {
             return Ok(None);
         }
         let state = self.table.snapshot().map_err(|e| self.err(e))?;
@@ -540,12 +586,15 @@ impl DeltaSink {
         )))
     }
 
-    /// Appends the batch with one Parquet writer per core, each writing a contiguous
-    /// part of the rows to files of its own (delta-rs's `DeltaWriter`), then commits every
-    /// file in one Delta commit with the batch's txn (delta-rs's `CommitBuilder`), as
-    /// delta-rs's write operation does with one writer. The files' order in the commit is
-    /// the rows' order, so a reader sees the rows as one writer would have written them.
-    async fn parallel_append(
+    /// Appends the batch by delta-rs's `DeltaWriter` and `CommitBuilder`, the pieces of
+    /// delta-rs's write operation without its DataFusion plan: a batch big enough
+    /// ([`parallel_sized`]) takes one Parquet writer per core, each writing a contiguous
+    /// part of the rows to files of its own, a smaller one a single writer. Every file is
+    /// in one Delta commit with the batch's txn; the files' order in the commit is the
+    /// rows' order, so a reader sees the rows as one writer would have written them.
+    /// The method returns once the commit is in the log; deltalake's post-commit of it
+    /// runs on ([`DeltaSink::settle`]).
+    async fn direct_append(
         &mut self,
         batch_id: u64,
         batches: Vec<RecordBatch>,
@@ -553,7 +602,11 @@ impl DeltaSink {
         config: WriterConfig,
     ) -> Result<SinkCommit> {
         let start = std::time::Instant::now();
-        let writers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let writers = if parallel_sized(&batches, num_rows) {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        };
         let store = self.table.log_store().object_store(None);
         let mut handles = Vec::new();
         for part in split_rows(batches, num_rows, writers) {
@@ -602,16 +655,25 @@ impl DeltaSink {
             predicate: None,
         };
         let state = self.table.snapshot().map_err(|e| self.err(e))?;
-        let finalized = CommitBuilder::from(commit)
+        let committed = CommitBuilder::from(commit)
             .with_actions(actions)
             .build(
                 Some(state as &dyn TableReference),
                 self.table.log_store(),
                 operation,
             )
+            .into_prepared_commit_future()
+            .await
+            .map_err(|e| self.err(e))?
             .await
             .map_err(|e| self.err(e))?;
-        self.table.state = Some(finalized.snapshot);
+        // The version is in the log: readers see it now. deltalake's post-commit (the
+        // writer's snapshot at this version, a checkpoint when due) runs while the engine
+        // records the batch and plans the next; the next write waits for it.
+        self.post_commit = Some(PendingPostCommit {
+            version: committed.version as i64,
+            task: tokio::spawn(committed.into_future()),
+        });
         self.appended = Some(batch_id);
         Ok(SinkCommit {
             num_output_rows: num_rows as u64,
@@ -945,12 +1007,8 @@ mod tests {
             .unwrap();
         let batches: Vec<RecordBatch> = (0..8).map(|i| batch(i * 40_000, 40_000)).collect();
         let parallel = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-        assert_eq!(
-            sink.parallel_append_config(&batches, 320_000)
-                .unwrap()
-                .is_some(),
-            parallel
-        );
+        assert!(sink.direct_append_config(&batches).unwrap().is_some());
+        assert_eq!(parallel_sized(&batches, 320_000), parallel);
         let commit = sink
             .add_batch(1, batches.clone(), false, None)
             .await
@@ -994,17 +1052,11 @@ mod tests {
                 RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
             })
             .collect();
-        assert!(
-            sink.parallel_append_config(&wider, 200_000)
-                .unwrap()
-                .is_none()
-        );
-        // Too few rows to split.
-        assert!(
-            sink.parallel_append_config(&[batch(0, 10), batch(10, 10)], 20)
-                .unwrap()
-                .is_none()
-        );
+        assert!(sink.direct_append_config(&wider).unwrap().is_none());
+        // Too few rows to split: one writer, still the direct path.
+        let small = [batch(0, 10), batch(10, 10)];
+        assert!(sink.direct_append_config(&small).unwrap().is_some());
+        assert!(!parallel_sized(&small, 20));
         // A partitioned sink.
         let mut partitioned =
             DeltaSink::open(&dir.path().join("p"), vec!["name".into()], false, "q")
@@ -1014,14 +1066,71 @@ mod tests {
             .add_batch(0, vec![batch(0, 10)], false, None)
             .await
             .unwrap();
-        assert!(
-            partitioned
-                .parallel_append_config(&big, 200_000)
-                .unwrap()
-                .is_none()
-        );
+        assert!(partitioned.direct_append_config(&big).unwrap().is_none());
         // The wider append still works, through delta-rs's write (merge_schema).
         let commit = sink.add_batch(1, wider, false, None).await.unwrap();
         assert_eq!(commit.num_output_rows, 200_000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_append_is_visible_before_its_post_commit_and_checkpoints_when_due() {
+        use deltalake::kernel::{DataType as DeltaType, StructField};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        // A table made elsewhere (deltalake's create), with a checkpoint every 3 versions.
+        open_table(&path)
+            .await
+            .unwrap()
+            .create()
+            .with_columns([
+                StructField::new("id", DeltaType::LONG, true),
+                StructField::new("name", DeltaType::STRING, true),
+            ])
+            .with_configuration_property(
+                deltalake::TableProperty::CheckpointInterval,
+                Some("3"),
+            )
+            .await
+            .unwrap();
+        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q").await.unwrap();
+        assert!(
+            sink.direct_append_config(&[batch(0, 5)])
+                .unwrap()
+                .is_some()
+        );
+        for b in 0..4u64 {
+            let commit = sink
+                .add_batch(b, vec![batch(b as i64 * 5, 5)], false, None)
+                .await
+                .unwrap();
+            assert_eq!(commit.delta_version, Some(b as i64 + 1));
+            assert_eq!(sink.version(), Some(b as i64 + 1));
+            // In the log, with its txn, before the post-commit is waited for.
+            assert_eq!(
+                ids_of(&commit_files(&path, b + 1)),
+                (b as i64 * 5..b as i64 * 5 + 5).collect::<Vec<i64>>()
+            );
+            assert_eq!(
+                crate::delta::txn_version(&path, "q").await.unwrap(),
+                Some(b as i64)
+            );
+        }
+        sink.settle().await.unwrap();
+        assert_eq!(sink.table.version(), Some(4));
+        assert!(
+            path.join("_delta_log/00000000000000000003.checkpoint.parquet")
+                .exists(),
+            "the post-commit writes the checkpoint that is due"
+        );
+        // The snapshot the post-commit left serves the next append and the replay check.
+        let replay = sink
+            .add_batch(3, vec![batch(15, 5)], false, None)
+            .await
+            .unwrap();
+        assert!(replay.skipped);
+        let reopened = open_table(&path).await.unwrap();
+        assert_eq!(reopened.version(), Some(4));
+        let files: Vec<PathBuf> = (1..=4).flat_map(|v| commit_files(&path, v)).collect();
+        assert_eq!(ids_of(&files), (0..20).collect::<Vec<i64>>());
     }
 }

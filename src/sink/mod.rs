@@ -136,6 +136,15 @@ impl Sink {
         }
     }
 
+    /// Waits for the Delta sink's post-commit of its last append, if one still runs
+    /// ([`delta::DeltaSink::settle`]).
+    pub async fn settle(&mut self) -> Result<()> {
+        match self {
+            Sink::Delta(s) | Sink::DeltaMerge { table: s, .. } => s.settle().await,
+            Sink::Memory(_) | Sink::Console(_) => Ok(()),
+        }
+    }
+
     /// The latest Delta version, when the sink is a Delta table that exists.
     pub fn delta_version(&self) -> Option<i64> {
         match self {
