@@ -14,7 +14,12 @@
 //! `MALLOC_MMAP_THRESHOLD_`: same arguments, same process id (`exec`), the rest of the
 //! environment unchanged. When the user sets either (e.g. `MALLOC_ARENA_MAX=8`), weir
 //! sets nothing. (mimalloc as the global allocator was measured too: 1,687 MiB, and
-//! slower in silver.)
+//! slower in silver. So was jemalloc, tikv-jemallocator 0.7, on 2026-12-03: with its
+//! default decay the 3-hop latency median fell from ~450 to 244 ms, but the demo
+//! pipeline peaked at 2.36 GB and took 18.4 s instead of 12.3 s; with
+//! `dirty_decay_ms:0,muzzy_decay_ms:0` the peak matched the one arena's, 1,432 MiB, and
+//! the latency median was 274 ms, but the bronze ingest took 30% longer, 2.1 s of it in
+//! `madvise`. BENCHMARKS.md, "Multi-hop latency".)
 
 /// The environment variable glibc reads its arena limit from.
 pub const ARENA_MAX: &str = "MALLOC_ARENA_MAX";

@@ -148,7 +148,11 @@ impl Sinks {
     /// a checkpoint when due) when the flow stops. The commits are in the tables already:
     /// a failure here is logged, and the next run reads the tables again.
     pub async fn settle(&mut self) {
-        for sink in self.sink.iter_mut().chain(self.side.iter_mut().map(|(_, s)| s)) {
+        for sink in self
+            .sink
+            .iter_mut()
+            .chain(self.side.iter_mut().map(|(_, s)| s))
+        {
             if let Err(e) = sink.settle().await {
                 tracing::warn!(sink = %sink.description(), error = %e, "the post-commit of the last append failed; its commit stands");
             }

@@ -424,7 +424,9 @@ impl DeltaSink {
             creating = false;
         }
         if !overwrite && let Some(config) = self.direct_append_config(&batches)? {
-            return self.direct_append(batch_id, batches, num_rows, config).await;
+            return self
+                .direct_append(batch_id, batches, num_rows, config)
+                .await;
         }
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
@@ -1077,7 +1079,9 @@ mod tests {
         use deltalake::kernel::{DataType as DeltaType, StructField};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
-        // A table made elsewhere (deltalake's create), with a checkpoint every 3 versions.
+        // A table made elsewhere (deltalake's create), with a checkpoint every 5 versions:
+        // deltalake writes it with version 4, the last append's, whose post-commit is the
+        // one still running when the loop ends.
         open_table(&path)
             .await
             .unwrap()
@@ -1086,18 +1090,13 @@ mod tests {
                 StructField::new("id", DeltaType::LONG, true),
                 StructField::new("name", DeltaType::STRING, true),
             ])
-            .with_configuration_property(
-                deltalake::TableProperty::CheckpointInterval,
-                Some("3"),
-            )
+            .with_configuration_property(deltalake::TableProperty::CheckpointInterval, Some("5"))
             .await
             .unwrap();
-        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q").await.unwrap();
-        assert!(
-            sink.direct_append_config(&[batch(0, 5)])
-                .unwrap()
-                .is_some()
-        );
+        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
+            .await
+            .unwrap();
+        assert!(sink.direct_append_config(&[batch(0, 5)]).unwrap().is_some());
         for b in 0..4u64 {
             let commit = sink
                 .add_batch(b, vec![batch(b as i64 * 5, 5)], false, None)
@@ -1118,7 +1117,7 @@ mod tests {
         sink.settle().await.unwrap();
         assert_eq!(sink.table.version(), Some(4));
         assert!(
-            path.join("_delta_log/00000000000000000003.checkpoint.parquet")
+            path.join("_delta_log/00000000000000000004.checkpoint.parquet")
                 .exists(),
             "the post-commit writes the checkpoint that is due"
         );
