@@ -63,7 +63,7 @@ impl DeltaSink {
         app_id: &str,
     ) -> Result<Self> {
         let table = open_table(path).await?;
-        Ok(DeltaSink {
+        let sink = DeltaSink {
             path: path.to_path_buf(),
             partition_by,
             merge_schema,
@@ -73,7 +73,46 @@ impl DeltaSink {
             table,
             appended: None,
             post_commit: None,
-        })
+        };
+        sink.catch_up_checkpoint().await;
+        Ok(sink)
+    }
+
+    /// Writes the Delta checkpoint deltalake's post-commit was due to write and did not
+    /// (the process stopped while it ran, [`DeltaSink::settle`]), at the table's latest
+    /// version, so that readers replay at most `delta.checkpointInterval` commits again.
+    /// Any checkpoint at or after the one due will do (another writer's, multi-part).
+    /// A failure is logged: nothing depends on the checkpoint.
+    async fn catch_up_checkpoint(&self) {
+        let (Some(version), Ok(state)) = (self.table.version(), self.table.snapshot()) else {
+            return;
+        };
+        let interval = state.table_config().checkpoint_interval().get();
+        if version + 1 < interval {
+            return;
+        }
+        let due = (version + 1) / interval * interval - 1;
+        let Ok(entries) = std::fs::read_dir(self.path.join("_delta_log")) else {
+            return;
+        };
+        let has_checkpoint = entries.filter_map(|e| e.ok()).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.contains(".checkpoint.")
+                && name
+                    .get(..20)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .is_some_and(|v| v >= due)
+        });
+        if has_checkpoint {
+            return;
+        }
+        match deltalake::protocol::checkpoints::create_checkpoint(&self.table, None).await {
+            Ok(()) => tracing::info!(table = %self.path.display(), due, version,
+                "wrote the Delta checkpoint a stopped post-commit did not"),
+            Err(e) => tracing::warn!(table = %self.path.display(), due, error = %e,
+                "could not write the Delta checkpoint that is due; readers replay more of the log"),
+        }
     }
 
     /// Creates the table with Delta column mapping (`delta.columnMapping.mode`), so that
@@ -1131,5 +1170,51 @@ mod tests {
         assert_eq!(reopened.version(), Some(4));
         let files: Vec<PathBuf> = (1..=4).flat_map(|v| commit_files(&path, v)).collect();
         assert_eq!(ids_of(&files), (0..20).collect::<Vec<i64>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_a_stopped_post_commit_missed_is_written_when_the_sink_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut table = open_table(&path).await.unwrap();
+        // Versions 0-4 of a table with a checkpoint every 5 versions, committed without
+        // their post-commit's checkpoint (as when the process stopped during it).
+        for b in 0..5 {
+            let mut write = table
+                .write(vec![batch(b * 5, 5)])
+                .with_commit_properties(CommitProperties::default().with_create_checkpoint(false));
+            if b == 0 {
+                write = write.with_configuration([(
+                    "delta.checkpointInterval".to_string(),
+                    Some("5".to_string()),
+                )]);
+            }
+            table = write.await.unwrap();
+        }
+        let checkpoint = path.join("_delta_log/00000000000000000004.checkpoint.parquet");
+        assert!(!checkpoint.exists());
+        let sink = DeltaSink::open(&path, Vec::new(), false, "q")
+            .await
+            .unwrap();
+        assert!(
+            checkpoint.exists(),
+            "the sink writes the checkpoint that is due"
+        );
+        drop(sink);
+        // Opened again: the checkpoint is there, nothing more is written.
+        DeltaSink::open(&path, Vec::new(), false, "q")
+            .await
+            .unwrap();
+        let checkpoints = std::fs::read_dir(path.join("_delta_log"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".checkpoint.")
+            })
+            .count();
+        assert_eq!(checkpoints, 1);
     }
 }
