@@ -262,7 +262,6 @@ impl DeltaSink {
         null_safe: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
-        self.settle().await?;
         if self.already_committed(batch_id).await? {
             return Ok(SinkCommit {
                 num_output_rows: 0,
