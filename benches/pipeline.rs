@@ -111,6 +111,8 @@ async fn bench_latency() {
                             r.entry(p.name.clone()).or_default().push(Hop {
                                 rows: p.num_input_rows,
                                 durations: p.duration_ms.clone(),
+                                batch_id: p.batch_id,
+                                ended_ms: now_ms(),
                             });
                         }
                     })),
@@ -262,6 +264,26 @@ async fn bench_latency() {
     );
     // Per hop: batches, rows per batch and the median of each step (ms, Spark's durationMs).
     let records = records.lock().map(|r| r.clone()).unwrap_or_default();
+    // `WEIR_BENCH_TRACE=FILE`: every id's latency and every batch's durations, as JSON
+    // lines, to see where a tail comes from.
+    if let Some(trace) = std::env::var_os("WEIR_BENCH_TRACE") {
+        let mut out = String::new();
+        for (id, ms) in &visible {
+            out.push_str(&format!("{{\"id\":{id},\"latency_ms\":{ms}}}\n"));
+        }
+        for (flow, hops) in &records {
+            for h in hops {
+                out.push_str(&format!(
+                    "{{\"flow\":\"{flow}\",\"batch_id\":{},\"rows\":{},\"ended_ms\":{},\"durationMs\":{}}}\n",
+                    h.batch_id,
+                    h.rows,
+                    h.ended_ms,
+                    serde_json::to_string(&h.durations).unwrap_or_default()
+                ));
+            }
+        }
+        std::fs::write(trace, out).expect("WEIR_BENCH_TRACE");
+    }
     for (flow, hops) in &records {
         let median = |f: &dyn Fn(&Hop) -> u64| {
             let mut v: Vec<u64> = hops.iter().map(f).collect();
@@ -299,6 +321,9 @@ async fn bench_latency() {
 struct Hop {
     rows: u64,
     durations: BTreeMap<String, u64>,
+    batch_id: u64,
+    /// When the progress record arrived (ms since the epoch).
+    ended_ms: i64,
 }
 
 async fn bench_pipeline(input: &Path) {

@@ -15,7 +15,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
-use deltalake::kernel::Action;
+use deltalake::kernel::{Action, Add};
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::{
     CommitBuilder, CommitProperties, FinalizedCommit, TableReference,
@@ -45,7 +45,24 @@ pub struct DeltaSink {
     /// deltalake's post-commit of this sink's last direct append, still running (see
     /// [`DeltaSink::settle`]).
     post_commit: Option<PendingPostCommit>,
+    /// The Delta kernel's snapshot the direct appends commit against: protocol, metadata
+    /// and log segment, without the table's file list ([`DeltaSink::kernel_commit`]).
+    /// It moves with each of this sink's commits; `table` is brought up to it when a
+    /// path that needs the files runs.
+    kernel: Option<delta_kernel::SnapshotRef>,
+    /// The Delta checkpoint of a version this sink committed, written in the background
+    /// (due every `delta.checkpointInterval` versions).
+    checkpoint: Option<PendingCheckpoint>,
 }
+
+/// A Delta checkpoint (and the expired-log cleanup that follows one) being written.
+struct PendingCheckpoint {
+    version: u64,
+    task: tokio::task::JoinHandle<std::result::Result<(), String>>,
+}
+
+/// Commit attempts of one direct append when other writers commit in between.
+const KERNEL_COMMIT_ATTEMPTS: usize = 15;
 
 /// deltalake's post-commit of a version already in the log: it brings the writer's
 /// snapshot to that version (re-materialising the table's file list), writes a
@@ -73,6 +90,8 @@ impl DeltaSink {
             table,
             appended: None,
             post_commit: None,
+            kernel: None,
+            checkpoint: None,
         };
         sink.catch_up_checkpoint().await;
         Ok(sink)
@@ -163,10 +182,12 @@ impl DeltaSink {
     /// The table's latest version this sink knows: its own last commit included, while
     /// deltalake's post-commit of it still runs.
     pub fn version(&self) -> Option<i64> {
-        match &self.post_commit {
+        let table = match &self.post_commit {
             Some(pending) => Some(pending.version),
             None => self.table.version().map(|v| v as i64),
-        }
+        };
+        let kernel = self.kernel.as_ref().map(|k| k.version() as i64);
+        table.max(kernel)
     }
 
     /// Waits for deltalake's post-commit of this sink's last direct append. The commit is
@@ -176,6 +197,32 @@ impl DeltaSink {
     /// A failed post-commit loses nothing (the version is committed): the table is read
     /// again, and the next batch checks the log for a replay as after a restart.
     pub async fn settle(&mut self) -> Result<()> {
+        self.settle_checkpoint(true).await;
+        self.settle_post_commit().await
+    }
+
+    /// Waits for the background checkpoint (`wait`), or only collects it when it is done.
+    /// A failed checkpoint is logged: the commits stand, readers replay more of the log,
+    /// and the next sink to open the table writes it ([`DeltaSink::catch_up_checkpoint`]).
+    async fn settle_checkpoint(&mut self, wait: bool) {
+        let Some(pending) = self.checkpoint.take() else {
+            return;
+        };
+        if !wait && !pending.task.is_finished() {
+            self.checkpoint = Some(pending);
+            return;
+        }
+        let outcome = match pending.task.await {
+            Ok(outcome) => outcome,
+            Err(e) => Err(format!("the checkpoint task stopped: {e}")),
+        };
+        if let Err(error) = outcome {
+            tracing::warn!(table = %self.path.display(), version = pending.version, %error,
+                "could not write the Delta checkpoint that is due; readers replay more of the log");
+        }
+    }
+
+    async fn settle_post_commit(&mut self) -> Result<()> {
         let Some(pending) = self.post_commit.take() else {
             return Ok(());
         };
@@ -393,7 +440,8 @@ impl DeltaSink {
         overwrite: bool,
         schema: Option<&SchemaRef>,
     ) -> Result<SinkCommit> {
-        self.settle().await?;
+        self.settle_post_commit().await?;
+        self.settle_checkpoint(false).await;
         // The batch right after one this sink appended itself needs no replay check:
         // the table cannot hold it yet (only this process runs the query: the
         // checkpoint lock), so neither the log nor its transactions are read again
@@ -466,6 +514,9 @@ impl DeltaSink {
                 .direct_append(batch_id, batches, num_rows, config)
                 .await;
         }
+        // The write operation works on the table's file list: bring it up to this sink's
+        // own kernel commits first.
+        self.catch_up_table().await?;
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
             && !(mapped && !creating && self.fits_table(batches.first().map(|b| b.schema()))?);
@@ -676,6 +727,23 @@ impl DeltaSink {
         if let Some(e) = failure {
             return Err(e);
         }
+        // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
+        // re-materialises it after every commit, a cost that grows with the table).
+        let adds: Vec<Add> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Add(add) => Some(add.clone()),
+                _ => None,
+            })
+            .collect();
+        if self.kernel_commit(batch_id, adds).await? {
+            self.appended = Some(batch_id);
+            return Ok(SinkCommit {
+                num_output_rows: num_rows as u64,
+                delta_version: self.version(),
+                skipped: false,
+            });
+        }
         let num_files = actions.len();
         // The commit info's `operationMetrics` as delta-rs's write operation records them.
         let metrics = serde_json::json!({
@@ -694,6 +762,7 @@ impl DeltaSink {
             partition_by: None,
             predicate: None,
         };
+        self.catch_up_table().await?;
         let state = self.table.snapshot().map_err(|e| self.err(e))?;
         let committed = CommitBuilder::from(commit)
             .with_actions(actions)
@@ -720,6 +789,165 @@ impl DeltaSink {
             delta_version: self.version(),
             skipped: false,
         })
+    }
+
+    /// Brings `table` (deltalake's view, with the file list) up to the commits this sink
+    /// made through the kernel, for the paths that need the files.
+    async fn catch_up_table(&mut self) -> Result<()> {
+        let ahead = match (&self.kernel, self.table.version()) {
+            (Some(k), Some(v)) => k.version() > v,
+            _ => false,
+        };
+        if ahead {
+            self.table
+                .update_incremental(None)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// The kernel snapshot at the table's latest version this sink knows (built once, then
+    /// moved by each commit).
+    async fn kernel_snapshot(&mut self) -> Result<delta_kernel::SnapshotRef> {
+        let Some(version) = self.version() else {
+            return Err(self.err(deltalake::DeltaTableError::NotATable(
+                "no Delta table yet".into(),
+            )));
+        };
+        let version = version as u64;
+        if let Some(k) = &self.kernel
+            && k.version() == version
+        {
+            return Ok(k.clone());
+        }
+        let log_store = self.table.log_store();
+        let engine = log_store.engine(None);
+        let root = log_store
+            .transaction_url(None)
+            .map_err(|e| self.err(e))?
+            .to_string();
+        let existing = self.kernel.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let builder = match existing {
+                Some(k) if k.version() < version => delta_kernel::Snapshot::builder_from(k),
+                _ => delta_kernel::Snapshot::builder_for(root),
+            };
+            builder.at_version(version).build(engine.as_ref())
+        })
+        .await
+        .map_err(|e| self.kernel_error(format!("the snapshot task stopped: {e}")))?
+        .map_err(|e| self.kernel_error(e.to_string()))?;
+        self.kernel = Some(built.clone());
+        Ok(built)
+    }
+
+    fn kernel_error(&self, message: String) -> Error {
+        self.err(deltalake::DeltaTableError::Generic(message))
+    }
+
+    /// Commits the files of a direct append in one Delta commit with the batch's `txn`,
+    /// through the Delta kernel's transaction (the library deltalake commits through for
+    /// its own blind appends, `BlindDeltaTable`). The commit needs the table's protocol,
+    /// metadata and latest version, not its file list, so its cost does not grow with the
+    /// table. When another writer committed in between (the version is taken), the table
+    /// is read again and the commit retried, unless that writer changed the schema (the
+    /// files were written for the old one: the batch fails and is run again).
+    /// A checkpoint that falls due is written in the background.
+    ///
+    /// `false`: the kernel cannot commit to this table (a protocol feature it does not
+    /// write, statistics it does not take); nothing was committed and the caller commits
+    /// the files through deltalake instead.
+    async fn kernel_commit(&mut self, batch_id: u64, adds: Vec<Add>) -> Result<bool> {
+        let adds = Arc::new(adds);
+        for _ in 0..KERNEL_COMMIT_ATTEMPTS {
+            let snapshot = self.kernel_snapshot().await?;
+            let engine = self.table.log_store().engine(None);
+            let app_id = self.app_id.clone();
+            let task_adds = adds.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                kernel_append(snapshot, engine, app_id, batch_id, &task_adds)
+            })
+            .await
+            .map_err(|e| self.kernel_error(format!("the commit task stopped: {e}")))?;
+            match outcome {
+                KernelAppend::Unsupported(reason) => {
+                    tracing::debug!(table = %self.path.display(), %reason,
+                        "the Delta kernel cannot commit this append; committing through deltalake");
+                    return Ok(false);
+                }
+                KernelAppend::Failed(message) => return Err(self.kernel_error(message)),
+                KernelAppend::Committed(snapshot) => {
+                    let version = snapshot.version();
+                    self.kernel = Some(snapshot.clone());
+                    self.checkpoint_if_due(snapshot).await;
+                    tracing::debug!(table = %self.path.display(), version, batch_id, "committed");
+                    return Ok(true);
+                }
+                KernelAppend::Conflict(version) => {
+                    tracing::info!(table = %self.path.display(), version,
+                        "another writer committed this version first; reading the table again");
+                    let schema = self.table.snapshot().map_err(|e| self.err(e))?.schema();
+                    self.table
+                        .update_incremental(None)
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    self.kernel = None;
+                    let now = self.table.snapshot().map_err(|e| self.err(e))?.schema();
+                    if now != schema {
+                        return Err(self.err(deltalake::DeltaTableError::Generic(format!(
+                            "another writer changed the table's schema at version {version} while batch {batch_id} was written; \
+                             nothing was committed, the batch runs again"
+                        ))));
+                    }
+                }
+            }
+        }
+        Err(self.kernel_error(format!(
+            "other writers took the next version {KERNEL_COMMIT_ATTEMPTS} times in a row; nothing was committed"
+        )))
+    }
+
+    /// Starts writing the Delta checkpoint of `snapshot`'s version when one is due there
+    /// (`(version + 1) % delta.checkpointInterval == 0`, as deltalake and Delta Lake
+    /// write them), then removes the log entries past `delta.logRetentionDuration` when
+    /// `delta.enableExpiredLogCleanup` (Delta Lake's `MetadataCleanup` after a
+    /// checkpoint). A previous checkpoint still running is waited for first.
+    async fn checkpoint_if_due(&mut self, snapshot: delta_kernel::SnapshotRef) {
+        let version = snapshot.version();
+        let properties = snapshot.table_properties();
+        let interval = properties
+            .checkpoint_interval
+            .map_or(100, std::num::NonZero::get);
+        if !(version + 1).is_multiple_of(interval) {
+            return;
+        }
+        self.settle_checkpoint(true).await;
+        let cleanup = properties.enable_expired_log_cleanup.unwrap_or(true);
+        let retention_ms = properties
+            .log_retention_duration
+            .map_or(30 * 24 * 3600 * 1000, |d| d.as_millis() as i64);
+        let log_store = self.table.log_store();
+        let task = tokio::spawn(async move {
+            let engine = log_store.engine(None);
+            tokio::task::spawn_blocking(move || snapshot.checkpoint(engine.as_ref(), None))
+                .await
+                .map_err(|e| format!("the checkpoint task stopped: {e}"))?
+                .map_err(|e| e.to_string())?;
+            if cleanup {
+                let cutoff = chrono::Utc::now().timestamp_millis() - retention_ms;
+                deltalake::protocol::checkpoints::cleanup_expired_logs_for(
+                    version,
+                    log_store.as_ref(),
+                    cutoff,
+                    None,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        });
+        self.checkpoint = Some(PendingCheckpoint { version, task });
     }
 
     /// Whether the append's post-commit removes expired log entries: only with the commit
@@ -767,6 +995,145 @@ impl DeltaSink {
             ),
         })
     }
+}
+
+/// What one kernel commit attempt came to.
+enum KernelAppend {
+    Committed(delta_kernel::SnapshotRef),
+    /// The version was taken by another writer.
+    Conflict(u64),
+    /// The kernel cannot commit to this table; nothing was written to the log.
+    Unsupported(String),
+    Failed(String),
+}
+
+/// One attempt to commit `adds` with the txn (`app_id`, `batch_id`) on top of `snapshot`
+/// (blocking I/O: run it off the async threads).
+fn kernel_append(
+    snapshot: delta_kernel::SnapshotRef,
+    engine: Arc<dyn delta_kernel::Engine>,
+    app_id: String,
+    batch_id: u64,
+    adds: &[Add],
+) -> KernelAppend {
+    use delta_kernel::transaction::CommitResult;
+    let read_version = snapshot.version();
+    let txn = snapshot
+        .clone()
+        .transaction(
+            Box::new(delta_kernel::committer::FileSystemCommitter::new()),
+            engine.as_ref(),
+        )
+        .map(|t| {
+            t.with_operation("WRITE".to_owned())
+                .with_engine_info(format!("weir {}", env!("CARGO_PKG_VERSION")))
+                .with_transaction_id(app_id, batch_id as i64)
+                .with_data_change(true)
+        });
+    let mut txn = match txn {
+        Ok(txn) => txn,
+        Err(e) => return KernelAppend::Unsupported(e.to_string()),
+    };
+    let files = match txn
+        .stats_schema()
+        .map_err(|e| e.to_string())
+        .and_then(|schema| add_files_batch(adds, &schema))
+    {
+        Ok(files) => files,
+        Err(e) => return KernelAppend::Unsupported(e),
+    };
+    txn.add_files(Box::new(
+        delta_kernel::engine::arrow_data::ArrowEngineData::new(files),
+    ));
+    // An I/O error the kernel calls retryable: the same transaction again, a few times.
+    for _ in 0..3 {
+        match txn.commit(engine.as_ref()) {
+            Ok(CommitResult::CommittedTransaction(committed)) => {
+                let version = committed.commit_version();
+                return match committed.post_commit_snapshot() {
+                    Some(s) => KernelAppend::Committed(s.clone()),
+                    None => match delta_kernel::Snapshot::builder_from(snapshot)
+                        .at_version(version)
+                        .build(engine.as_ref())
+                    {
+                        Ok(s) => KernelAppend::Committed(s),
+                        Err(e) => KernelAppend::Failed(format!(
+                            "version {version} is committed, but the table could not be read again: {e}"
+                        )),
+                    },
+                };
+            }
+            Ok(CommitResult::ConflictedTransaction(c)) => {
+                return KernelAppend::Conflict(c.conflict_version());
+            }
+            Ok(CommitResult::RetryableTransaction(r)) => {
+                tracing::warn!(error = %r.error, "the Delta commit failed; trying again");
+                txn = r.transaction;
+            }
+            Err(e) => {
+                return KernelAppend::Failed(format!(
+                    "the Delta commit after version {read_version} failed: {e}"
+                ));
+            }
+        }
+    }
+    KernelAppend::Failed(format!(
+        "the Delta commit after version {read_version} failed 3 times"
+    ))
+}
+
+/// The kernel's add-files batch (`Transaction::add_files_schema`) for delta-rs's `add`
+/// actions: path, partition values (none: the direct appends are unpartitioned), size,
+/// modification time and the statistics, decoded from delta-rs's JSON into the table's
+/// statistics schema (`Transaction::stats_schema`) by arrow-json.
+fn add_files_batch(
+    adds: &[Add],
+    stats_schema: &delta_kernel::schema::StructType,
+) -> std::result::Result<RecordBatch, String> {
+    use arrow::array::{Array as _, Int64Array, MapBuilder, StringArray, StringBuilder, StructArray};
+    use delta_kernel::engine::arrow_conversion::TryIntoArrow as _;
+    let stats_arrow: Schema = stats_schema.try_into_arrow().map_err(|e| e.to_string())?;
+    let stats_fields = stats_arrow.fields().clone();
+    let mut decoder = arrow::json::ReaderBuilder::new(Arc::new(stats_arrow))
+        .with_batch_size(adds.len().max(1))
+        .build_decoder()
+        .map_err(|e| e.to_string())?;
+    for add in adds {
+        let line = add.stats.as_deref().unwrap_or("{}");
+        decoder
+            .decode(line.as_bytes())
+            .and_then(|_| decoder.decode(b"\n"))
+            .map_err(|e| format!("the statistics of {}: {e}", add.path))?;
+    }
+    let stats = match decoder.flush().map_err(|e| e.to_string())? {
+        Some(batch) if batch.num_rows() == adds.len() => StructArray::from(batch),
+        _ => return Err("the statistics did not decode to one row per file".into()),
+    };
+    let mut partitions = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    for _ in adds {
+        partitions.append(true).map_err(|e| e.to_string())?;
+    }
+    let partitions = partitions.finish();
+    let schema = Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("partitionValues", partitions.data_type().clone(), false),
+        Field::new("size", DataType::Int64, false),
+        Field::new("modificationTime", DataType::Int64, false),
+        Field::new("stats", DataType::Struct(stats_fields), true),
+    ]);
+    RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(StringArray::from_iter_values(adds.iter().map(|a| a.path.as_str()))),
+            Arc::new(partitions),
+            Arc::new(Int64Array::from_iter_values(adds.iter().map(|a| a.size))),
+            Arc::new(Int64Array::from_iter_values(
+                adds.iter().map(|a| a.modification_time),
+            )),
+            Arc::new(stats),
+        ],
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Characters Delta forbids in column names without column mapping (Spark's
@@ -1112,15 +1479,10 @@ mod tests {
         assert_eq!(commit.num_output_rows, 200_000);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_small_append_is_visible_before_its_post_commit_and_checkpoints_when_due() {
+    /// A table made elsewhere (deltalake's create) with `delta.checkpointInterval` = 5.
+    async fn table_with_checkpoint_interval_5(path: &Path) {
         use deltalake::kernel::{DataType as DeltaType, StructField};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t");
-        // A table made elsewhere (deltalake's create), with a checkpoint every 5 versions:
-        // deltalake writes it with version 4, the last append's, whose post-commit is the
-        // one still running when the loop ends.
-        open_table(&path)
+        open_table(path)
             .await
             .unwrap()
             .create()
@@ -1131,6 +1493,25 @@ mod tests {
             .with_configuration_property(deltalake::TableProperty::CheckpointInterval, Some("5"))
             .await
             .unwrap();
+    }
+
+    /// The `add` actions' `stats` of commit `version`, parsed.
+    fn commit_stats(table: &Path, version: u64) -> Vec<serde_json::Value> {
+        let log = std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json")))
+            .unwrap();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|a| a["add"]["stats"].as_str().map(str::to_owned))
+            .map(|s| serde_json::from_str(&s).unwrap())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_appends_commit_through_the_kernel_without_the_file_list_and_checkpoint_when_due()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        table_with_checkpoint_interval_5(&path).await;
         let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
             .await
             .unwrap();
@@ -1142,7 +1523,6 @@ mod tests {
                 .unwrap();
             assert_eq!(commit.delta_version, Some(b as i64 + 1));
             assert_eq!(sink.version(), Some(b as i64 + 1));
-            // In the log, with its txn, before the post-commit is waited for.
             assert_eq!(
                 ids_of(&commit_files(&path, b + 1)),
                 (b as i64 * 5..b as i64 * 5 + 5).collect::<Vec<i64>>()
@@ -1151,24 +1531,68 @@ mod tests {
                 crate::delta::txn_version(&path, "q").await.unwrap(),
                 Some(b as i64)
             );
+            // delta-rs's statistics, carried into the kernel's `add` action.
+            let stats = commit_stats(&path, b + 1);
+            assert_eq!(stats.len(), 1);
+            assert_eq!(stats[0]["numRecords"], 5);
+            assert_eq!(stats[0]["minValues"]["id"], b * 5);
+            assert_eq!(stats[0]["maxValues"]["id"], b * 5 + 4);
+            assert_eq!(stats[0]["nullCount"]["name"], 0);
         }
+        // The commits never loaded the table's file list: deltalake's view is still the
+        // version the sink opened.
+        assert_eq!(sink.table.version(), Some(0));
         sink.settle().await.unwrap();
-        assert_eq!(sink.table.version(), Some(4));
         assert!(
             path.join("_delta_log/00000000000000000004.checkpoint.parquet")
                 .exists(),
-            "the post-commit writes the checkpoint that is due"
+            "the checkpoint due at version 4 is written in the background"
         );
-        // The snapshot the post-commit left serves the next append and the replay check.
+        // A replay is found in the log (the table is read again) and skipped.
         let replay = sink
             .add_batch(3, vec![batch(15, 5)], false, None)
             .await
             .unwrap();
         assert!(replay.skipped);
+        // A second reader: deltalake from the checkpoint, every row once.
         let reopened = open_table(&path).await.unwrap();
         assert_eq!(reopened.version(), Some(4));
+        assert_eq!(reopened.snapshot().unwrap().log_data().num_files(), 4);
         let files: Vec<PathBuf> = (1..=4).flat_map(|v| commit_files(&path, v)).collect();
         assert_eq!(ids_of(&files), (0..20).collect::<Vec<i64>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_another_writer_took_first_is_retried_at_the_next_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        table_with_checkpoint_interval_5(&path).await;
+        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
+            .await
+            .unwrap();
+        sink.add_batch(0, vec![batch(0, 5)], false, None)
+            .await
+            .unwrap();
+        // Another writer appends version 2 behind the sink's back.
+        open_table(&path)
+            .await
+            .unwrap()
+            .write(vec![batch(100, 3)])
+            .with_save_mode(SaveMode::Append)
+            .await
+            .unwrap();
+        let commit = sink
+            .add_batch(1, vec![batch(5, 5)], false, None)
+            .await
+            .unwrap();
+        assert_eq!(commit.delta_version, Some(3));
+        assert_eq!(ids_of(&commit_files(&path, 3)), (5..10).collect::<Vec<i64>>());
+        assert_eq!(
+            crate::delta::txn_version(&path, "q").await.unwrap(),
+            Some(1)
+        );
+        let reopened = open_table(&path).await.unwrap();
+        assert_eq!(reopened.snapshot().unwrap().log_data().num_files(), 3);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
