@@ -123,8 +123,10 @@ async fn bench_latency() {
         }));
     }
     // The poller: when each id becomes visible in gold. Every 5 ms it looks for gold's
-    // next log entry (`_delta_log/<v+1>.json`, one stat) and only then loads the new
-    // version (incrementally), so the measurement costs the pipeline little CPU;
+    // next log entry (`_delta_log/<v+1>.json`, one stat) and only then reads that
+    // commit's `add` actions, so the measurement costs the pipeline little CPU whatever
+    // the table's size (until 2026-12-03 17:00 UTC it loaded each version incrementally,
+    // which re-materialises the table's file list: a cost that grew with the table);
     // `WEIR_BENCH_POLLER=open` opens the whole table every 5 ms instead (the figures
     // recorded before 2026-12-03).
     let open_every_poll = std::env::var("WEIR_BENCH_POLLER").is_ok_and(|p| p == "open");
@@ -139,43 +141,52 @@ async fn bench_latency() {
             tokio::time::sleep(Duration::from_millis(5)).await;
             // Visible from the moment the log entry is there.
             let detected = now_ms();
-            let table = if open_every_poll {
+            let uris: Vec<String> = if open_every_poll {
                 let Ok(Some(table)) = weir::delta::open_existing(&gold).await else {
                     continue;
                 };
-                table
+                let v = table.version().map_or(-1, |v| v as i64);
+                if v == version {
+                    continue;
+                }
+                version = v;
+                match table.get_file_uris() {
+                    Ok(u) => u.collect(),
+                    Err(_) => continue,
+                }
             } else {
+                // The new commit's `add` actions, read through deltalake's log store (one
+                // read per version, as the Delta source reads new commits).
                 let next = gold
                     .join("_delta_log")
                     .join(format!("{:020}.json", version + 1));
                 if !next.exists() {
                     continue;
                 }
-                match kept.take() {
-                    Some(mut t) => {
-                        if t.update_incremental(None).await.is_err() {
-                            kept = Some(t);
-                            continue;
-                        }
-                        t
-                    }
-                    None => match weir::delta::open_existing(&gold).await {
-                        Ok(Some(t)) => t,
-                        _ => continue,
-                    },
+                if kept.is_none() {
+                    kept = weir::delta::open_existing(&gold).await.ok().flatten();
                 }
+                let Some(table) = kept.as_ref() else {
+                    continue;
+                };
+                let Ok(Some(bytes)) = table.log_store().read_commit_entry(version + 1).await else {
+                    continue;
+                };
+                let Ok(actions) = deltalake::logstore::get_actions(version + 1, &bytes) else {
+                    continue;
+                };
+                version += 1;
+                actions
+                    .into_iter()
+                    .filter_map(|a| match a {
+                        deltalake::kernel::Action::Add(add) => {
+                            Some(gold.join(&add.path).display().to_string())
+                        }
+                        _ => None,
+                    })
+                    .collect()
             };
-            let v = table.version().map_or(-1, |v| v as i64);
-            if v == version {
-                kept = Some(table);
-                continue;
-            }
-            version = v;
             let at = if open_every_poll { now_ms() } else { detected };
-            let uris: Vec<String> = match table.get_file_uris() {
-                Ok(u) => u.collect(),
-                Err(_) => continue,
-            };
             for uri in uris {
                 if !read_files.insert(uri.clone()) {
                     continue;
@@ -209,7 +220,6 @@ async fn bench_latency() {
                     }
                 }
             }
-            kept = Some(table);
             let _ = seen_tx.send(visible.len());
         }
         visible

@@ -15,11 +15,11 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use deltalake::DeltaTable;
-use deltalake::kernel::{Action, Add};
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::{
     CommitBuilder, CommitProperties, FinalizedCommit, TableReference,
 };
+use deltalake::kernel::{Action, Add};
 use deltalake::operations::write::writer::{DeltaWriter, WriterConfig};
 use deltalake::operations::write::{SchemaMode, WriterStatsConfig};
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -1090,7 +1090,9 @@ fn add_files_batch(
     adds: &[Add],
     stats_schema: &delta_kernel::schema::StructType,
 ) -> std::result::Result<RecordBatch, String> {
-    use arrow::array::{Array as _, Int64Array, MapBuilder, StringArray, StringBuilder, StructArray};
+    use arrow::array::{
+        Array as _, Int64Array, MapBuilder, StringArray, StringBuilder, StructArray,
+    };
     use delta_kernel::engine::arrow_conversion::TryIntoArrow as _;
     let stats_arrow: Schema = stats_schema.try_into_arrow().map_err(|e| e.to_string())?;
     let stats_fields = stats_arrow.fields().clone();
@@ -1124,7 +1126,9 @@ fn add_files_batch(
     RecordBatch::try_new(
         Arc::new(schema),
         vec![
-            Arc::new(StringArray::from_iter_values(adds.iter().map(|a| a.path.as_str()))),
+            Arc::new(StringArray::from_iter_values(
+                adds.iter().map(|a| a.path.as_str()),
+            )),
             Arc::new(partitions),
             Arc::new(Int64Array::from_iter_values(adds.iter().map(|a| a.size))),
             Arc::new(Int64Array::from_iter_values(
@@ -1497,8 +1501,8 @@ mod tests {
 
     /// The `add` actions' `stats` of commit `version`, parsed.
     fn commit_stats(table: &Path, version: u64) -> Vec<serde_json::Value> {
-        let log = std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json")))
-            .unwrap();
+        let log =
+            std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
         log.lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter_map(|a| a["add"]["stats"].as_str().map(str::to_owned))
@@ -1586,7 +1590,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(commit.delta_version, Some(3));
-        assert_eq!(ids_of(&commit_files(&path, 3)), (5..10).collect::<Vec<i64>>());
+        assert_eq!(
+            ids_of(&commit_files(&path, 3)),
+            (5..10).collect::<Vec<i64>>()
+        );
         assert_eq!(
             crate::delta::txn_version(&path, "q").await.unwrap(),
             Some(1)

@@ -242,7 +242,12 @@ pub struct DeltaSource {
     commits: BTreeMap<u64, Arc<UnitContent>>,
     /// The only columns the flow reads (projection pushdown); `None`: every column.
     read_columns: Option<Arc<Vec<String>>>,
+    /// When the log was last listed ([`DeltaSource::latest_without_snapshot`]).
+    listed_at: Option<std::time::Instant>,
 }
+
+/// How often an idle source lists the Delta log as well as probing for the next commit.
+const LISTING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl DeltaSource {
     /// A source on the table at `options.path`; nothing is read until the first plan.
@@ -258,6 +263,7 @@ impl DeltaSource {
             snapshot: None,
             commits: BTreeMap::new(),
             read_columns: None,
+            listed_at: None,
         }
     }
 
@@ -375,8 +381,8 @@ impl DeltaSource {
         Ok(Some(latest))
     }
 
-    /// The steady state's refresh: the latest version from the log's listing, and the new
-    /// commits' actions (read through the log store and kept for planning), without
+    /// The steady state's refresh: the new commits, probed one by one (and the log's
+    /// listing every [`LISTING_INTERVAL`] while nothing is new), and their actions (read through the log store and kept for planning), without
     /// updating the loaded snapshot. deltalake keeps a snapshot's whole file list
     /// materialised and rebuilds it on every update, which grows with the table (about 12
     /// ms a refresh at 400 files, against 3 ms for the listing; BENCHMARKS.md "Multi-hop
@@ -389,11 +395,36 @@ impl DeltaSource {
             return Ok(None);
         };
         let known = info.latest;
-        let Ok(latest) = table.log_store().get_latest_version(known).await else {
-            return Ok(None);
-        };
-        if latest < known {
-            return Ok(None);
+        // The commits after the known version, read one by one while they exist: the cost
+        // follows the new commits, where a listing of `_delta_log` grows with the log
+        // (about 20 ms at 900 versions). A commit file appears whole or not at all (Delta
+        // commits are put-if-absent), so a missing one means no newer commit yet.
+        let mut latest = known;
+        loop {
+            let next = latest + 1;
+            if !self.commits.contains_key(&next) {
+                match self.read_commit(next).await {
+                    Ok(Some(content)) => {
+                        self.commits.insert(next, Arc::new(content));
+                    }
+                    Ok(None) => break,
+                    Err(_) => return Ok(None),
+                }
+            }
+            latest = next;
+        }
+        // While nothing is new, the log is listed now and then as well: that sees a
+        // table replaced at the path (its versions start again), which probing cannot.
+        if latest == known
+            && self
+                .listed_at
+                .is_none_or(|t| t.elapsed() >= LISTING_INTERVAL)
+        {
+            self.listed_at = Some(std::time::Instant::now());
+            match table.log_store().get_latest_version(known).await {
+                Ok(listed) if listed >= known => latest = listed,
+                _ => return Ok(None),
+            }
         }
         for v in known + 1..=latest {
             if self.unit(Unit::Commit(v)).await?.schema.is_some() {
@@ -876,21 +907,28 @@ impl DeltaSource {
 
     /// Reads commit `v`'s actions through the log store and classifies the commit.
     async fn load_commit(&self, v: u64) -> Result<UnitContent> {
+        self.read_commit(v).await?.ok_or_else(|| {
+            self.source_error(format!(
+                "commit {v} is no longer in the Delta log (removed by log retention?); the stream \
+                 cannot go on from its offset. Start the flow with a new checkpoint"
+            ))
+        })
+    }
+
+    /// Commit `v`'s actions, classified; `None` when the log has no commit `v` (yet).
+    async fn read_commit(&self, v: u64) -> Result<Option<UnitContent>> {
         let table = self
             .table
             .as_ref()
             .ok_or_else(|| self.source_error("the Delta table is not loaded".into()))?;
         let log_store = table.log_store();
-        let bytes = log_store
+        let Some(bytes) = log_store
             .read_commit_entry(v as _)
             .await
             .map_err(|e| self.err(e))?
-            .ok_or_else(|| {
-                self.source_error(format!(
-                    "commit {v} is no longer in the Delta log (removed by log retention?); the stream \
-                     cannot go on from its offset. Start the flow with a new checkpoint"
-                ))
-            })?;
+        else {
+            return Ok(None);
+        };
         let actions = deltalake::logstore::get_actions(v as _, &bytes).map_err(|e| self.err(e))?;
         let content = classify(v, actions).map_err(|m| self.source_error(m))?;
         if let Some(operation) = &content.rewrite
@@ -899,7 +937,7 @@ impl DeltaSource {
             tracing::info!(version = v, %operation, table = %self.options.path.display(),
                 "skipping a commit that rewrites data (skip_change_commits = true)");
         }
-        Ok(content)
+        Ok(Some(content))
     }
 }
 
