@@ -169,10 +169,15 @@ async fn bench_latency() {
                 let Some(table) = kept.as_ref() else {
                     continue;
                 };
-                let Ok(Some(bytes)) = table.log_store().read_commit_entry(version + 1).await else {
+                let Ok(Some(bytes)) = table
+                    .log_store()
+                    .read_commit_entry((version + 1) as u64)
+                    .await
+                else {
                     continue;
                 };
-                let Ok(actions) = deltalake::logstore::get_actions(version + 1, &bytes) else {
+                let Ok(actions) = deltalake::logstore::get_actions((version + 1) as u64, &bytes)
+                else {
                     continue;
                 };
                 version += 1;
