@@ -152,7 +152,12 @@ fn context_of_checkpoint(dir: &Path) -> Context {
     let plan = cp.read_plan().ok().flatten();
     Context {
         flow: plan.as_ref().map(|p| p.flow.clone()),
-        pipeline: None,
+        // The checkpoint does not record its pipeline file: the commands name the one
+        // found beside it, or a placeholder to replace.
+        pipeline: Some(
+            find_pipeline(dir)
+                .map_or_else(|| "<pipeline.toml>".to_owned(), |p| p.display().to_string()),
+        ),
         checkpoint: Some(dir.display().to_string()),
         source_path: plan.as_ref().map(|p| p.source_path.display().to_string()),
         sink_path: plan
@@ -161,6 +166,35 @@ fn context_of_checkpoint(dir: &Path) -> Context {
             .map(|p| p.display().to_string()),
         spark: false,
     }
+}
+
+/// The pipeline file with a flow that writes checkpoint `dir`: a `*.toml` file in one
+/// of the three directories above the checkpoint that loads as a pipeline and names it.
+fn find_pipeline(dir: &Path) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(dir).ok()?;
+    for ancestor in target.ancestors().skip(1).take(3) {
+        let Ok(entries) = std::fs::read_dir(ancestor) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for path in files {
+            let Ok(pipeline) = crate::pipeline::load(&path) else {
+                continue;
+            };
+            if pipeline
+                .flows
+                .iter()
+                .any(|f| std::fs::canonicalize(&f.checkpoint).is_ok_and(|c| c == target))
+            {
+                return Some(path);
+            }
+        }
+    }
+    None
 }
 
 /// The flow's health and where it came from.

@@ -305,6 +305,14 @@ fn source_replaced_by_a_file_is_source_unavailable_until_restored() {
         text.contains("Error kind source_unavailable, domain external, retry can help: yes"),
         "{text}"
     );
+    // The checkpoint does not record its pipeline file: the one beside it that names it.
+    assert!(
+        text.contains(&format!(
+            "weir run {} --flow f --trigger available-now",
+            s(&sc.pipeline())
+        )),
+        "{text}"
+    );
 
     // First action: restore access and restart.
     std::fs::remove_file(sc.landing()).unwrap();
