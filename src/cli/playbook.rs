@@ -156,7 +156,7 @@ fn context_of_checkpoint(dir: &Path) -> Context {
         // found beside it, or a placeholder to replace.
         pipeline: Some(
             find_pipeline(dir)
-                .map_or_else(|| "<pipeline.toml>".to_owned(), |p| p.display().to_string()),
+                .map_or_else(|| "PIPELINE.toml".to_owned(), |p| p.display().to_string()),
         ),
         checkpoint: Some(dir.display().to_string()),
         source_path: plan.as_ref().map(|p| p.source_path.display().to_string()),

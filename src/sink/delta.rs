@@ -117,7 +117,10 @@ impl DeltaSink {
         let has_checkpoint = entries.filter_map(|e| e.ok()).any(|e| {
             let name = e.file_name();
             let name = name.to_string_lossy();
+            // A complete checkpoint file, not a staging file a stopped write left
+            // behind (`<v>.checkpoint.parquet#1`).
             name.contains(".checkpoint.")
+                && (name.ends_with(".parquet") || name.ends_with(".json"))
                 && name
                     .get(..20)
                     .and_then(|v| v.parse::<u64>().ok())
@@ -661,8 +664,14 @@ impl DeltaSink {
         if !fits || batches.iter().any(|b| b.schema() != batch_schema) {
             return Ok(None);
         }
-        // A NOT NULL column (at any depth) is checked by delta-rs's write.
-        if !table_schema.fields().iter().all(|f| nullable_deep(f)) {
+        // A NOT NULL column takes the direct path when no batch has a null in it (the
+        // check delta-rs's write makes; e.g. bronze's `_metadata.file_path`). A NOT NULL
+        // field inside a column is left to delta-rs's write.
+        let nulls_fit = table_schema.fields().iter().enumerate().all(|(i, f)| {
+            nullable_deep(&Field::clone(f).with_nullable(true))
+                && (f.is_nullable() || batches.iter().all(|b| b.column(i).null_count() == 0))
+        });
+        if !nulls_fit {
             return Ok(None);
         }
         let stats = WriterStatsConfig::from_config(state.snapshot().table_configuration());
@@ -698,6 +707,15 @@ impl DeltaSink {
         } else {
             1
         };
+        // The table's own schema on the batches (the same columns and types; a column's
+        // nullability or field metadata may differ, and the Parquet writer wants the
+        // table's exactly). `try_new` checks again that no NOT NULL column holds a null.
+        let file_schema = config.file_schema();
+        let batches = batches
+            .into_iter()
+            .map(|b| RecordBatch::try_new(file_schema.clone(), b.columns().to_vec()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e.into()))?;
         let store = self.table.log_store().object_store(None);
         let mut handles = Vec::new();
         for part in split_rows(batches, num_rows, writers) {
@@ -842,6 +860,17 @@ impl DeltaSink {
         Ok(built)
     }
 
+    /// The table's metadata (schema, partition columns, properties, among them its
+    /// constraints) and protocol, as JSON: what [`DeltaSink::direct_append_config`]
+    /// decided the direct path on.
+    fn table_rules(&self) -> Result<(serde_json::Value, serde_json::Value)> {
+        let state = self.table.snapshot().map_err(|e| self.err(e))?;
+        Ok((
+            serde_json::to_value(state.metadata()).unwrap_or_default(),
+            serde_json::to_value(state.protocol()).unwrap_or_default(),
+        ))
+    }
+
     fn kernel_error(&self, message: String) -> Error {
         self.err(deltalake::DeltaTableError::Generic(message))
     }
@@ -887,17 +916,19 @@ impl DeltaSink {
                 KernelAppend::Conflict(version) => {
                     tracing::info!(table = %self.path.display(), version,
                         "another writer committed this version first; reading the table again");
-                    let schema = self.table.snapshot().map_err(|e| self.err(e))?.schema();
+                    let before = self.table_rules()?;
                     self.table
                         .update_incremental(None)
                         .await
                         .map_err(|e| self.err(e))?;
                     self.kernel = None;
-                    let now = self.table.snapshot().map_err(|e| self.err(e))?.schema();
-                    if now != schema {
+                    if self.table_rules()? != before {
+                        // The files were written, and found fit to commit directly, under
+                        // the old rules: the batch runs again against the new ones.
                         return Err(self.err(deltalake::DeltaTableError::Generic(format!(
-                            "another writer changed the table's schema at version {version} while batch {batch_id} was written; \
-                             nothing was committed, the batch runs again"
+                            "another writer changed the table's schema, properties or protocol (e.g. a constraint or a \
+                             column) at version {version} or before, while batch {batch_id} was written; nothing was \
+                             committed, the batch runs again against the new table"
                         ))));
                     }
                 }
@@ -1483,10 +1514,13 @@ mod tests {
         assert_eq!(commit.num_output_rows, 200_000);
     }
 
-    /// A table made elsewhere (deltalake's create) with `delta.checkpointInterval` = 5.
-    async fn table_with_checkpoint_interval_5(path: &Path) {
+    /// A sink (query id `q`) on `<dir>/t`, a table made elsewhere (deltalake's create)
+    /// with `delta.checkpointInterval` = 5.
+    async fn sink_on_table_with_checkpoint_interval_5() -> (tempfile::TempDir, DeltaSink) {
         use deltalake::kernel::{DataType as DeltaType, StructField};
-        open_table(path)
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        open_table(&path)
             .await
             .unwrap()
             .create()
@@ -1497,6 +1531,10 @@ mod tests {
             .with_configuration_property(deltalake::TableProperty::CheckpointInterval, Some("5"))
             .await
             .unwrap();
+        let sink = DeltaSink::open(&path, Vec::new(), false, "q")
+            .await
+            .unwrap();
+        (dir, sink)
     }
 
     /// The `add` actions' `stats` of commit `version`, parsed.
@@ -1513,12 +1551,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn small_appends_commit_through_the_kernel_without_the_file_list_and_checkpoint_when_due()
     {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut sink) = sink_on_table_with_checkpoint_interval_5().await;
         let path = dir.path().join("t");
-        table_with_checkpoint_interval_5(&path).await;
-        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
-            .await
-            .unwrap();
         assert!(sink.direct_append_config(&[batch(0, 5)]).unwrap().is_some());
         for b in 0..4u64 {
             let commit = sink
@@ -1566,14 +1600,96 @@ mod tests {
         assert_eq!(ids_of(&files), (0..20).collect::<Vec<i64>>());
     }
 
+    /// Whether commit `version` went through the Delta kernel (its `commitInfo`).
+    fn kernel_committed(table: &Path, version: u64) -> bool {
+        std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json")))
+            .unwrap()
+            .contains("\"kernelVersion\"")
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_commit_another_writer_took_first_is_retried_at_the_next_version() {
+    async fn a_constraint_another_writer_adds_fails_the_batch_then_is_enforced() {
+        let (dir, mut sink) = sink_on_table_with_checkpoint_interval_5().await;
+        let path = dir.path().join("t");
+        sink.add_batch(0, vec![batch(0, 5)], false, None)
+            .await
+            .unwrap();
+        assert!(kernel_committed(&path, 1));
+        // Another writer adds a CHECK constraint the next batch breaks.
+        open_table(&path)
+            .await
+            .unwrap()
+            .add_constraint()
+            .with_constraint("id_small", "id < 100")
+            .await
+            .unwrap();
+        let err = sink
+            .add_batch(1, vec![batch(500, 2)], false, None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("changed the table"), "{err}");
+        // Run again, the batch is checked against the constraint, and refused.
+        let again = sink.add_batch(1, vec![batch(500, 2)], false, None).await;
+        assert!(again.is_err(), "the constraint holds");
+        assert_eq!(
+            crate::delta::txn_version(&path, "q").await.unwrap(),
+            Some(0)
+        );
+        let reopened = open_table(&path).await.unwrap();
+        assert_eq!(reopened.version(), Some(2));
+        assert_eq!(reopened.snapshot().unwrap().log_data().num_files(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_not_null_column_without_nulls_takes_the_kernel_commit() {
+        use deltalake::kernel::{DataType as DeltaType, StructField};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
-        table_with_checkpoint_interval_5(&path).await;
+        open_table(&path)
+            .await
+            .unwrap()
+            .create()
+            .with_columns([
+                StructField::new("id", DeltaType::LONG, false),
+                StructField::new("name", DeltaType::STRING, true),
+            ])
+            .await
+            .unwrap();
         let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
             .await
             .unwrap();
+        // The batch declares `id` nullable, but holds no null: the direct path, with the
+        // table's schema on the batch.
+        sink.add_batch(0, vec![batch(0, 5)], false, None)
+            .await
+            .unwrap();
+        assert!(kernel_committed(&path, 1));
+        // A null in the NOT NULL column: delta-rs's write checks it and refuses the batch.
+        let with_null = RecordBatch::try_new(
+            batch(0, 1).schema(),
+            vec![
+                Arc::new(Int64Array::from(vec![None, Some(7)])),
+                Arc::new(StringArray::from(vec!["a", "b"])),
+            ],
+        )
+        .unwrap();
+        assert!(
+            sink.direct_append_config(&[with_null.clone()])
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            sink.add_batch(1, vec![with_null], false, None)
+                .await
+                .is_err()
+        );
+        assert_eq!(open_table(&path).await.unwrap().version(), Some(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_another_writer_took_first_is_retried_at_the_next_version() {
+        let (dir, mut sink) = sink_on_table_with_checkpoint_interval_5().await;
+        let path = dir.path().join("t");
         sink.add_batch(0, vec![batch(0, 5)], false, None)
             .await
             .unwrap();
