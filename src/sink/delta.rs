@@ -1674,7 +1674,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            sink.direct_append_config(&[with_null.clone()])
+            sink.direct_append_config(std::slice::from_ref(&with_null))
                 .unwrap()
                 .is_none()
         );
