@@ -1515,26 +1515,34 @@ mod tests {
     }
 
     /// A sink (query id `q`) on `<dir>/t`, a table made elsewhere (deltalake's create)
-    /// with `delta.checkpointInterval` = 5.
-    async fn sink_on_table_with_checkpoint_interval_5() -> (tempfile::TempDir, DeltaSink) {
+    /// with columns `id` (NOT NULL unless `id_nullable`) and `name`, and the given
+    /// `delta.checkpointInterval`.
+    async fn sink_on_new_table(
+        id_nullable: bool,
+        checkpoint_interval: Option<&str>,
+    ) -> (tempfile::TempDir, DeltaSink) {
         use deltalake::kernel::{DataType as DeltaType, StructField};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
-        open_table(&path)
-            .await
-            .unwrap()
-            .create()
-            .with_columns([
-                StructField::new("id", DeltaType::LONG, true),
-                StructField::new("name", DeltaType::STRING, true),
-            ])
-            .with_configuration_property(deltalake::TableProperty::CheckpointInterval, Some("5"))
-            .await
-            .unwrap();
+        let mut create = open_table(&path).await.unwrap().create().with_columns([
+            StructField::new("id", DeltaType::LONG, id_nullable),
+            StructField::new("name", DeltaType::STRING, true),
+        ]);
+        if let Some(interval) = checkpoint_interval {
+            create = create.with_configuration_property(
+                deltalake::TableProperty::CheckpointInterval,
+                Some(interval),
+            );
+        }
+        create.await.unwrap();
         let sink = DeltaSink::open(&path, Vec::new(), false, "q")
             .await
             .unwrap();
         (dir, sink)
+    }
+
+    async fn sink_on_table_with_checkpoint_interval_5() -> (tempfile::TempDir, DeltaSink) {
+        sink_on_new_table(true, Some("5")).await
     }
 
     /// The `add` actions' `stats` of commit `version`, parsed.
@@ -1642,22 +1650,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_not_null_column_without_nulls_takes_the_kernel_commit() {
-        use deltalake::kernel::{DataType as DeltaType, StructField};
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut sink) = sink_on_new_table(false, None).await;
         let path = dir.path().join("t");
-        open_table(&path)
-            .await
-            .unwrap()
-            .create()
-            .with_columns([
-                StructField::new("id", DeltaType::LONG, false),
-                StructField::new("name", DeltaType::STRING, true),
-            ])
-            .await
-            .unwrap();
-        let mut sink = DeltaSink::open(&path, Vec::new(), false, "q")
-            .await
-            .unwrap();
         // The batch declares `id` nullable, but holds no null: the direct path, with the
         // table's schema on the batch.
         sink.add_batch(0, vec![batch(0, 5)], false, None)
