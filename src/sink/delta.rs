@@ -466,6 +466,9 @@ impl DeltaSink {
             .into_iter()
             .map(|b| normalize_batch(&b))
             .collect::<Result<Vec<_>>>()?;
+        if !overwrite {
+            batches = self.with_missing_columns(batches)?;
+        }
         let num_rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let mapped = self.names_are_mapped();
         if let Some(first) = batches.first()
@@ -807,6 +810,59 @@ impl DeltaSink {
             delta_version: self.version(),
             skipped: false,
         })
+    }
+
+    /// Delta Lake's schema enforcement on append: a nullable column of the table that the
+    /// batch does not have is written as null (e.g. a column another writer added), as
+    /// Spark's Delta writer does. The batch's columns then follow the table's order. The
+    /// batches are returned as they are when the table is new, when a missing column is
+    /// NOT NULL, or when the batch has a column the table lacks (schema evolution, or the
+    /// error that asks for `merge_schema`).
+    fn with_missing_columns(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+        let (Some(first), Ok(state)) = (batches.first(), self.table.snapshot()) else {
+            return Ok(batches);
+        };
+        let table_schema = state.snapshot().arrow_schema();
+        let schema = first.schema();
+        let all_known = schema
+            .fields()
+            .iter()
+            .all(|f| table_schema.field_with_name(f.name()).is_ok());
+        let missing: Vec<&Field> = table_schema
+            .fields()
+            .iter()
+            .filter(|f| schema.field_with_name(f.name()).is_err())
+            .map(|f| f.as_ref())
+            .collect();
+        if missing.is_empty() || !all_known || missing.iter().any(|f| !f.is_nullable()) {
+            return Ok(batches);
+        }
+        tracing::debug!(table = %self.path.display(),
+            columns = ?missing.iter().map(|f| f.name()).collect::<Vec<_>>(),
+            "the table has columns the batch does not: written as null");
+        let fields: Vec<Field> = table_schema
+            .fields()
+            .iter()
+            .map(|t| match schema.field_with_name(t.name()) {
+                Ok(own) => own.clone(),
+                Err(_) => Field::clone(t),
+            })
+            .collect();
+        let filled = Arc::new(Schema::new(fields));
+        batches
+            .iter()
+            .map(|b| {
+                let columns = filled
+                    .fields()
+                    .iter()
+                    .map(|f| match b.column_by_name(f.name()) {
+                        Some(c) => c.clone(),
+                        None => arrow::array::new_null_array(f.data_type(), b.num_rows()),
+                    })
+                    .collect();
+                RecordBatch::try_new(filled.clone(), columns).map_err(|e| self.err(e.into()))
+            })
+            .collect()
     }
 
     /// Brings `table` (deltalake's view, with the file list) up to the commits this sink
@@ -1646,6 +1702,86 @@ mod tests {
         let reopened = open_table(&path).await.unwrap();
         assert_eq!(reopened.version(), Some(2));
         assert_eq!(reopened.snapshot().unwrap().log_data().num_files(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_column_another_writer_adds_is_written_as_null() {
+        let (dir, mut sink) = sink_on_table_with_checkpoint_interval_5().await;
+        let path = dir.path().join("t");
+        sink.add_batch(0, vec![batch(0, 5)], false, None)
+            .await
+            .unwrap();
+        // Another writer appends rows with a new column (schema evolution).
+        let wider = {
+            let b = batch(100, 2);
+            let mut fields: Vec<Field> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| Field::clone(f))
+                .collect();
+            fields.push(Field::new("extra", DataType::Utf8, true));
+            let mut columns = b.columns().to_vec();
+            columns.push(Arc::new(StringArray::from(vec!["x", "y"])));
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+        };
+        open_table(&path)
+            .await
+            .unwrap()
+            .write(vec![wider])
+            .with_save_mode(SaveMode::Append)
+            .with_schema_mode(SchemaMode::Merge)
+            .await
+            .unwrap();
+        // The sink's batches have no `extra`: the first meets the other writer's version
+        // (the schema changed) and fails before committing; run again, it is appended
+        // with `extra` null, as Spark's Delta writer does.
+        assert!(
+            sink.add_batch(1, vec![batch(5, 5)], false, None)
+                .await
+                .is_err()
+        );
+        let commit = sink
+            .add_batch(1, vec![batch(5, 5)], false, None)
+            .await
+            .unwrap();
+        assert_eq!(commit.num_output_rows, 5);
+        sink.add_batch(2, vec![batch(10, 5)], false, None)
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for v in 3..=4 {
+            for file in commit_files(&path, v) {
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                        std::fs::File::open(&file).unwrap(),
+                    )
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                for b in reader {
+                    let b = b.unwrap();
+                    let extra = b
+                        .column_by_name("extra")
+                        .expect("the table's column is written");
+                    assert_eq!(extra.null_count(), b.num_rows());
+                    ids.extend(
+                        b.column(0)
+                            .as_any()
+                            .downcast_ref::<Int64Array>()
+                            .unwrap()
+                            .values()
+                            .iter()
+                            .copied(),
+                    );
+                }
+            }
+        }
+        assert_eq!(ids, (5..15).collect::<Vec<i64>>());
+        assert_eq!(
+            crate::delta::txn_version(&path, "q").await.unwrap(),
+            Some(2)
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
