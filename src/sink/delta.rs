@@ -731,11 +731,11 @@ impl DeltaSink {
                 writer.close().await
             }));
         }
-        let mut actions = Vec::new();
+        let mut adds: Vec<Add> = Vec::new();
         let mut failure = None;
         for handle in handles {
             match handle.await {
-                Ok(Ok(adds)) => actions.extend(adds.into_iter().map(Action::Add)),
+                Ok(Ok(written)) => adds.extend(written),
                 Ok(Err(e)) => failure = failure.or(Some(self.err(e))),
                 Err(e) => {
                     failure = failure.or(Some(self.err(deltalake::DeltaTableError::Generic(
@@ -750,14 +750,8 @@ impl DeltaSink {
         }
         // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
         // re-materialises it after every commit, a cost that grows with the table).
-        let adds: Vec<Add> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Add(add) => Some(add.clone()),
-                _ => None,
-            })
-            .collect();
-        if self.kernel_commit(batch_id, adds).await? {
+        let adds = Arc::new(adds);
+        if self.kernel_commit(batch_id, adds.clone()).await? {
             self.appended = Some(batch_id);
             return Ok(SinkCommit {
                 num_output_rows: num_rows as u64,
@@ -765,6 +759,10 @@ impl DeltaSink {
                 skipped: false,
             });
         }
+        let actions: Vec<Action> = Arc::unwrap_or_clone(adds)
+            .into_iter()
+            .map(Action::Add)
+            .collect();
         let num_files = actions.len();
         // The commit info's `operationMetrics` as delta-rs's write operation records them.
         let metrics = serde_json::json!({
@@ -943,8 +941,7 @@ impl DeltaSink {
     /// `false`: the kernel cannot commit to this table (a protocol feature it does not
     /// write, statistics it does not take); nothing was committed and the caller commits
     /// the files through deltalake instead.
-    async fn kernel_commit(&mut self, batch_id: u64, adds: Vec<Add>) -> Result<bool> {
-        let adds = Arc::new(adds);
+    async fn kernel_commit(&mut self, batch_id: u64, adds: Arc<Vec<Add>>) -> Result<bool> {
         for _ in 0..KERNEL_COMMIT_ATTEMPTS {
             let snapshot = self.kernel_snapshot().await?;
             let engine = self.table.log_store().engine(None);
@@ -991,7 +988,8 @@ impl DeltaSink {
             }
         }
         Err(self.kernel_error(format!(
-            "other writers took the next version {KERNEL_COMMIT_ATTEMPTS} times in a row; nothing was committed"
+            "other writers took the next version {KERNEL_COMMIT_ATTEMPTS} times in a row; nothing was committed, \
+             and the batch runs again (a table written this often by other writers needs them to pause)"
         )))
     }
 
