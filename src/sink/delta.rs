@@ -721,14 +721,22 @@ impl DeltaSink {
             .map_err(|e| self.err(e.into()))?;
         let store = self.table.log_store().object_store(None);
         let mut handles = Vec::new();
+        // Each writer encodes on a blocking thread of its own, not on a runtime worker:
+        // Parquet encoding holds a core for hundreds of ms, and the runtime's workers
+        // (one per core) must stay free to drive the source's read-ahead, whose decode
+        // then overlaps this encode instead of waiting for it (BENCHMARKS.md, "Bronze
+        // ingest: encode off the runtime's workers").
+        let runtime = tokio::runtime::Handle::current();
         for part in split_rows(batches, num_rows, writers) {
-            let (store, config) = (store.clone(), config.clone());
-            handles.push(tokio::spawn(async move {
-                let mut writer = DeltaWriter::new(store, config);
-                for batch in &part {
-                    writer.write(batch).await?;
-                }
-                writer.close().await
+            let (store, config, runtime) = (store.clone(), config.clone(), runtime.clone());
+            handles.push(tokio::task::spawn_blocking(move || {
+                runtime.block_on(async move {
+                    let mut writer = DeltaWriter::new(store, config);
+                    for batch in &part {
+                        writer.write(batch).await?;
+                    }
+                    writer.close().await
+                })
             }));
         }
         let mut adds: Vec<Add> = Vec::new();

@@ -925,14 +925,8 @@ fn with_metadata(
     let url = file_url(path);
     let name = file_url_name(path);
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-            url.as_str(),
-            n,
-        ))),
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-            name.as_str(),
-            n,
-        ))),
+        Arc::new(repeated_string(&url, n, &file.path)?),
+        Arc::new(repeated_string(&name, n, &file.path)?),
         Arc::new(Int64Array::from_value(file.size as i64, n)),
         Arc::new(
             TimestampMicrosecondArray::from_value(file.modification_time_ms * 1000, n)
@@ -950,6 +944,28 @@ fn with_metadata(
         context: format!("batch from {}", file.path),
         source,
     })
+}
+
+/// `n` copies of `value` (a file's path on each of its rows): one bulk copy of the
+/// bytes, not a push per row. Refuses (instead of panicking) when the copies would
+/// pass a `Utf8` array's 2 GiB offset limit.
+fn repeated_string(value: &str, n: usize, file: &str) -> Result<StringArray> {
+    let total = value.len().checked_mul(n).filter(|t| *t <= i32::MAX as usize);
+    if total.is_none() {
+        return Err(Error::Arrow {
+            context: format!("building _metadata for {file}"),
+            source: arrow::error::ArrowError::ComputeError(format!(
+                "{n} copies of a {}-byte path pass the 2 GiB string column limit",
+                value.len()
+            )),
+        });
+    }
+    let offsets = arrow::buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(value.len(), n));
+    Ok(StringArray::new(
+        offsets,
+        arrow::buffer::Buffer::from_vec(value.as_bytes().repeat(n)),
+        None,
+    ))
 }
 
 /// How long to wait between listings when a processing-time trigger is idle.

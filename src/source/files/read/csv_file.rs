@@ -70,7 +70,10 @@ pub(super) fn decode(
         .map(|f| matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8))
         .collect();
 
-    let mut batch = BatchBuilder::new(&layout, fields.len());
+    // Each column's text buffer starts at its share of the file (at most 2 MiB in all),
+    // so most columns never grow (each growth is a copy and a malloc).
+    let text_hint = data.len().min(2 << 20) / layout.sources.len().max(1);
+    let mut batch = BatchBuilder::new(&layout, text_hint);
     let mut out = DecodedFile::default();
     let null_value = options.null_value.as_deref().map(str::as_bytes);
     let empty_value = options.empty_value.as_bytes();
@@ -109,7 +112,7 @@ pub(super) fn decode(
                         .then_some(empty_value)
                         .filter(|v| !v.is_empty() || text);
                 }
-                (Some(f) != null_value).then_some(f)
+                (!is_null_value(f, null_value)).then_some(f)
             };
             let mut damaged: Vec<String> = Vec::new();
             for ((column, source), &text) in batch
@@ -197,7 +200,7 @@ pub(super) fn decode(
         if batch.rows == BATCH_ROWS
             || (batch.rows.is_multiple_of(1024) && batch.text_bytes() > BATCH_TEXT_BYTES)
         {
-            let done = std::mem::replace(&mut batch, BatchBuilder::new(&layout, fields.len()));
+            let done = std::mem::replace(&mut batch, BatchBuilder::new(&layout, text_hint));
             let context = Context {
                 fields: &fields,
                 layout: &layout,
@@ -224,6 +227,16 @@ pub(super) fn decode(
     }
     drift.finish(&spec.schema, &file_path, &mut out);
     Ok(out)
+}
+
+/// Whether a field is the dialect's `null_value`. The first byte is compared first, so
+/// most fields (numbers against `NA`) are told apart without a `memcmp` call.
+#[inline]
+fn is_null_value(field: &[u8], null_value: Option<&[u8]>) -> bool {
+    match null_value {
+        Some(null) => field.len() == null.len() && field.first() == null.first() && field == null,
+        None => false,
+    }
 }
 
 /// A value of a new column, for its type (until the type is string).
@@ -424,19 +437,18 @@ impl Layout {
 struct TextColumn {
     offsets: Vec<i32>,
     values: Vec<u8>,
-    valid: BooleanBufferBuilder,
-    nulls: usize,
+    /// Built from the first null on (before it, every value was valid).
+    valid: Option<BooleanBufferBuilder>,
 }
 
 impl TextColumn {
-    fn new() -> Self {
+    fn new(text_hint: usize) -> Self {
         let mut offsets = Vec::with_capacity(BATCH_ROWS + 1);
         offsets.push(0);
         TextColumn {
             offsets,
-            values: Vec::new(),
-            valid: BooleanBufferBuilder::new(BATCH_ROWS),
-            nulls: 0,
+            values: Vec::with_capacity(text_hint),
+            valid: None,
         }
     }
 
@@ -444,11 +456,19 @@ impl TextColumn {
         match value {
             Some(v) => {
                 self.values.extend_from_slice(v);
-                self.valid.append(true);
+                if let Some(valid) = self.valid.as_mut() {
+                    valid.append(true);
+                }
             }
             None => {
-                self.valid.append(false);
-                self.nulls += 1;
+                let rows = self.offsets.len() - 1;
+                self.valid
+                    .get_or_insert_with(|| {
+                        let mut valid = BooleanBufferBuilder::new(BATCH_ROWS);
+                        valid.append_n(rows, true);
+                        valid
+                    })
+                    .append(false);
             }
         }
         // The batch is cut long before the text reaches i32::MAX (BATCH_TEXT_BYTES).
@@ -457,7 +477,7 @@ impl TextColumn {
     }
 
     fn finish(mut self) -> Result<StringArray, arrow::error::ArrowError> {
-        let nulls = (self.nulls > 0).then(|| NullBuffer::new(self.valid.finish()));
+        let nulls = self.valid.as_mut().map(|v| NullBuffer::new(v.finish()));
         StringArray::try_new(
             OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
             Buffer::from_vec(self.values),
@@ -476,10 +496,11 @@ struct BatchBuilder {
 }
 
 impl BatchBuilder {
-    fn new(layout: &Layout, width: usize) -> Self {
-        let mut columns = Vec::with_capacity(width);
+    /// `text_hint`: the bytes each column's text buffer starts with.
+    fn new(layout: &Layout, text_hint: usize) -> Self {
+        let mut columns = Vec::with_capacity(layout.sources.len());
         for source in &layout.sources {
-            columns.push(source.map(|_| TextColumn::new()));
+            columns.push(source.map(|_| TextColumn::new(text_hint)));
         }
         BatchBuilder {
             columns,
