@@ -31,6 +31,19 @@ pub(super) fn decode(
     spec: &ReadSpec,
     schema: &SchemaRef,
 ) -> Result<DecodedFile, FileReadError> {
+    match super::csv_fast::decode(data, meta, spec, schema) {
+        Some(decoded) => Ok(decoded),
+        None => decode_rescuing(data, meta, spec, schema),
+    }
+}
+
+/// The rescuing decoder: every file the fast path ([`super::csv_fast`]) declines.
+pub(super) fn decode_rescuing(
+    data: &[u8],
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+) -> Result<DecodedFile, FileReadError> {
     let fields = data_fields(&spec.schema);
     let options = &spec.csv;
     let mut reader = reader_builder(options).from_reader(data);

