@@ -437,24 +437,37 @@ impl BatchReader {
         let spec = self.spec.clone();
         let tasks = futures::stream::iter(files.iter().cloned().map(|file| {
             let spec = spec.clone();
+            let batch_schema = self.batch_schema.clone();
             tokio::task::spawn_blocking(move || {
                 let meta = FileMeta {
                     path: PathBuf::from(&file.path),
                     size: file.size,
                     modification_time_ms: file.modification_time_ms,
                 };
-                let decoded = read::decode_file(&meta, &spec);
-                (file, decoded)
+                let mut decoded = read::decode_file(&meta, &spec);
+                // The `_metadata` column is built here, in the file's own task (in
+                // parallel), not after the batch's files are joined.
+                let attached = match decoded.as_mut() {
+                    Ok(decoded) => decoded
+                        .batches
+                        .iter()
+                        .map(|batch| with_metadata(batch, &file, &batch_schema))
+                        .collect::<Result<Vec<_>>>()
+                        .map(|batches| decoded.batches = batches),
+                    Err(_) => Ok(()),
+                };
+                (file, decoded, attached)
             })
         }))
         .buffered(parallelism);
         let results: Vec<_> = tasks.collect().await;
         let mut out = BatchRead::default();
         for joined in results {
-            let (file, decoded) = joined.map_err(|e| Error::Source {
+            let (file, decoded, attached) = joined.map_err(|e| Error::Source {
                 path: self.root.clone(),
                 message: format!("a reader task failed: {e}"),
             })?;
+            attached?;
             match decoded {
                 Ok(decoded) => {
                     out.num_bytes += file.size;
@@ -463,10 +476,7 @@ impl BatchReader {
                     out.num_records_corrupt += decoded.num_records_corrupt as u64;
                     out.new_fields.extend(decoded.new_fields);
                     out.type_mismatches.extend(decoded.type_mismatches);
-                    for batch in decoded.batches {
-                        out.batches
-                            .push(with_metadata(&batch, &file, &self.batch_schema)?);
-                    }
+                    out.batches.extend(decoded.batches);
                     out.outcomes.push((
                         file.path.clone(),
                         FileOutcome::Ingested {
