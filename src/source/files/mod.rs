@@ -429,9 +429,12 @@ impl BatchReader {
         Arc::ptr_eq(&self.spec, &other.spec) && self.batch_schema == other.batch_schema
     }
 
-    /// Reads the files of a batch in parallel (one task per core), in planning order.
+    /// Reads the files of a batch in parallel, in planning order: two files in flight
+    /// per core, so a core whose file is done starts another while an earlier, slower
+    /// file still holds the head of the order (BENCHMARKS.md, "Bronze ingest: the CSV
+    /// fast path").
     pub async fn read(self, files: &[ListedFile]) -> Result<BatchRead> {
-        let parallelism = std::thread::available_parallelism()
+        let parallelism = 2 * std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
         let spec = self.spec.clone();
