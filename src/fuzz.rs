@@ -24,10 +24,11 @@ use crate::source::files::read::{FileMeta, ReadSpec, decode_contents, decode_fil
 use crate::spec::{FileFormat, TextEncoding};
 
 /// The fuzz targets, by name (the directories of `fuzz/corpus/`).
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "json_lines",
     "json_fast_path",
     "csv",
+    "csv_fast_path",
     "gzip",
     "parquet",
     "pipeline",
@@ -41,6 +42,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "json_lines" => json_lines(data),
         "json_fast_path" => json_fast_path(data),
         "csv" => csv(data),
+        "csv_fast_path" => csv_fast_path(data),
         "gzip" => gzip(data),
         "parquet" => parquet(data),
         "pipeline" => pipeline(data),
@@ -161,6 +163,43 @@ pub fn json_fast_path(data: &[u8]) {
 /// The CSV decoder with rescue (header line, the default dialect).
 pub fn csv(data: &[u8]) {
     let _ = decode_text(data, &meta("f.csv", data), &spec(FileFormat::Csv));
+}
+
+/// The CSV fast path (arrow-csv) against the rescuing decoder alone, over dialects
+/// and a schema it takes: panics when it takes the input and reads it otherwise.
+pub fn csv_fast_path(data: &[u8]) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("small", DataType::Int8, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, true),
+        Field::new("ratio", DataType::Float32, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new(
+            "ntz",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+            true,
+        ),
+    ]));
+    let meta = meta("f.csv", data);
+    for (header, null_value, comment) in [
+        (true, None, None),
+        (true, Some("NA"), None),
+        (false, Some("NA"), Some(b'#')),
+    ] {
+        let mut spec = ReadSpec::new(FileFormat::Csv, schema.clone());
+        spec.text.max_file_bytes = MAX_BYTES;
+        spec.csv.header = header;
+        spec.csv.null_value = null_value.map(str::to_string);
+        spec.csv.comment = comment;
+        if let Err(e) = crate::source::files::read::csv_fast::compare_paths(data, &meta, &spec) {
+            panic!("the CSV fast path differs from the rescuing decoder: {e}");
+        }
+    }
 }
 
 /// Gzip detection and bounded decompression, then JSON lines.

@@ -963,7 +963,10 @@ fn with_metadata(
 /// bytes, not a push per row. Refuses (instead of panicking) when the copies would
 /// pass a `Utf8` array's 2 GiB offset limit.
 fn repeated_string(value: &str, n: usize, file: &str) -> Result<StringArray> {
-    let total = value.len().checked_mul(n).filter(|t| *t <= i32::MAX as usize);
+    let total = value
+        .len()
+        .checked_mul(n)
+        .filter(|t| *t <= i32::MAX as usize);
     if total.is_none() {
         return Err(Error::Arrow {
             context: format!("building _metadata for {file}"),

@@ -152,7 +152,7 @@ use super::partition::Partitioning;
 use crate::schema::RESCUED_DATA_COLUMN;
 use crate::spec::{CsvOptions, FileFormat, TextEncoding, TextOptions};
 
-mod csv_fast;
+pub(crate) mod csv_fast;
 mod csv_file;
 mod drift;
 mod json_fast;

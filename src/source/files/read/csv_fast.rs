@@ -142,20 +142,45 @@ fn header_matches(data: &[u8], options: &CsvOptions, fields: &Fields) -> Option<
         names.push(std::str::from_utf8(field).ok()?.to_string());
     }
     let names = super::csv_file::safe_header(&names, options.null_value.as_deref());
-    Some(
-        names.len() == fields.len()
-            && names.iter().zip(fields.iter()).all(|(n, f)| n == f.name()),
-    )
+    Some(names.len() == fields.len() && names.iter().zip(fields.iter()).all(|(n, f)| n == f.name()))
+}
+
+/// The fast path against the rescuing decoder alone (the differential tests and the
+/// `csv_fast_path` fuzz target): `Err` says how they differ when the fast path takes
+/// the file and reads it otherwise than the rescuing decoder.
+pub(crate) fn compare_paths(data: &[u8], meta: &FileMeta, spec: &ReadSpec) -> Result<bool, String> {
+    let schema = super::output_schema(spec);
+    let Some(fast) = decode(data, meta, spec, &schema) else {
+        return Ok(false);
+    };
+    let slow = super::csv_file::decode_rescuing(data, meta, spec, &schema)
+        .map_err(|e| format!("the fast path read a file the rescuing decoder refuses: {e}"))?;
+    let counts = |d: &DecodedFile| {
+        format!(
+            "rows {} rescued {} corrupt {} new {:?} mismatches {:?}",
+            d.num_rows, d.num_rows_rescued, d.num_records_corrupt, d.new_fields, d.type_mismatches
+        )
+    };
+    if counts(&fast) != counts(&slow) {
+        return Err(format!(
+            "counts differ: fast {}, slow {}",
+            counts(&fast),
+            counts(&slow)
+        ));
+    }
+    let all = |d: &DecodedFile| arrow::compute::concat_batches(&schema, &d.batches);
+    match (all(&fast), all(&slow)) {
+        (Ok(f), Ok(s)) if f == s => Ok(true),
+        (f, s) => Err(format!("rows differ:\nfast {f:?}\nslow {s:?}")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use arrow::compute::concat_batches;
-
     use super::super::test_support::spec;
-    use super::super::{FileMeta, ReadSpec, csv_file, output_schema, read_contents};
+    use super::super::{FileMeta, ReadSpec, read_contents};
     use crate::schema::parse_ddl;
     use crate::spec::{FileFormat, TextEncoding};
 
@@ -176,19 +201,7 @@ mod tests {
     /// Decodes `data` on both paths; when the fast path takes the file, its output
     /// must equal the rescuing decoder's. Returns whether the fast path took it.
     fn agree(data: &[u8], spec: &ReadSpec) -> bool {
-        let schema = output_schema(spec);
-        let slow = csv_file::decode_rescuing(data, &meta(), spec, &schema).unwrap();
-        let Some(fast) = super::decode(data, &meta(), spec, &schema) else {
-            return false;
-        };
-        assert_eq!(fast.num_rows, slow.num_rows);
-        assert_eq!(slow.num_rows_rescued, 0, "the fast path took a file with rescues");
-        assert_eq!(slow.num_records_corrupt, 0);
-        assert!(slow.new_fields.is_empty() && slow.type_mismatches.is_empty());
-        let fast = concat_batches(&schema, &fast.batches).unwrap();
-        let slow = concat_batches(&schema, &slow.batches).unwrap();
-        assert_eq!(fast, slow);
-        true
+        super::compare_paths(data, &meta(), spec).unwrap()
     }
 
     const FLIGHTS: &str = "year INT, month INT, day INT, dep_time INT, sched_dep_time INT, \
@@ -222,7 +235,10 @@ mod tests {
 
     #[test]
     fn files_that_fit_take_the_fast_path() {
-        let spec = csv_spec("a STRING, b INT, c DOUBLE, t TIMESTAMP, n BIGINT", Some("NA"));
+        let spec = csv_spec(
+            "a STRING, b INT, c DOUBLE, t TIMESTAMP, n BIGINT",
+            Some("NA"),
+        );
         for data in [
             // Quoted fields, a delimiter and a newline inside quotes.
             "a,b,c,t,n\n\"x,y\",1,1.5,2013-01-01T10:00:00Z,7\n\"two\nlines\",2,NA,NA,8\n",
@@ -278,5 +294,19 @@ mod tests {
         let mut limited = csv_spec("a STRING", None);
         limited.text.max_record_bytes = Some(3);
         assert!(!agree(b"a\nx\n", &limited));
+    }
+
+    #[test]
+    fn the_fuzz_corpora_decode_the_same_on_both_paths() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        let mut inputs = 0;
+        for target in ["csv_fast_path", "csv"] {
+            for entry in std::fs::read_dir(root.join(target)).unwrap() {
+                let data = std::fs::read(entry.unwrap().path()).unwrap();
+                crate::fuzz::csv_fast_path(&data);
+                inputs += 1;
+            }
+        }
+        assert!(inputs > 10, "{inputs} inputs");
     }
 }
