@@ -431,8 +431,8 @@ impl BatchReader {
 
     /// Reads the files of a batch in parallel, in planning order: two files in flight
     /// per core, so a core whose file is done starts another while an earlier, slower
-    /// file still holds the head of the order (BENCHMARKS.md, "Bronze ingest: the CSV
-    /// fast path").
+    /// file still holds the head of the order (BENCHMARKS.md, "Bronze ingest: encode off the
+    /// runtime's workers, the CSV fast path").
     pub async fn read(self, files: &[ListedFile]) -> Result<BatchRead> {
         let parallelism = 2 * std::thread::available_parallelism()
             .map(|n| n.get())

@@ -105,27 +105,26 @@ fn eligible(data: &[u8], spec: &ReadSpec, fields: &Fields) -> bool {
 }
 
 /// Whether each non-finite spelling parses (if at all) to what its canonical Arrow
-/// spelling does, in both float widths: the rescuing decoder rewrites the spelling
-/// to the canonical one, arrow-csv parses it as written.
+/// spelling does, bit for bit, in both float widths: the rescuing decoder rewrites the
+/// spelling to the canonical one, arrow-csv parses it as written.
 fn spellings_agree(options: &CsvOptions) -> bool {
     use arrow::compute::kernels::cast_utils::Parser;
-    let pairs = [
+    let bits = |s: &str| {
+        (
+            Float64Type::parse(s).map(f64::to_bits),
+            Float32Type::parse(s).map(f32::to_bits),
+        )
+    };
+    [
         (options.nan_value.as_str(), "NaN"),
         (options.positive_inf.as_str(), "inf"),
         (options.negative_inf.as_str(), "-inf"),
-    ];
-    pairs.iter().all(|(spelling, canonical)| {
-        let same64 = match (Float64Type::parse(spelling), Float64Type::parse(canonical)) {
-            (None, _) => true,
-            (Some(a), Some(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-            (Some(_), None) => false,
-        };
-        let same32 = match (Float32Type::parse(spelling), Float32Type::parse(canonical)) {
-            (None, _) => true,
-            (Some(a), Some(b)) => a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-            (Some(_), None) => false,
-        };
-        same64 && same32
+    ]
+    .iter()
+    .all(|(spelling, canonical)| {
+        let (s64, s32) = bits(spelling);
+        let (c64, c32) = bits(canonical);
+        (s64.is_none() || s64 == c64) && (s32.is_none() || s32 == c32)
     })
 }
 
