@@ -731,11 +731,18 @@ impl DeltaSink {
             let (store, config, runtime) = (store.clone(), config.clone(), runtime.clone());
             handles.push(tokio::task::spawn_blocking(move || {
                 runtime.block_on(async move {
+                    let began = std::time::Instant::now();
                     let mut writer = DeltaWriter::new(store, config);
                     for batch in &part {
                         writer.write(batch).await?;
                     }
-                    writer.close().await
+                    let written = writer.close().await;
+                    tracing::debug!(
+                        batch_id,
+                        ms = began.elapsed().as_millis() as u64,
+                        "parquet writer part done"
+                    );
+                    written
                 })
             }));
         }
@@ -756,6 +763,11 @@ impl DeltaSink {
         if let Some(e) = failure {
             return Err(e);
         }
+        tracing::debug!(
+            batch_id,
+            ms = start.elapsed().as_millis() as u64,
+            "parquet writers done"
+        );
         // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
         // re-materialises it after every commit, a cost that grows with the table).
         let adds = Arc::new(adds);

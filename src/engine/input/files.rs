@@ -8,7 +8,7 @@ use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::schema::evolve::{evolve, strings_only};
 use crate::source::files::ledger::{FileOutcome, Ledger, ListedFile};
-use crate::source::files::{BatchRead, BatchReader, FileSource, schema_store, select};
+use crate::source::files::{BatchRead, BatchReader, FileDecode, FileSource, schema_store, select};
 use crate::spec::EvolutionMode;
 use crate::spec::{FilesSource, Trigger};
 
@@ -20,13 +20,75 @@ pub struct FilesInput {
     /// `available_now`: the next batch's files, being decoded while this batch is
     /// transformed and written ([`FilesInput::read`]).
     read_ahead: Option<ReadAhead>,
+    /// `available_now`: the first files of the batch after the read-ahead one, decoded
+    /// as soon as the read-ahead finished ([`read_ahead`]).
+    head_start: Option<HeadStart>,
 }
 
-/// A decode started before its batch was planned.
+/// A decode started before its batch was planned, and the head start it gave the batch
+/// after it.
 struct ReadAhead {
     files: Vec<ListedFile>,
     reader: BatchReader,
-    task: tokio::task::JoinHandle<Result<BatchRead>>,
+    task: tokio::task::JoinHandle<(Result<BatchRead>, Option<HeadStart>)>,
+}
+
+/// The first files of a batch two ahead, decoding.
+struct HeadStart {
+    files: Vec<ListedFile>,
+    task: tokio::task::JoinHandle<Vec<FileDecode>>,
+}
+
+/// The files of a head start: the first of `files` up to an eighth of their bytes, so
+/// the rows held at once grow by an eighth of a batch at most.
+fn head_start_files(files: &[ListedFile]) -> Vec<ListedFile> {
+    let budget = files.iter().map(|f| f.size).sum::<u64>() / 8;
+    let mut bytes = 0u64;
+    files
+        .iter()
+        .take_while(|f| {
+            bytes += f.size;
+            bytes <= budget
+        })
+        .cloned()
+        .collect()
+}
+
+/// The read-ahead of `files` (using `head`, the decode of their first files when one
+/// started earlier). Once decoded, it starts decoding `after`'s first files: the batch
+/// after this one cannot be read ahead yet (that would hold a third batch), but cores
+/// left idle while this batch waits for the previous one's last Parquet writer take
+/// those files (BENCHMARKS.md, "Bronze ingest: a head start on the batch after next").
+async fn read_ahead(
+    reader: BatchReader,
+    files: Vec<ListedFile>,
+    head: Option<HeadStart>,
+    after: Vec<ListedFile>,
+) -> (Result<BatchRead>, Option<HeadStart>) {
+    let decoded = match head {
+        Some(head) => {
+            let split = head.files.len().min(files.len());
+            let (first, rest) = files.split_at(split);
+            let (head, mut rest) = tokio::join!(head.task, reader.decode(rest));
+            let mut decoded = match head {
+                Ok(decoded) => decoded,
+                // The head start's task failed: its files are decoded again.
+                Err(_) => reader.decode(first).await,
+            };
+            decoded.append(&mut rest);
+            decoded
+        }
+        None => reader.decode(&files).await,
+    };
+    let next = head_start_files(&after);
+    let head_start = (!next.is_empty()).then(|| {
+        let (reader, files) = (reader.clone(), next.clone());
+        HeadStart {
+            files: next,
+            task: tokio::spawn(async move { reader.decode(&files).await }),
+        }
+    });
+    (reader.assemble(decoded), head_start)
 }
 
 /// The file source's offset for batch N (Spark's `FileStreamSource`: the batch's
@@ -67,27 +129,44 @@ impl FilesInput {
     /// the decoded files only when it planned exactly those files with the same read
     /// spec; otherwise they are decoded again. At most one batch is read ahead, so a
     /// flow holds at most two batches' rows (each bounded by `max_files_per_trigger` and
-    /// `max_bytes_per_trigger`).
+    /// `max_bytes_per_trigger`), plus a head start on the batch after: its first files, an
+    /// eighth of its bytes at most ([`head_start_files`]).
     pub async fn read(&mut self, files: &[ListedFile]) -> Result<BatchRead> {
         let reader = self.source.reader();
         let read = match self.read_ahead.take() {
             Some(ahead) if ahead.files == files && ahead.reader.same_spec(&reader) => {
-                ahead.task.await.map_err(|e| Error::Source {
+                let (read, head_start) = ahead.task.await.map_err(|e| Error::Source {
                     path: self.source.options.path.clone(),
                     message: format!("a reader task failed: {e}"),
-                })??
+                })?;
+                self.head_start = head_start;
+                read?
             }
             Some(ahead) => {
                 ahead.task.abort();
-                reader.read(files).await?
+                self.drop_head_start();
+                reader.clone().read(files).await?
             }
-            None => reader.read(files).await?,
+            None => {
+                self.drop_head_start();
+                reader.clone().read(files).await?
+            }
         };
         if self.source.has_snapshot() {
             let next = self.source.peek_snapshot();
             if !next.is_empty() {
-                let reader = self.source.reader();
-                let task = tokio::spawn(reader.clone().read_owned(next.clone()));
+                let after = self.source.peek_snapshot_after(next.len());
+                // The head start was decoded by this same reader (the read-ahead's spec
+                // matched); it is used when the next batch begins with its files.
+                let head = match self.head_start.take() {
+                    Some(head) if next.starts_with(&head.files) => Some(head),
+                    Some(head) => {
+                        head.task.abort();
+                        None
+                    }
+                    None => None,
+                };
+                let task = tokio::spawn(read_ahead(reader.clone(), next.clone(), head, after));
                 self.read_ahead = Some(ReadAhead {
                     files: next,
                     reader,
@@ -96,6 +175,12 @@ impl FilesInput {
             }
         }
         Ok(read)
+    }
+
+    fn drop_head_start(&mut self) {
+        if let Some(head) = self.head_start.take() {
+            head.task.abort();
+        }
     }
 
     /// `None` until the schema is known: given, recorded, or inferred from the files
@@ -124,6 +209,7 @@ impl FilesInput {
             source: FileSource::new(options.clone(), ledger, schema),
             schema_location: location,
             read_ahead: None,
+            head_start: None,
         }))
     }
 
@@ -265,5 +351,36 @@ impl FilesInput {
             ),
             ignored,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(sizes: &[u64]) -> Vec<ListedFile> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| ListedFile {
+                path: format!("/landing/f{i}.csv"),
+                size,
+                modification_time_ms: i as i64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_head_start_takes_the_first_files_up_to_an_eighth_of_the_bytes() {
+        // 16 files of 100 bytes: an eighth is 200 bytes, the first two files.
+        let head = head_start_files(&files(&[100; 16]));
+        let paths: Vec<&str> = head.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["/landing/f0.csv", "/landing/f1.csv"]);
+        // A first file bigger than the budget: no head start (never a whole big file).
+        assert!(head_start_files(&files(&[900, 100])).is_empty());
+        // It stops at the first file over the budget, even if a later one would fit.
+        let head = head_start_files(&files(&[50, 60, 600, 10, 80, 800]));
+        assert_eq!(head.len(), 2);
+        assert!(head_start_files(&[]).is_empty());
     }
 }

@@ -400,6 +400,18 @@ impl FileSource {
         }
     }
 
+    /// The files the selection after the next `skip` files of the `available_now`
+    /// snapshot would take (the batch after the read-ahead one), without taking them.
+    pub fn peek_snapshot_after(&mut self, skip: usize) -> Vec<ListedFile> {
+        match self.snapshot.as_mut() {
+            Some(queue) => {
+                let rest = queue.make_contiguous();
+                select(rest.get(skip..).unwrap_or_default(), &self.options, true).files
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// A reader for this source's files that owns what it needs (sendable across tasks).
     pub fn reader(&self) -> BatchReader {
         BatchReader {
@@ -410,6 +422,19 @@ impl FileSource {
     }
 }
 
+/// One file's decode: the file, its rows or why it could not be read, and whether its
+/// `_metadata` column was attached (`Err` when its blocking task failed).
+pub struct FileDecode(
+    std::result::Result<
+        (
+            ListedFile,
+            std::result::Result<read::DecodedFile, read::FileReadError>,
+            Result<()>,
+        ),
+        tokio::task::JoinError,
+    >,
+);
+
 /// Decodes the files of a batch; see [`FileSource::reader`].
 #[derive(Clone)]
 pub struct BatchReader {
@@ -419,29 +444,32 @@ pub struct BatchReader {
 }
 
 impl BatchReader {
-    /// [`BatchReader::read`] of files it owns (a task of its own: the read-ahead).
-    pub async fn read_owned(self, files: Vec<ListedFile>) -> Result<BatchRead> {
-        self.read(&files).await
-    }
-
     /// Whether this reader decodes as `other` does (same spec and batch schema).
     pub fn same_spec(&self, other: &BatchReader) -> bool {
         Arc::ptr_eq(&self.spec, &other.spec) && self.batch_schema == other.batch_schema
     }
 
-    /// Reads the files of a batch in parallel, in planning order: two files in flight
-    /// per core, so a core whose file is done starts another while an earlier, slower
-    /// file still holds the head of the order (BENCHMARKS.md, "Bronze ingest: encode off the
-    /// runtime's workers, the CSV fast path").
+    /// Reads the files of a batch in parallel: [`BatchReader::decode`], then
+    /// [`BatchReader::assemble`].
     pub async fn read(self, files: &[ListedFile]) -> Result<BatchRead> {
+        let decoded = self.decode(files).await;
+        self.assemble(decoded)
+    }
+
+    /// Decodes files in parallel, two in flight per core, each in a blocking task of its
+    /// own; the results come back in the files' order. A task starts as soon as any
+    /// other ends, not only the earliest (a slow file at the head of the order would
+    /// otherwise hold its finished successors' slots and leave a core idle; BENCHMARKS.md,
+    /// "Bronze ingest: a head start on the batch after next").
+    pub async fn decode(&self, files: &[ListedFile]) -> Vec<FileDecode> {
         let parallelism = 2 * std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
-        let spec = self.spec.clone();
-        let tasks = futures::stream::iter(files.iter().cloned().map(|file| {
-            let spec = spec.clone();
+        let began = std::time::Instant::now();
+        let tasks = futures::stream::iter(files.iter().cloned().enumerate().map(|(i, file)| {
+            let spec = self.spec.clone();
             let batch_schema = self.batch_schema.clone();
-            tokio::task::spawn_blocking(move || {
+            let task = tokio::task::spawn_blocking(move || {
                 let meta = FileMeta {
                     path: PathBuf::from(&file.path),
                     size: file.size,
@@ -460,12 +488,25 @@ impl BatchReader {
                     Err(_) => Ok(()),
                 };
                 (file, decoded, attached)
-            })
+            });
+            async move { (i, FileDecode(task.await)) }
         }))
-        .buffered(parallelism);
-        let results: Vec<_> = tasks.collect().await;
+        .buffer_unordered(parallelism);
+        let mut results: Vec<(usize, FileDecode)> = tasks.collect().await;
+        results.sort_unstable_by_key(|(i, _)| *i);
+        tracing::debug!(
+            files = files.len(),
+            ms = began.elapsed().as_millis() as u64,
+            "files decoded"
+        );
+        results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Folds decoded files, in their planning order, into the batch's read: rows,
+    /// counts and each file's outcome. `mode = "failfast"` stops at a malformed record.
+    pub fn assemble(&self, results: Vec<FileDecode>) -> Result<BatchRead> {
         let mut out = BatchRead::default();
-        for joined in results {
+        for FileDecode(joined) in results {
             let (file, decoded, attached) = joined.map_err(|e| Error::Source {
                 path: self.root.clone(),
                 message: format!("a reader task failed: {e}"),
