@@ -424,15 +424,14 @@ impl FileSource {
 
 /// One file's decode: the file, its rows or why it could not be read, and whether its
 /// `_metadata` column was attached (`Err` when its blocking task failed).
-pub struct FileDecode(
-    std::result::Result<
-        (
-            ListedFile,
-            std::result::Result<read::DecodedFile, read::FileReadError>,
-            Result<()>,
-        ),
-        tokio::task::JoinError,
-    >,
+pub struct FileDecode(std::result::Result<FileDecoded, tokio::task::JoinError>);
+
+/// A decode task's output: the file, its rows or why it could not be read, and whether
+/// its `_metadata` column was attached.
+type FileDecoded = (
+    ListedFile,
+    std::result::Result<read::DecodedFile, read::FileReadError>,
+    Result<()>,
 );
 
 /// Decodes the files of a batch; see [`FileSource::reader`].
