@@ -142,12 +142,10 @@ impl FilesInput {
                 self.head_start = head_start;
                 read?
             }
-            Some(ahead) => {
-                ahead.task.abort();
-                self.drop_head_start();
-                reader.clone().read(files).await?
-            }
-            None => {
+            other => {
+                if let Some(ahead) = other {
+                    ahead.task.abort();
+                }
                 self.drop_head_start();
                 reader.clone().read(files).await?
             }
@@ -158,14 +156,10 @@ impl FilesInput {
                 let after = self.source.peek_snapshot_after(next.len());
                 // The head start was decoded by this same reader (the read-ahead's spec
                 // matched); it is used when the next batch begins with its files.
-                let head = match self.head_start.take() {
-                    Some(head) if next.starts_with(&head.files) => Some(head),
-                    Some(head) => {
-                        head.task.abort();
-                        None
-                    }
-                    None => None,
-                };
+                if !(self.head_start.as_ref()).is_some_and(|h| next.starts_with(&h.files)) {
+                    self.drop_head_start();
+                }
+                let head = self.head_start.take();
                 let task = tokio::spawn(read_ahead(reader.clone(), next.clone(), head, after));
                 self.read_ahead = Some(ReadAhead {
                     files: next,

@@ -422,8 +422,7 @@ impl FileSource {
     }
 }
 
-/// One file's decode: the file, its rows or why it could not be read, and whether its
-/// `_metadata` column was attached (`Err` when its blocking task failed).
+/// One file's decode ([`FileDecoded`]), or why its blocking task failed.
 pub struct FileDecode(std::result::Result<FileDecoded, tokio::task::JoinError>);
 
 /// A decode task's output: the file, its rows or why it could not be read, and whether
