@@ -87,6 +87,15 @@ impl FlowPlan {
         for (input, columns) in inputs.iter_mut().zip(read_columns(spec, &operator)) {
             input.read_only(columns);
         }
+        // The `_metadata` fields the query reads: a file source fills only those. Only
+        // for a flow whose projection alone reads input 0's rows (no union, no
+        // stream-stream join).
+        if !spec.is_union()
+            && !matches!(operator, Operator::StreamJoin(_))
+            && let Some(input) = inputs.first_mut()
+        {
+            input.read_metadata_fields(projection.metadata_fields().as_ref());
+        }
         let union_schema = if spec.is_union() {
             Some(stream_schema(spec, &schemas)?)
         } else {

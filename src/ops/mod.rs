@@ -94,7 +94,51 @@ pub struct Projection {
     /// Whether the query works row by row (see [`Projection::row_wise`]); `None` until
     /// the SQL is first planned.
     row_wise: Option<bool>,
+    /// The `_metadata` fields the query reads (see [`Projection::metadata_fields`]);
+    /// `None` until [`Projection::check`] planned it.
+    metadata_fields: Option<MetadataFields>,
     ctx: SessionContext,
+}
+
+/// The fields of the hidden `_metadata` column a flow's query reads: `None`, every field
+/// (the whole struct is read, or a field by a means other than `_metadata.<field>`).
+pub type MetadataFields = Option<std::collections::BTreeSet<String>>;
+
+/// The `_metadata` fields `plan` reads: each `get_field(_metadata, '<name>')` (how
+/// DataFusion plans `_metadata.<name>`) names one; any other use of the column (the
+/// whole struct, a field by a computed name) reads them all.
+fn metadata_fields_of(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> datafusion::error::Result<MetadataFields> {
+    use datafusion::common::ScalarValue;
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::Expr;
+    let mut fields = std::collections::BTreeSet::new();
+    let mut whole = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                match e {
+                    Expr::ScalarFunction(f) if f.name() == "get_field" => {
+                        if let [
+                            Expr::Column(c),
+                            Expr::Literal(ScalarValue::Utf8(Some(name)), _),
+                        ] = f.args.as_slice()
+                            && c.name == METADATA_COLUMN
+                        {
+                            fields.insert(name.clone());
+                            // The column below is this field's, not the whole struct.
+                            return Ok(TreeNodeRecursion::Jump);
+                        }
+                    }
+                    Expr::Column(c) if c.name == METADATA_COLUMN => whole = true,
+                    _ => {}
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    Ok((!whole).then_some(fields))
 }
 
 /// Rows per query when the projection is row-wise ([`Projection::apply`]): the input of
@@ -139,6 +183,7 @@ impl Projection {
             sql: None,
             invalid: None,
             row_wise: None,
+            metadata_fields: None,
             ctx: SessionContext::new_with_config(config),
         };
         p.rebuild_sql();
@@ -385,7 +430,8 @@ impl Projection {
     pub async fn check(&mut self, input: &SchemaRef) -> Result<SchemaRef> {
         self.prepare().await?;
         self.invalid_error()?;
-        let Some(sql) = &self.sql else {
+        let Some(sql) = self.sql.clone() else {
+            self.metadata_fields = Some(Some(Default::default()));
             let fields: Vec<_> = input
                 .fields()
                 .iter()
@@ -399,14 +445,27 @@ impl Projection {
         self.ctx
             .register_table("batch", Arc::new(table))
             .map_err(|e| self.sql_error("registering the batch", e))?;
-        let result = self
-            .ctx
-            .sql(sql)
-            .await
-            .map(|df| Arc::new(df.schema().as_arrow().clone()))
-            .map_err(|e| self.sql_error(&format!("planning `{sql}`"), e));
+        let planned = async {
+            let df = self.ctx.sql(&sql).await?;
+            let schema = Arc::new(df.schema().as_arrow().clone());
+            // The plan as built from the SQL (wildcards are expanded there), before the
+            // optimiser folds plain column lists into the table scan: every column the
+            // query reads is named in an expression.
+            let fields = metadata_fields_of(df.logical_plan())?;
+            Ok((schema, fields))
+        }
+        .await
+        .map_err(|e| self.sql_error(&format!("planning `{sql}`"), e));
         let _ = self.ctx.deregister_table("batch");
-        result
+        let (schema, fields) = planned?;
+        self.metadata_fields = Some(fields);
+        Ok(schema)
+    }
+
+    /// The `_metadata` fields the query reads, once [`Projection::check`] planned it
+    /// (every field before): a source may leave the others empty.
+    pub fn metadata_fields(&self) -> MetadataFields {
+        self.metadata_fields.clone().flatten()
     }
 
     fn sql_error(&self, context: &str, e: datafusion::error::DataFusionError) -> Error {
@@ -491,6 +550,68 @@ mod tests {
             times.len(),
             1,
             "one current_timestamp() for the micro-batch"
+        );
+    }
+
+    /// The `_metadata` fields each query reads, from DataFusion's plan: `_metadata.<field>`
+    /// and `_metadata['<field>']` read one field, in subqueries too; the whole struct
+    /// (selected, tested, or under `batch.*`) reads them all.
+    #[tokio::test]
+    async fn the_metadata_fields_a_query_reads() {
+        let data = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("v", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let schema = crate::source::files::batch_schema(&data);
+        async fn read(
+            schema: &SchemaRef,
+            where_: Option<&str>,
+            select: Option<&[&str]>,
+        ) -> Option<String> {
+            let select: Option<Vec<String>> =
+                select.map(|s| s.iter().map(|i| i.to_string()).collect());
+            let mut p = Projection::new("f", schema, where_, select.as_deref());
+            assert_eq!(p.metadata_fields(), None, "all fields before planning");
+            p.check(schema).await.unwrap();
+            p.metadata_fields()
+                .map(|f| f.into_iter().collect::<Vec<_>>().join(","))
+        }
+        let fields = |where_, select| read(&schema, where_, select);
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(fields(None, None).await, some(""));
+        assert_eq!(fields(Some("v > 0"), Some(&["*"])).await, some(""));
+        assert_eq!(
+            fields(None, Some(&["*", "_metadata.file_path AS source_file"])).await,
+            some("file_path")
+        );
+        assert_eq!(
+            fields(
+                Some("_metadata.file_size > 0"),
+                Some(&["v", "upper(_metadata.file_name) AS n"])
+            )
+            .await,
+            some("file_name,file_size")
+        );
+        assert_eq!(fields(None, Some(&["v", "_metadata"])).await, None);
+        assert_eq!(
+            fields(None, Some(&["v", "_metadata['file_name'] AS n"])).await,
+            some("file_name")
+        );
+        assert_eq!(
+            fields(Some("_metadata IS NOT NULL"), Some(&["v"])).await,
+            None
+        );
+        assert_eq!(fields(None, Some(&["batch.*"])).await, None);
+        assert_eq!(
+            fields(None, Some(&["v", "struct(_metadata.file_path) AS s"])).await,
+            some("file_path")
+        );
+        assert_eq!(
+            fields(
+                Some("v IN (SELECT v FROM batch WHERE _metadata.file_size > 0)"),
+                None
+            )
+            .await,
+            some("file_size")
         );
     }
 

@@ -1343,3 +1343,64 @@ async fn a_gzip_bomb_fails_alone_within_max_file_size() {
     let text = String::from_utf8_lossy(&inspect.stdout);
     assert!(text.contains("\"files_failed\": 2"), "{text}");
 }
+
+/// A flow's query reads some of `_metadata`'s fields (the source fills only those,
+/// BENCHMARKS.md "Bronze ingest: null values without a regex"): each read field still
+/// holds the file's value, by `_metadata.<field>`, in `where`, or with the whole struct.
+#[tokio::test]
+async fn metadata_fields_a_flow_reads_hold_the_files_values() {
+    for (select, where_) in [
+        (
+            r#"["v", "_metadata.file_name AS name", "_metadata.file_size AS size"]"#,
+            "_metadata.file_modification_time > TIMESTAMP '2000-01-01T00:00:00Z'",
+        ),
+        (
+            r#"["v", "_metadata AS m", "_metadata.file_size AS size", "_metadata['file_name'] AS name"]"#,
+            "v > 0",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        land(&dir.join("landing"), "a.csv", b"v\n1\n2\n");
+        land(&dir.join("landing"), "bb.csv", b"v\n3\n");
+        let p = write_pipeline(
+            dir,
+            &format!(
+                r#"
+[[flow]]
+name = "t"
+trigger = "available_now"
+select = {select}
+where = "{where_}"
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "v BIGINT"
+[flow.source.csv]
+header = true
+[flow.sink]
+type = "delta"
+path = "table"
+"#
+            ),
+        );
+        run_ok(&p);
+        assert_eq!(
+            table_lines(&dir.join("table"), &["v", "name", "size"], "v", " ").await,
+            ["1 a.csv 6", "2 a.csv 6", "3 bb.csv 4"],
+            "{select}"
+        );
+        if select.contains("_metadata AS m") {
+            let rows = delta_rows(&dir.join("table")).await;
+            let out = sql(
+                &rows,
+                "SELECT count(*) FROM t WHERE m['file_name'] = name AND m['file_size'] = size \
+                 AND m['file_path'] LIKE ('file:/%/landing/' || name) \
+                 AND m['file_modification_time'] > TIMESTAMP '2000-01-01T00:00:00Z'",
+            )
+            .await;
+            assert_eq!(scalar(&out), 3, "the whole struct holds every field");
+        }
+    }
+}

@@ -211,6 +211,14 @@ impl Input {
         }
     }
 
+    /// Fills only these fields of a file source's `_metadata` (`None`: all); other
+    /// sources have no `_metadata`.
+    pub fn read_metadata_fields(&mut self, fields: Option<&std::collections::BTreeSet<String>>) {
+        if let Input::Files(f) = self {
+            f.source.read_metadata_fields(fields);
+        }
+    }
+
     /// Plans the next batch after `prev_end` (the previous batch's end offset).
     /// `Ok(None)`: nothing new.
     pub async fn plan(

@@ -116,6 +116,8 @@ pub struct FileSource {
     pub ledger: Ledger,
     read_spec: Arc<ReadSpec>,
     batch_schema: SchemaRef,
+    /// The `_metadata` fields the flow reads ([`FileSource::read_metadata_fields`]).
+    metadata_fields: Arc<MetadataFields>,
     /// `available_now`: the files present at start, not yet planned.
     snapshot: Option<VecDeque<ListedFile>>,
     /// `use_notifications = true`: the watcher and what it left to examine.
@@ -163,6 +165,7 @@ impl FileSource {
             ledger,
             read_spec: Arc::new(read_spec),
             batch_schema,
+            metadata_fields: Arc::new(MetadataFields::ALL),
             snapshot: None,
             notifications: options.use_notifications.then(|| Notifications {
                 watcher: None,
@@ -417,8 +420,15 @@ impl FileSource {
         BatchReader {
             spec: self.read_spec.clone(),
             batch_schema: self.batch_schema.clone(),
+            metadata_fields: self.metadata_fields.clone(),
             root: self.options.path.clone(),
         }
+    }
+
+    /// Fills only these `_metadata` fields from now on (`None`: all), the others left
+    /// empty: the flow's query reads no other (`crate::ops::Projection::metadata_fields`).
+    pub fn read_metadata_fields(&mut self, fields: Option<&std::collections::BTreeSet<String>>) {
+        self.metadata_fields = Arc::new(MetadataFields::of(fields));
     }
 }
 
@@ -438,13 +448,16 @@ type FileDecoded = (
 pub struct BatchReader {
     spec: Arc<ReadSpec>,
     batch_schema: SchemaRef,
+    metadata_fields: Arc<MetadataFields>,
     root: PathBuf,
 }
 
 impl BatchReader {
     /// Whether this reader decodes as `other` does (same spec and batch schema).
     pub fn same_spec(&self, other: &BatchReader) -> bool {
-        Arc::ptr_eq(&self.spec, &other.spec) && self.batch_schema == other.batch_schema
+        Arc::ptr_eq(&self.spec, &other.spec)
+            && self.batch_schema == other.batch_schema
+            && self.metadata_fields == other.metadata_fields
     }
 
     /// Reads the files of a batch in parallel: [`BatchReader::decode`], then
@@ -467,6 +480,7 @@ impl BatchReader {
         let tasks = futures::stream::iter(files.iter().cloned().enumerate().map(|(i, file)| {
             let spec = self.spec.clone();
             let batch_schema = self.batch_schema.clone();
+            let metadata_fields = self.metadata_fields.clone();
             let task = tokio::task::spawn_blocking(move || {
                 let meta = FileMeta {
                     path: PathBuf::from(&file.path),
@@ -480,7 +494,7 @@ impl BatchReader {
                     Ok(decoded) => decoded
                         .batches
                         .iter()
-                        .map(|batch| with_metadata(batch, &file, &batch_schema))
+                        .map(|batch| with_metadata(batch, &file, &batch_schema, &metadata_fields))
                         .collect::<Result<Vec<_>>>()
                         .map(|batches| decoded.batches = batches),
                     Err(_) => Ok(()),
@@ -971,18 +985,44 @@ fn with_metadata(
     batch: &RecordBatch,
     file: &ListedFile,
     schema: &SchemaRef,
+    fields: &MetadataFields,
 ) -> Result<RecordBatch> {
     let n = batch.num_rows();
     let path = Path::new(&file.path);
-    let url = file_url(path);
-    let name = file_url_name(path);
+    // A field the flow does not read is left empty (`""`, 0): the fields are NOT NULL,
+    // and the path and name repeated on every row take about as many bytes as the data.
+    let string = |wanted: bool, value: &dyn Fn() -> String| -> Result<ArrayRef> {
+        Ok(Arc::new(if wanted {
+            repeated_string(&value(), n, &file.path)?
+        } else {
+            StringArray::new(
+                arrow::buffer::OffsetBuffer::new_zeroed(n),
+                Default::default(),
+                None,
+            )
+        }))
+    };
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(repeated_string(&url, n, &file.path)?),
-        Arc::new(repeated_string(&name, n, &file.path)?),
-        Arc::new(Int64Array::from_value(file.size as i64, n)),
+        string(fields.file_path, &|| file_url(path))?,
+        string(fields.file_name, &|| file_url_name(path))?,
+        Arc::new(Int64Array::from_value(
+            if fields.file_size {
+                file.size as i64
+            } else {
+                0
+            },
+            n,
+        )),
         Arc::new(
-            TimestampMicrosecondArray::from_value(file.modification_time_ms * 1000, n)
-                .with_timezone("UTC"),
+            TimestampMicrosecondArray::from_value(
+                if fields.file_modification_time {
+                    file.modification_time_ms * 1000
+                } else {
+                    0
+                },
+                n,
+            )
+            .with_timezone("UTC"),
         ),
     ];
     let metadata =
@@ -996,6 +1036,38 @@ fn with_metadata(
         context: format!("batch from {}", file.path),
         source,
     })
+}
+
+/// Which `_metadata` fields a source fills ([`FileSource::read_metadata_fields`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataFields {
+    pub file_path: bool,
+    pub file_name: bool,
+    pub file_size: bool,
+    pub file_modification_time: bool,
+}
+
+impl MetadataFields {
+    /// Every field (a flow whose query reads the whole struct, or before it is planned).
+    pub const ALL: MetadataFields = MetadataFields {
+        file_path: true,
+        file_name: true,
+        file_size: true,
+        file_modification_time: true,
+    };
+
+    /// The fields named (`None`: all).
+    pub fn of(names: Option<&std::collections::BTreeSet<String>>) -> MetadataFields {
+        match names {
+            None => MetadataFields::ALL,
+            Some(names) => MetadataFields {
+                file_path: names.contains("file_path"),
+                file_name: names.contains("file_name"),
+                file_size: names.contains("file_size"),
+                file_modification_time: names.contains("file_modification_time"),
+            },
+        }
+    }
 }
 
 /// `n` copies of `value` (a file's path on each of its rows): one bulk copy of the
@@ -1257,5 +1329,49 @@ mod tests {
         assert!(src.poll(now + 1).expect("poll").candidates.is_empty());
         let listing = src.poll(now + 11 * 60_000).expect("poll");
         assert_eq!(names(&listing), vec!["a.json"]);
+    }
+}
+
+#[cfg(test)]
+mod metadata_tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
+
+    /// A field the flow does not read is left empty (no bytes per row); the others hold
+    /// the file's values.
+    #[test]
+    fn only_the_fields_a_flow_reads_are_filled() {
+        let data = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, true)]));
+        let schema = batch_schema(&data);
+        let batch = RecordBatch::try_new(
+            data,
+            vec![Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef],
+        )
+        .unwrap();
+        let file = ListedFile {
+            path: "/landing/a b.csv".into(),
+            size: 42,
+            modification_time_ms: 1_700_000_000_000,
+        };
+        let path_only = std::collections::BTreeSet::from(["file_path".to_string()]);
+        for (names, filled) in [(None, true), (Some(&path_only), false)] {
+            let fields = MetadataFields::of(names);
+            let out = with_metadata(&batch, &file, &schema, &fields).unwrap();
+            let meta = out.column(1).as_struct();
+            let path = meta.column(0).as_string::<i32>();
+            assert_eq!(path.value(2), "file:/landing/a%20b.csv");
+            let name = meta.column(1).as_string::<i32>();
+            let size = meta.column(2).as_primitive::<Int64Type>();
+            let time = meta.column(3).as_primitive::<TimestampMicrosecondType>();
+            if filled {
+                assert_eq!(name.value(2), "a%20b.csv");
+                assert_eq!(size.value(2), 42);
+                assert_eq!(time.value(2), 1_700_000_000_000_000);
+            } else {
+                assert_eq!((name.value(2), name.value_data().len()), ("", 0));
+                assert_eq!((size.value(2), time.value(2)), (0, 0));
+            }
+        }
     }
 }
