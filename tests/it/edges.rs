@@ -1363,27 +1363,12 @@ async fn metadata_fields_a_flow_reads_hold_the_files_values() {
         let dir = tmp.path();
         land(&dir.join("landing"), "a.csv", b"v\n1\n2\n");
         land(&dir.join("landing"), "bb.csv", b"v\n3\n");
-        let p = write_pipeline(
+        let p = files_to_delta_flow(
             dir,
-            &format!(
-                r#"
-[[flow]]
-name = "t"
-trigger = "available_now"
-select = {select}
-where = "{where_}"
-[flow.source]
-type = "files"
-path = "landing"
-format = "csv"
-schema = "v BIGINT"
-[flow.source.csv]
-header = true
-[flow.sink]
-type = "delta"
-path = "table"
-"#
-            ),
+            "csv",
+            &format!("select = {select}\nwhere = \"{where_}\""),
+            "schema = \"v BIGINT\"\n[flow.source.csv]\nheader = true",
+            "",
         );
         run_ok(&p);
         assert_eq!(

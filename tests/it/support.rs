@@ -150,6 +150,17 @@ pub fn files_to_delta_pipeline(
     source_extra: &str,
     sink_extra: &str,
 ) -> PathBuf {
+    files_to_delta_flow(dir, format, "", source_extra, sink_extra)
+}
+
+/// [`files_to_delta_pipeline`] with extra lines for the flow too (`select`, `where`...).
+pub fn files_to_delta_flow(
+    dir: &Path,
+    format: &str,
+    flow_extra: &str,
+    source_extra: &str,
+    sink_extra: &str,
+) -> PathBuf {
     write_pipeline(
         dir,
         &format!(
@@ -157,6 +168,7 @@ pub fn files_to_delta_pipeline(
 [[flow]]
 name = "t"
 trigger = "available_now"
+{flow_extra}
 [flow.source]
 type = "files"
 path = "landing"
