@@ -89,8 +89,11 @@ impl FlowPlan {
         }
         // The `_metadata` fields the query reads: a file source fills only those. Only
         // for a flow whose projection alone reads input 0's rows (no union, no
-        // stream-stream join).
+        // stream-stream join) and has no dimension join: a dimension's columns can change
+        // while the flow runs and with them what a name like `_metadata.file_name`
+        // resolves to (an alias `_metadata`), which the source would not follow.
         if !spec.is_union()
+            && spec.joins.is_empty()
             && !matches!(operator, Operator::StreamJoin(_))
             && let Some(input) = inputs.first_mut()
         {

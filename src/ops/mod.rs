@@ -106,7 +106,7 @@ pub type MetadataFields = Option<std::collections::BTreeSet<String>>;
 
 /// The `_metadata` fields `plan` reads: each `get_field(_metadata, '<name>')` (how
 /// DataFusion plans `_metadata.<name>`) names one; any other use of the column (the
-/// whole struct, a field by a computed name) reads them all.
+/// whole struct, a reference from a correlated subquery) reads them all.
 fn metadata_fields_of(
     plan: &datafusion::logical_expr::LogicalPlan,
 ) -> datafusion::error::Result<MetadataFields> {
@@ -132,6 +132,8 @@ fn metadata_fields_of(
                         }
                     }
                     Expr::Column(c) if c.name == METADATA_COLUMN => whole = true,
+                    // `batch._metadata` in a correlated subquery: counted whole.
+                    Expr::OuterReferenceColumn(_, c) if c.name == METADATA_COLUMN => whole = true,
                     _ => {}
                 }
                 Ok(TreeNodeRecursion::Continue)
@@ -555,7 +557,8 @@ mod tests {
 
     /// The `_metadata` fields each query reads, from DataFusion's plan: `_metadata.<field>`
     /// and `_metadata['<field>']` read one field, in subqueries too; the whole struct
-    /// (selected, tested, or under `batch.*`) reads them all.
+    /// (selected, tested, under `batch.*`, or the outer one in a correlated subquery)
+    /// reads them all.
     #[tokio::test]
     async fn the_metadata_fields_a_query_reads() {
         let data = Arc::new(arrow::datatypes::Schema::new(vec![
@@ -612,6 +615,18 @@ mod tests {
             )
             .await,
             some("file_size")
+        );
+        // The outer `_metadata` from a correlated subquery.
+        assert_eq!(
+            fields(
+                Some(
+                    "EXISTS (SELECT 1 FROM batch b2 WHERE b2.v = batch.v \
+                     AND get_field(batch._metadata, 'file_name') = 'a.csv')"
+                ),
+                Some(&["v"])
+            )
+            .await,
+            None
         );
     }
 

@@ -1358,6 +1358,12 @@ async fn metadata_fields_a_flow_reads_hold_the_files_values() {
             r#"["v", "_metadata AS m", "_metadata.file_size AS size", "_metadata['file_name'] AS name"]"#,
             "v > 0",
         ),
+        // The outer `_metadata` in a correlated subquery (found in review: it once
+        // read as empty, dropping every row).
+        (
+            r#"["v", "_metadata.file_name AS name", "_metadata.file_size AS size"]"#,
+            "EXISTS (SELECT 1 FROM batch b2 WHERE b2.v = batch.v AND batch._metadata['file_modification_time'] > TIMESTAMP '2000-01-01T00:00:00Z')",
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
