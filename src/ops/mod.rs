@@ -95,8 +95,8 @@ pub struct Projection {
     /// the SQL is first planned.
     row_wise: Option<bool>,
     /// The `_metadata` fields the query reads (see [`Projection::metadata_fields`]);
-    /// `None` until [`Projection::check`] planned it.
-    metadata_fields: Option<MetadataFields>,
+    /// all (`None`) until [`Projection::check`] planned it.
+    metadata_fields: MetadataFields,
     ctx: SessionContext,
 }
 
@@ -433,7 +433,7 @@ impl Projection {
         self.prepare().await?;
         self.invalid_error()?;
         let Some(sql) = self.sql.clone() else {
-            self.metadata_fields = Some(Some(Default::default()));
+            self.metadata_fields = Some(Default::default());
             let fields: Vec<_> = input
                 .fields()
                 .iter()
@@ -460,14 +460,14 @@ impl Projection {
         .map_err(|e| self.sql_error(&format!("planning `{sql}`"), e));
         let _ = self.ctx.deregister_table("batch");
         let (schema, fields) = planned?;
-        self.metadata_fields = Some(fields);
+        self.metadata_fields = fields;
         Ok(schema)
     }
 
     /// The `_metadata` fields the query reads, once [`Projection::check`] planned it
     /// (every field before): a source may leave the others empty.
     pub fn metadata_fields(&self) -> MetadataFields {
-        self.metadata_fields.clone().flatten()
+        self.metadata_fields.clone()
     }
 
     fn sql_error(&self, context: &str, e: datafusion::error::DataFusionError) -> Error {

@@ -1345,7 +1345,7 @@ async fn a_gzip_bomb_fails_alone_within_max_file_size() {
 }
 
 /// A flow's query reads some of `_metadata`'s fields (the source fills only those,
-/// BENCHMARKS.md "Bronze ingest: null values without a regex"): each read field still
+/// BENCHMARKS.md "File sources: only the `_metadata` fields a flow reads"): each read field still
 /// holds the file's value, by `_metadata.<field>`, in `where`, or with the whole struct.
 #[tokio::test]
 async fn metadata_fields_a_flow_reads_hold_the_files_values() {

@@ -116,8 +116,8 @@ pub struct FileSource {
     pub ledger: Ledger,
     read_spec: Arc<ReadSpec>,
     batch_schema: SchemaRef,
-    /// The `_metadata` fields the flow reads ([`FileSource::read_metadata_fields`]).
-    metadata_fields: Arc<MetadataFields>,
+    /// The `_metadata` strings the flow reads ([`FileSource::read_metadata_fields`]).
+    metadata_strings: MetadataStrings,
     /// `available_now`: the files present at start, not yet planned.
     snapshot: Option<VecDeque<ListedFile>>,
     /// `use_notifications = true`: the watcher and what it left to examine.
@@ -165,7 +165,7 @@ impl FileSource {
             ledger,
             read_spec: Arc::new(read_spec),
             batch_schema,
-            metadata_fields: Arc::new(MetadataFields::ALL),
+            metadata_strings: MetadataStrings::ALL,
             snapshot: None,
             notifications: options.use_notifications.then(|| Notifications {
                 watcher: None,
@@ -420,7 +420,7 @@ impl FileSource {
         BatchReader {
             spec: self.read_spec.clone(),
             batch_schema: self.batch_schema.clone(),
-            metadata_fields: self.metadata_fields.clone(),
+            metadata_strings: self.metadata_strings,
             root: self.options.path.clone(),
         }
     }
@@ -428,7 +428,7 @@ impl FileSource {
     /// Fills only these `_metadata` fields from now on (`None`: all), the others left
     /// empty: the flow's query reads no other (`crate::ops::Projection::metadata_fields`).
     pub fn read_metadata_fields(&mut self, fields: Option<&std::collections::BTreeSet<String>>) {
-        self.metadata_fields = Arc::new(MetadataFields::of(fields));
+        self.metadata_strings = MetadataStrings::of(fields);
     }
 }
 
@@ -448,7 +448,7 @@ type FileDecoded = (
 pub struct BatchReader {
     spec: Arc<ReadSpec>,
     batch_schema: SchemaRef,
-    metadata_fields: Arc<MetadataFields>,
+    metadata_strings: MetadataStrings,
     root: PathBuf,
 }
 
@@ -457,7 +457,7 @@ impl BatchReader {
     pub fn same_spec(&self, other: &BatchReader) -> bool {
         Arc::ptr_eq(&self.spec, &other.spec)
             && self.batch_schema == other.batch_schema
-            && self.metadata_fields == other.metadata_fields
+            && self.metadata_strings == other.metadata_strings
     }
 
     /// Reads the files of a batch in parallel: [`BatchReader::decode`], then
@@ -480,7 +480,7 @@ impl BatchReader {
         let tasks = futures::stream::iter(files.iter().cloned().enumerate().map(|(i, file)| {
             let spec = self.spec.clone();
             let batch_schema = self.batch_schema.clone();
-            let metadata_fields = self.metadata_fields.clone();
+            let metadata_strings = self.metadata_strings;
             let task = tokio::task::spawn_blocking(move || {
                 let meta = FileMeta {
                     path: PathBuf::from(&file.path),
@@ -494,7 +494,7 @@ impl BatchReader {
                     Ok(decoded) => decoded
                         .batches
                         .iter()
-                        .map(|batch| with_metadata(batch, &file, &batch_schema, &metadata_fields))
+                        .map(|batch| with_metadata(batch, &file, &batch_schema, &metadata_strings))
                         .collect::<Result<Vec<_>>>()
                         .map(|batches| decoded.batches = batches),
                     Err(_) => Ok(()),
@@ -985,12 +985,13 @@ fn with_metadata(
     batch: &RecordBatch,
     file: &ListedFile,
     schema: &SchemaRef,
-    fields: &MetadataFields,
+    fields: &MetadataStrings,
 ) -> Result<RecordBatch> {
     let n = batch.num_rows();
     let path = Path::new(&file.path);
-    // A field the flow does not read is left empty (`""`, 0): the fields are NOT NULL,
-    // and the path and name repeated on every row take about as many bytes as the data.
+    // A string field the flow does not read is left empty (`""`; the fields are NOT
+    // NULL): the path and name repeated on every row take about as many bytes as the
+    // data. The size and time cost the same either way and are always filled.
     let string = |wanted: bool, value: &dyn Fn() -> String| -> Result<ArrayRef> {
         Ok(Arc::new(if wanted {
             repeated_string(&value(), n, &file.path)?
@@ -1005,24 +1006,10 @@ fn with_metadata(
     let columns: Vec<ArrayRef> = vec![
         string(fields.file_path, &|| file_url(path))?,
         string(fields.file_name, &|| file_url_name(path))?,
-        Arc::new(Int64Array::from_value(
-            if fields.file_size {
-                file.size as i64
-            } else {
-                0
-            },
-            n,
-        )),
+        Arc::new(Int64Array::from_value(file.size as i64, n)),
         Arc::new(
-            TimestampMicrosecondArray::from_value(
-                if fields.file_modification_time {
-                    file.modification_time_ms * 1000
-                } else {
-                    0
-                },
-                n,
-            )
-            .with_timezone("UTC"),
+            TimestampMicrosecondArray::from_value(file.modification_time_ms * 1000, n)
+                .with_timezone("UTC"),
         ),
     ];
     let metadata =
@@ -1038,35 +1025,26 @@ fn with_metadata(
     })
 }
 
-/// Which `_metadata` fields a source fills ([`FileSource::read_metadata_fields`]).
+/// Which of `_metadata`'s string fields a source fills ([`FileSource::read_metadata_fields`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetadataFields {
+pub struct MetadataStrings {
     pub file_path: bool,
     pub file_name: bool,
-    pub file_size: bool,
-    pub file_modification_time: bool,
 }
 
-impl MetadataFields {
-    /// Every field (a flow whose query reads the whole struct, or before it is planned).
-    pub const ALL: MetadataFields = MetadataFields {
+impl MetadataStrings {
+    /// Both (a flow whose query reads the whole struct, or before it is planned).
+    pub const ALL: MetadataStrings = MetadataStrings {
         file_path: true,
         file_name: true,
-        file_size: true,
-        file_modification_time: true,
     };
 
-    /// The fields named (`None`: all).
-    pub fn of(names: Option<&std::collections::BTreeSet<String>>) -> MetadataFields {
-        match names {
-            None => MetadataFields::ALL,
-            Some(names) => MetadataFields {
-                file_path: names.contains("file_path"),
-                file_name: names.contains("file_name"),
-                file_size: names.contains("file_size"),
-                file_modification_time: names.contains("file_modification_time"),
-            },
-        }
+    /// The fields a query reads (`None`: all; see `crate::ops::MetadataFields`).
+    pub fn of(names: Option<&std::collections::BTreeSet<String>>) -> MetadataStrings {
+        names.map_or(MetadataStrings::ALL, |names| MetadataStrings {
+            file_path: names.contains("file_path"),
+            file_name: names.contains("file_name"),
+        })
     }
 }
 
@@ -1338,8 +1316,8 @@ mod metadata_tests {
     use arrow::array::AsArray;
     use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 
-    /// A field the flow does not read is left empty (no bytes per row); the others hold
-    /// the file's values.
+    /// A string field the flow does not read is left empty (no bytes per row); the others
+    /// hold the file's values.
     #[test]
     fn only_the_fields_a_flow_reads_are_filled() {
         let data = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, true)]));
@@ -1356,7 +1334,7 @@ mod metadata_tests {
         };
         let path_only = std::collections::BTreeSet::from(["file_path".to_string()]);
         for (names, filled) in [(None, true), (Some(&path_only), false)] {
-            let fields = MetadataFields::of(names);
+            let fields = MetadataStrings::of(names);
             let out = with_metadata(&batch, &file, &schema, &fields).unwrap();
             let meta = out.column(1).as_struct();
             let path = meta.column(0).as_string::<i32>();
@@ -1366,12 +1344,11 @@ mod metadata_tests {
             let time = meta.column(3).as_primitive::<TimestampMicrosecondType>();
             if filled {
                 assert_eq!(name.value(2), "a%20b.csv");
-                assert_eq!(size.value(2), 42);
-                assert_eq!(time.value(2), 1_700_000_000_000_000);
             } else {
                 assert_eq!((name.value(2), name.value_data().len()), ("", 0));
-                assert_eq!((size.value(2), time.value(2)), (0, 0));
             }
+            assert_eq!(size.value(2), 42);
+            assert_eq!(time.value(2), 1_700_000_000_000_000);
         }
     }
 }
