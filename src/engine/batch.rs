@@ -149,8 +149,37 @@ pub struct Output {
     pub num_future_event_time: u64,
     pub num_quarantined: u64,
     pub dimensions: Vec<DimensionProgress>,
+    /// Read, transformed and written file by file ([`super::streamed`]).
+    pub streamed: bool,
     /// When `addBatch` started.
     started: Instant,
+}
+
+impl Output {
+    /// The output of a streamed batch ([`super::streamed`]): its rows are in the sink
+    /// already; nothing late, quarantined or watermarked (such flows are not streamed).
+    pub(super) fn streamed(
+        read: ReadBatch,
+        dimensions: Vec<DimensionProgress>,
+        started: Instant,
+    ) -> Output {
+        let sources = read.reads.len();
+        Output {
+            read,
+            rows: Vec::new(),
+            late: Vec::new(),
+            quarantine: Vec::new(),
+            event_time: None,
+            source_event_time: vec![None; sources],
+            num_late: 0,
+            num_invalid_event_time: 0,
+            num_future_event_time: 0,
+            num_quarantined: 0,
+            dimensions,
+            streamed: true,
+            started,
+        }
+    }
 }
 
 /// Stage 4: the batch is in the sink (one Delta commit carrying txn(query id, N)).
@@ -491,6 +520,7 @@ pub async fn read(
     for (read, input) in reads.iter().zip(flow.inputs.iter_mut()) {
         input.record_outcomes(batch.batch_id, read)?;
     }
+    failpoint::hit("after_read", &spec.name, batch.batch_id);
     Ok(ReadBatch {
         planned: batch,
         reads,
@@ -631,6 +661,7 @@ pub async fn transform(
     out.extend(corrupt);
     Ok(Output {
         dimensions: flow.projection.dimensions(),
+        streamed: false,
         read,
         rows: out,
         late,

@@ -6,6 +6,7 @@
 //! | name | the process dies after ... |
 //! |---|---|
 //! | `after_offsets` | `offsets/N` is written (batch planned, nothing read) |
+//! | `after_read` | the batch's files are read and their outcomes in the ledger (a streamed batch: its Parquet files written, in no commit) |
 //! | `after_sink_commit` | the sink committed batch N (Delta version written) |
 //! | `after_state` | state version N is written (stateful flows; stateless: same point as below) |
 //! | `before_commit` | everything but `commits/N` |
@@ -13,8 +14,9 @@
 use std::sync::OnceLock;
 
 /// The steps of the batch protocol that can be crashed at.
-pub const FAILPOINTS: [&str; 4] = [
+pub const FAILPOINTS: [&str; 5] = [
     "after_offsets",
+    "after_read",
     "after_sink_commit",
     "after_state",
     "before_commit",

@@ -10,6 +10,8 @@
 //!    batch::read      ─► ReadBatch      writes schema history (a wider schema stops)
 //!    batch::transform ─► Output         operator state, in memory
 //!    batch::write     ─► Written        writes the sink and side tables (Delta txn)    sinks.rs
+//!      (files → Delta, stateless: streamed::read_transform_write does read, transform
+//!       and write in one pass, file by file, or declines and the three run)   streamed.rs
 //!    batch::commit    ─► Committed      writes state N, commits/N, the ledgers
 //!    report::progress(Committed, timings) ─► _weir/progress.jsonl, health, events   report.rs
 //!    nothing to run (no schema yet, no new data): the one idle wait
@@ -36,6 +38,7 @@ pub mod recover;
 pub mod report;
 pub mod retry;
 pub mod sinks;
+pub mod streamed;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -326,9 +329,31 @@ async fn run(
                 .iter()
                 .all(|s| matches!(s, SourceSpec::Files(_)))
             && sinks.holds_batch(planned.batch_id).await;
-        let read = batch::read(spec, f, planned, events, written).await?;
-        let output = batch::transform(spec, f, read).await?;
-        let written = batch::write(spec, &f.output_schema, output, &mut sinks).await?;
+        // A flow that only moves rows from files to a Delta table streams its batch
+        // file by file (docs/architecture.md, "Streamed batches"); a batch it declines,
+        // and every other, runs step by step.
+        let streams = streamed::applies(spec, f);
+        if streams && let Some(Input::Files(input)) = f.inputs.first_mut() {
+            // A batch the streamed path declines reads no batch ahead: the next one
+            // streams again.
+            input.set_reads_ahead(false);
+        }
+        let planned = if !written && streams {
+            match streamed::read_transform_write(spec, f, planned, events, &mut sinks).await? {
+                streamed::Streamed::Written(w) => Ok(*w),
+                streamed::Streamed::Declined(planned) => Err(planned),
+            }
+        } else {
+            Err(planned)
+        };
+        let written = match planned {
+            Ok(written) => written,
+            Err(planned) => {
+                let read = batch::read(spec, f, planned, events, written).await?;
+                let output = batch::transform(spec, f, read).await?;
+                batch::write(spec, &f.output_schema, output, &mut sinks).await?
+            }
+        };
         let committed = batch::commit(spec, f, written, &checkpoint)?;
 
         // Progress (DESIGN.md §5 step 7).

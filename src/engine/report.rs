@@ -136,6 +136,7 @@ pub fn progress(
             delta_version: c.written.sink.delta_version,
             sink_write_skipped: c.written.sink.skipped,
             replayed: planned.replayed,
+            streamed: output.streamed,
             num_files: c.num_files(),
             num_bytes: sum(|r| r.num_bytes),
             num_rows_rescued: sum(|r| r.num_rows_rescued),

@@ -11,9 +11,11 @@ use arrow::record_batch::RecordBatch;
 
 use super::retry::Retry;
 use crate::error::Result;
+use crate::sink::delta::StreamedAppend;
 use crate::sink::{Sink, SinkCommit};
 use crate::spec::HealthConfig;
 use crate::spec::SinkSpec;
+use deltalake::kernel::Add;
 
 /// A flow's sink and side tables.
 pub struct Sinks {
@@ -75,6 +77,54 @@ impl Sinks {
                 Err(e) if retry.again(&e).await => continue,
                 Err(e) => break Err(e),
             }
+        }
+    }
+
+    /// A streamed append of batch `batch_id` to the sink, rows of `schema`, when the sink
+    /// is a Delta table appended to that can take one
+    /// ([`crate::sink::delta::DeltaSink::begin_streamed_append`]).
+    pub async fn begin_streamed_append(
+        &mut self,
+        batch_id: u64,
+        schema: &SchemaRef,
+    ) -> Result<Option<StreamedAppend>> {
+        if !matches!(self.spec, SinkSpec::Delta { .. }) {
+            return Ok(None);
+        }
+        // Opened once, without the retries: a sink that does not open leaves the batch
+        // to the ordinary write, which retries.
+        if self.sink.is_none() {
+            match Sink::open(&self.spec, &self.app_id).await {
+                Ok(sink) => self.sink = Some(sink),
+                Err(_) => return Ok(None),
+            }
+        }
+        match self.sink().await? {
+            Sink::Delta(delta) => delta.begin_streamed_append(batch_id, schema).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// Commits a streamed append's files with the batch's txn.
+    pub async fn commit_streamed_append(
+        &mut self,
+        append: &StreamedAppend,
+        batch_id: u64,
+        adds: Vec<Add>,
+        num_rows: usize,
+    ) -> Result<SinkCommit> {
+        match self.sink().await? {
+            Sink::Delta(delta) => {
+                delta
+                    .commit_streamed_append(append, batch_id, adds, num_rows)
+                    .await
+            }
+            other => Err(crate::error::Error::Delta {
+                path: other.description(),
+                source: deltalake::DeltaTableError::Generic(
+                    "a streamed append committed to a sink that is not a Delta table".into(),
+                ),
+            }),
         }
     }
 

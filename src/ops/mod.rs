@@ -471,11 +471,106 @@ impl Projection {
     }
 
     fn sql_error(&self, context: &str, e: datafusion::error::DataFusionError) -> Error {
-        Error::Sql {
-            flow: self.flow.clone(),
-            context: context.to_string(),
-            source: Box::new(e),
+        sql_error(&self.flow, context, e)
+    }
+
+    /// The projection as a [`RowWiseQuery`] over micro-batch rows of `schema`, when it
+    /// computes each output row from one input row alone and joins no dimension (a
+    /// dimension is refreshed per micro-batch); `None` otherwise. Its
+    /// `current_timestamp()` is the instant this is called, one for the micro-batch.
+    pub async fn row_wise_query(&mut self, schema: &SchemaRef) -> Result<Option<RowWiseQuery>> {
+        if !self.dims.is_empty() {
+            return Ok(None);
         }
+        self.invalid_error()?;
+        let state = self.ctx.state();
+        let start = state.execution_props().query_execution_start_time;
+        let sql = self.sql.clone();
+        if let Some(sql) = &sql
+            && !self.row_wise(&state, schema, sql).await?
+        {
+            return Ok(None);
+        }
+        Ok(Some(RowWiseQuery {
+            flow: self.flow.clone(),
+            sql,
+            schema: schema.clone(),
+            config: self.ctx.copied_config(),
+            start: start.unwrap_or_else(chrono::Utc::now),
+        }))
+    }
+}
+
+fn sql_error(flow: &str, context: &str, e: datafusion::error::DataFusionError) -> Error {
+    Error::Sql {
+        flow: flow.to_string(),
+        context: context.to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// A row-wise projection of one micro-batch that threads run over parts of its rows at
+/// once, each with a [`RowWiseRunner`] of its own: parts in the input's order give the
+/// rows one query over the whole input gives, in the same order (the projection is
+/// row-wise, [`Projection::row_wise_query`]), with one `current_timestamp()` for all.
+#[derive(Clone)]
+pub struct RowWiseQuery {
+    flow: String,
+    /// `None`: no `where` or `select`, the rows lose `_metadata` only.
+    sql: Option<String>,
+    schema: SchemaRef,
+    config: SessionConfig,
+    start: chrono::DateTime<chrono::Utc>,
+}
+
+impl RowWiseQuery {
+    /// A runner for one thread: a DataFusion session of its own (the rows are registered
+    /// as `batch` in it), the micro-batch's start time fixed.
+    pub fn runner(&self) -> RowWiseRunner {
+        let ctx = SessionContext::new_with_config(self.config.clone());
+        let mut state = ctx.state();
+        state.execution_props_mut().query_execution_start_time = Some(self.start);
+        RowWiseRunner {
+            query: self.clone(),
+            ctx,
+            state,
+        }
+    }
+}
+
+/// See [`RowWiseQuery::runner`].
+pub struct RowWiseRunner {
+    query: RowWiseQuery,
+    ctx: SessionContext,
+    state: datafusion::execution::SessionState,
+}
+
+impl RowWiseRunner {
+    /// The projection of `batches` (rows of the micro-batch's schema).
+    pub async fn run(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+        let q = &self.query;
+        let Some(sql) = &q.sql else {
+            return batches.iter().map(drop_metadata).collect();
+        };
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
+        let error = |context: &str, e| sql_error(&q.flow, context, e);
+        let table = datafusion::datasource::MemTable::try_new(q.schema.clone(), vec![batches])
+            .map_err(|e| error("registering the batch", e))?;
+        self.ctx
+            .register_table("batch", Arc::new(table))
+            .map_err(|e| error("registering the batch", e))?;
+        let result = async {
+            let plan = self.state.create_logical_plan(sql).await?;
+            datafusion::dataframe::DataFrame::new(self.state.clone(), plan)
+                .collect()
+                .await
+        }
+        .await
+        .map_err(|e| error(&format!("evaluating `{sql}`"), e));
+        let _ = self.ctx.deregister_table("batch");
+        result
     }
 }
 

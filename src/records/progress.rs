@@ -171,6 +171,10 @@ pub struct WeirProgress {
     pub sink_write_skipped: bool,
     /// The batch re-ran offsets planned by an earlier process.
     pub replayed: bool,
+    /// The batch was read, transformed and written file by file (docs/architecture.md,
+    /// "Streamed batches").
+    #[serde(default)]
+    pub streamed: bool,
     pub num_files: u64,
     pub num_bytes: u64,
     pub num_rows_rescued: u64,

@@ -581,6 +581,147 @@ impl DeltaSink {
     }
 }
 
+/// A streamed append of one batch ([`DeltaSink::begin_streamed_append`]): what its
+/// Parquet writers need, cloned to each.
+#[derive(Clone)]
+pub struct StreamedAppend {
+    path: PathBuf,
+    store: deltalake::logstore::ObjectStoreRef,
+    config: WriterConfig,
+    /// The rows' columns once normalised ([`normalize_batch`]): names and types the
+    /// table was found to have.
+    columns: SchemaRef,
+    started: std::time::Instant,
+}
+
+impl StreamedAppend {
+    /// A Parquet writer of its own for one thread.
+    pub fn writer(&self) -> StreamedWriter {
+        StreamedWriter {
+            append: self.clone(),
+            file_schema: self.config.file_schema(),
+            writer: DeltaWriter::new(self.store.clone(), self.config.clone()),
+            num_rows: 0,
+        }
+    }
+
+    /// Removes files its writers wrote that no commit will add (a streamed batch given
+    /// up before its commit): no reader could see them; what is not removed stays an
+    /// orphan that `VACUUM` removes. Only these files, never another.
+    pub async fn discard(&self, adds: &[Add]) {
+        use object_store::ObjectStoreExt as _;
+        for add in adds {
+            let location = match object_store::path::Path::parse(&add.path) {
+                Ok(l) => l,
+                Err(_) => object_store::path::Path::from(add.path.as_str()),
+            };
+            if let Err(e) = self.store.delete(&location).await {
+                tracing::debug!(table = %self.path.display(), file = %add.path, error = %e,
+                    "an uncommitted file of a streamed append was not removed (an orphan VACUUM removes)");
+            }
+        }
+    }
+}
+
+/// One thread's Parquet writer of a [`StreamedAppend`].
+pub struct StreamedWriter {
+    append: StreamedAppend,
+    file_schema: SchemaRef,
+    writer: DeltaWriter,
+    num_rows: usize,
+}
+
+impl StreamedWriter {
+    /// Writes rows of the flow's output: normalised to Delta's types, they must have the
+    /// table's columns exactly (a NOT NULL column without a null), else an error and
+    /// nothing of them is written.
+    pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let err = |e: deltalake::DeltaTableError| delta_error(&self.append.path, e);
+        let batch = normalize_batch(batch)?;
+        let same_columns = batch.schema().fields().len() == self.append.columns.fields().len()
+            && (batch.schema().fields().iter())
+                .zip(self.append.columns.fields())
+                .all(|(b, c)| b.name() == c.name() && b.data_type() == c.data_type());
+        if !same_columns {
+            return Err(err(deltalake::DeltaTableError::Generic(format!(
+                "the rows' columns changed within the batch: {:?}",
+                batch.schema()
+            ))));
+        }
+        let batch = RecordBatch::try_new(self.file_schema.clone(), batch.columns().to_vec())
+            .map_err(|e| err(e.into()))?;
+        self.num_rows += batch.num_rows();
+        self.writer.write(&batch).await.map_err(err)
+    }
+
+    /// Closes the writer: its files (not committed) and their rows.
+    pub async fn close(self) -> Result<(Vec<Add>, usize)> {
+        let adds = self
+            .writer
+            .close()
+            .await
+            .map_err(|e| delta_error(&self.append.path, e))?;
+        Ok((adds, self.num_rows))
+    }
+}
+
+impl DeltaSink {
+    /// Starts a streamed append of batch `batch_id`, rows of `schema` (the flow's output):
+    /// the rows are written by [`StreamedWriter`]s as they are produced, then committed
+    /// by [`DeltaSink::commit_streamed_append`] with the batch's txn. `None` when this
+    /// append cannot take the direct path ([`DeltaSink::direct_append_config`]: a table
+    /// to create, evolve or check) or the table holds the batch already: the batch is
+    /// then written by [`DeltaSink::add_batch`].
+    pub async fn begin_streamed_append(
+        &mut self,
+        batch_id: u64,
+        schema: &SchemaRef,
+    ) -> Result<Option<StreamedAppend>> {
+        if self.table.version().is_none() || !self.idempotent {
+            return Ok(None);
+        }
+        self.settle_post_commit().await?;
+        self.settle_checkpoint(false).await;
+        // As in `add_batch`: the batch right after this sink's own append is not in the
+        // table; any other is checked (and then left to `add_batch`, which skips it).
+        let follows_own_append = self.appended.take().is_some_and(|b| b + 1 == batch_id);
+        if !follows_own_append && self.already_committed(batch_id).await? {
+            return Ok(None);
+        }
+        let columns = normalize_batch(&RecordBatch::new_empty(schema.clone()))?.schema();
+        let Some((config, _)) = self.direct_append_config_for(&columns)? else {
+            return Ok(None);
+        };
+        Ok(Some(StreamedAppend {
+            path: self.path.clone(),
+            store: self.table.log_store().object_store(None),
+            config,
+            columns,
+            started: std::time::Instant::now(),
+        }))
+    }
+
+    /// Commits a streamed append's files (in the rows' order) with batch `batch_id`'s txn.
+    pub async fn commit_streamed_append(
+        &mut self,
+        append: &StreamedAppend,
+        batch_id: u64,
+        adds: Vec<Add>,
+        num_rows: usize,
+    ) -> Result<SinkCommit> {
+        if num_rows == 0 {
+            // As `add_batch` does with no rows: nothing to commit (the table exists).
+            return Ok(SinkCommit {
+                num_output_rows: 0,
+                delta_version: self.version(),
+                skipped: false,
+            });
+        }
+        self.commit_adds(batch_id, adds, num_rows, append.started)
+            .await
+    }
+}
+
 /// Rows below which an append is written by one Parquet writer: a second one would
 /// only add a file.
 const PARALLEL_APPEND_MIN_ROWS: usize = 131_072;
@@ -614,6 +755,32 @@ impl DeltaSink {
     /// and types, in order; no null in a NOT NULL column). `None` otherwise: the append
     /// goes through delta-rs's write operation, which checks and evolves.
     fn direct_append_config(&self, batches: &[RecordBatch]) -> Result<Option<WriterConfig>> {
+        let Some(first) = batches.first() else {
+            return Ok(None);
+        };
+        let batch_schema = first.schema();
+        if batches.iter().any(|b| b.schema() != batch_schema) {
+            return Ok(None);
+        }
+        let Some((config, table_schema)) = self.direct_append_config_for(&batch_schema)? else {
+            return Ok(None);
+        };
+        // A NOT NULL column takes the direct path when no batch has a null in it (the
+        // check delta-rs's write makes; e.g. bronze's `_metadata.file_path`).
+        let nulls_fit =
+            table_schema.fields().iter().enumerate().all(|(i, f)| {
+                f.is_nullable() || batches.iter().all(|b| b.column(i).null_count() == 0)
+            });
+        Ok(nulls_fit.then_some(config))
+    }
+
+    /// [`DeltaSink::direct_append_config`] for batches of `batch_schema`, with the
+    /// table's schema; a NOT NULL column of the table is not checked for nulls here
+    /// (the caller checks its rows, or `RecordBatch::try_new` on the table's schema does).
+    fn direct_append_config_for(
+        &self,
+        batch_schema: &SchemaRef,
+    ) -> Result<Option<(WriterConfig, SchemaRef)>> {
         if !self.partition_by.is_empty() || self.table.version().is_none() {
             return Ok(None);
         }
@@ -646,10 +813,6 @@ impl DeltaSink {
             return Ok(None);
         }
         let table_schema = state.snapshot().arrow_schema();
-        let Some(first) = batches.first() else {
-            return Ok(None);
-        };
-        let batch_schema = first.schema();
         let fits = table_schema.fields().len() == batch_schema.fields().len()
             && table_schema
                 .fields()
@@ -664,29 +827,25 @@ impl DeltaSink {
                                 || k.starts_with("delta.identity")
                         })
                 });
-        if !fits || batches.iter().any(|b| b.schema() != batch_schema) {
-            return Ok(None);
-        }
-        // A NOT NULL column takes the direct path when no batch has a null in it (the
-        // check delta-rs's write makes; e.g. bronze's `_metadata.file_path`). A NOT NULL
-        // field inside a column is left to delta-rs's write.
-        let nulls_fit = table_schema.fields().iter().enumerate().all(|(i, f)| {
-            nullable_deep(&Field::clone(f).with_nullable(true))
-                && (f.is_nullable() || batches.iter().all(|b| b.column(i).null_count() == 0))
-        });
-        if !nulls_fit {
+        // A NOT NULL field inside a column is left to delta-rs's write.
+        let nested_nullable = table_schema
+            .fields()
+            .iter()
+            .all(|f| nullable_deep(&Field::clone(f).with_nullable(true)));
+        if !fits || !nested_nullable {
             return Ok(None);
         }
         let stats = WriterStatsConfig::from_config(state.snapshot().table_configuration());
-        Ok(Some(WriterConfig::new(
-            table_schema,
+        let config = WriterConfig::new(
+            table_schema.clone(),
             Vec::new(),
             None,
             Some(state.snapshot().table_properties().target_file_size()),
             None,
             stats.num_indexed_cols,
             stats.stats_columns,
-        )))
+        );
+        Ok(Some((config, table_schema)))
     }
 
     /// Appends the batch by delta-rs's `DeltaWriter` and `CommitBuilder`, the pieces of
@@ -768,6 +927,18 @@ impl DeltaSink {
             ms = start.elapsed().as_millis() as u64,
             "parquet writers done"
         );
+        self.commit_adds(batch_id, adds, num_rows, start).await
+    }
+
+    /// Commits files written for batch `batch_id` (`num_rows` rows, written since
+    /// `start`) in one Delta commit with the batch's txn, their order kept.
+    async fn commit_adds(
+        &mut self,
+        batch_id: u64,
+        adds: Vec<Add>,
+        num_rows: usize,
+        start: std::time::Instant,
+    ) -> Result<SinkCommit> {
         // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
         // re-materialises it after every commit, a cost that grows with the table).
         let adds = Arc::new(adds);

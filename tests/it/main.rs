@@ -29,4 +29,5 @@ mod spark_live;
 mod sql;
 mod stateful;
 mod stream_join;
+mod streamed;
 mod union;

@@ -23,6 +23,9 @@ pub struct FilesInput {
     /// `available_now`: the first files of the batch after the read-ahead one, decoded
     /// as soon as the read-ahead finished ([`read_ahead`]).
     head_start: Option<HeadStart>,
+    /// Whether [`FilesInput::read`] reads the next batch ahead (not when the flow's
+    /// batches are streamed: a streamed batch would drop it).
+    reads_ahead: bool,
 }
 
 /// A decode started before its batch was planned, and the head start it gave the batch
@@ -150,7 +153,7 @@ impl FilesInput {
                 reader.clone().read(files).await?
             }
         };
-        if self.source.has_snapshot() {
+        if self.reads_ahead && self.source.has_snapshot() {
             let next = self.source.peek_snapshot();
             if !next.is_empty() {
                 let after = self.source.peek_snapshot_after(next.len());
@@ -169,6 +172,22 @@ impl FilesInput {
             }
         }
         Ok(read)
+    }
+
+    /// Whether batches after this one are read ahead (see [`FilesInput::read`]).
+    pub fn set_reads_ahead(&mut self, on: bool) {
+        self.reads_ahead = on;
+    }
+
+    /// A reader for a batch streamed file by file (`crate::engine::streamed`): a
+    /// read-ahead or head start an earlier batch began is dropped (a streamed batch
+    /// holds a few files' rows at a time, not a batch's).
+    pub fn stream_reader(&mut self) -> BatchReader {
+        if let Some(ahead) = self.read_ahead.take() {
+            ahead.task.abort();
+        }
+        self.drop_head_start();
+        self.source.reader()
     }
 
     fn drop_head_start(&mut self) {
@@ -204,6 +223,7 @@ impl FilesInput {
             schema_location: location,
             read_ahead: None,
             head_start: None,
+            reads_ahead: true,
         }))
     }
 

@@ -435,6 +435,24 @@ impl FileSource {
 /// One file's decode ([`FileDecoded`]), or why its blocking task failed.
 pub struct FileDecode(std::result::Result<FileDecoded, tokio::task::JoinError>);
 
+impl FileDecode {
+    /// Whether the file decoded with its `_metadata`, and its rows need nothing of the
+    /// batch but to be written: no field the schema lacks (schema evolution decides on
+    /// those before anything is written).
+    pub fn is_plain(&self) -> bool {
+        matches!(&self.0, Ok((_, Ok(decoded), Ok(()))) if decoded.new_fields.is_empty())
+    }
+
+    /// The file's rows, moved out (its counts and outcome stay for
+    /// [`BatchReader::assemble`]); none when it could not be read.
+    pub fn take_batches(&mut self) -> Vec<RecordBatch> {
+        match &mut self.0 {
+            Ok((_, Ok(decoded), _)) => std::mem::take(&mut decoded.batches),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// A decode task's output: the file, its rows or why it could not be read, and whether
 /// its `_metadata` column was attached.
 type FileDecoded = (
@@ -478,29 +496,8 @@ impl BatchReader {
             .unwrap_or(2);
         let began = std::time::Instant::now();
         let tasks = futures::stream::iter(files.iter().cloned().enumerate().map(|(i, file)| {
-            let spec = self.spec.clone();
-            let batch_schema = self.batch_schema.clone();
-            let metadata_strings = self.metadata_strings;
-            let task = tokio::task::spawn_blocking(move || {
-                let meta = FileMeta {
-                    path: PathBuf::from(&file.path),
-                    size: file.size,
-                    modification_time_ms: file.modification_time_ms,
-                };
-                let mut decoded = read::decode_file(&meta, &spec);
-                // The `_metadata` column is built here, in the file's own task (in
-                // parallel), not after the batch's files are joined.
-                let attached = match decoded.as_mut() {
-                    Ok(decoded) => decoded
-                        .batches
-                        .iter()
-                        .map(|batch| with_metadata(batch, &file, &batch_schema, &metadata_strings))
-                        .collect::<Result<Vec<_>>>()
-                        .map(|batches| decoded.batches = batches),
-                    Err(_) => Ok(()),
-                };
-                (file, decoded, attached)
-            });
+            let reader = self.clone();
+            let task = tokio::task::spawn_blocking(move || reader.decode_file(file));
             async move { (i, FileDecode(task.await)) }
         }))
         .buffer_unordered(parallelism);
@@ -512,6 +509,36 @@ impl BatchReader {
             "files decoded"
         );
         results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Decodes one file on the calling thread (it blocks: call it from a blocking task),
+    /// its `_metadata` column attached there too (in the file's own task, in parallel
+    /// with the others, not after the batch's files are joined).
+    fn decode_file(&self, file: ListedFile) -> FileDecoded {
+        let meta = FileMeta {
+            path: PathBuf::from(&file.path),
+            size: file.size,
+            modification_time_ms: file.modification_time_ms,
+        };
+        let mut decoded = read::decode_file(&meta, &self.spec);
+        let attached = match decoded.as_mut() {
+            Ok(decoded) => decoded
+                .batches
+                .iter()
+                .map(|batch| {
+                    with_metadata(batch, &file, &self.batch_schema, &self.metadata_strings)
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(|batches| decoded.batches = batches),
+            Err(_) => Ok(()),
+        };
+        (file, decoded, attached)
+    }
+
+    /// [`BatchReader::decode`] of one file on the calling thread (it blocks), for a
+    /// streamed batch ([`crate::engine`]'s streamed append).
+    pub fn decode_blocking(&self, file: ListedFile) -> FileDecode {
+        FileDecode(Ok(self.decode_file(file)))
     }
 
     /// Folds decoded files, in their planning order, into the batch's read: rows,

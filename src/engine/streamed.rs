@@ -1,0 +1,333 @@
+//! A streamed batch: steps 4 and 5 of the batch protocol (DESIGN.md §5: read, transform,
+//! write) in one pass, file by file, for the flows that only move rows from files to a
+//! Delta table (bronze ingest).
+//!
+//! ```text
+//!  PlannedBatch ─► writer 0: decode file ─► where/select ─► Parquet ─┐  (files of the
+//!                  writer 1: decode file ─► where/select ─► Parquet ─┤   batch, split in
+//!                                                                    │   contiguous runs)
+//!          ledger outcomes (after_read) ◄─ every file read ◄─────────┘
+//!          ─► one Delta commit, txn(query id, N) (after_sink_commit) ─► Written
+//! ```
+//!
+//! Each writer (one per core, a blocking thread of its own) decodes its files in order,
+//! runs the flow's row-wise query over a few files' rows at a time and writes the result
+//! to Parquet files of its own, so a batch holds a few files' rows per writer at once,
+//! not the whole batch (and the next one read ahead): decode and encode overlap on every
+//! core, with the memory of an Arrow reader and a Parquet writer per core. The protocol
+//! is the batch's as [`super::batch`] runs it: the files' outcomes are in the ledger
+//! before the commit, the Parquet files are in no commit (invisible) until the one Delta
+//! commit that carries the batch's txn, and a batch re-run after a crash takes the
+//! ordinary path (the sink's txn skips a batch it holds).
+//!
+//! A batch is streamed only when nothing in it needs the whole batch before a row is
+//! written; otherwise it is declined before its commit, its Parquet files removed, and
+//! the batch runs the ordinary way: a file that is not read cleanly (unreadable, failed,
+//! a malformed record with `mode = "failfast"`), columns the schema lacks (schema
+//! evolution decides before anything is written), rows whose columns do not fit the
+//! table, an error of the query or the writer, a failed commit.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+
+use super::batch::{Output, PlannedBatch, ReadBatch, Written};
+use super::control::FlowEvents;
+use super::failpoint;
+use super::input::{BatchFiles, Input};
+use super::plan::{FlowPlan, Operator};
+use super::sinks::Sinks;
+use crate::error::Result;
+use crate::schema::events::SchemaEvent;
+use crate::source::files::FileDecode;
+use crate::source::files::ledger::ListedFile;
+use crate::spec::{FlowSpec, OutputMode, SinkSpec};
+
+/// A streamed batch's end.
+pub enum Streamed {
+    /// Written and committed to the sink (the batch's step 5 is done).
+    Written(Box<Written>),
+    /// Not streamed (see the module doc); nothing of it is committed, and it runs the
+    /// ordinary way.
+    Declined(PlannedBatch),
+}
+
+/// Input bytes per Parquet writer below which a batch takes fewer writers (one for a
+/// small batch: one file in the table, not one per core).
+const PART_MIN_BYTES: u64 = 4 << 20;
+
+/// Rows a writer gathers (from whole files) before it runs the flow's query over them:
+/// one query per file would cost DataFusion's planning per file.
+const GROUP_ROWS: usize = 65_536;
+
+/// Whether the flow's batches can be streamed: one files source, no union, no
+/// stream-static or stream-stream join, no state, no watermark, no `late_rows`, no
+/// quarantine, appended to an unpartitioned Delta table.
+pub fn applies(spec: &FlowSpec, flow: &FlowPlan) -> bool {
+    let [input @ Input::Files(_)] = flow.inputs.as_slice() else {
+        return false;
+    };
+    flow.union_schema.is_none()
+        && !spec.is_union()
+        && spec.joins.is_empty()
+        && spec.stream_join.is_none()
+        && matches!(flow.operator, Operator::Stateless)
+        && spec.source_watermark(0).is_none()
+        && spec.late_rows.is_none()
+        && input.quarantine() == (None, None)
+        && spec.stateful.output_mode == OutputMode::Append
+        && matches!(&spec.sink, SinkSpec::Delta { partition_by, idempotent: true, .. } if partition_by.is_empty())
+}
+
+/// What one writer did: its files' decodes (rows moved out), and its files and rows
+/// written, or why it stopped.
+type WriterEnd = (
+    Vec<(usize, FileDecode)>,
+    Result<(Vec<deltalake::kernel::Add>, usize)>,
+);
+
+/// Steps 4 and 5 of `planned` streamed ([`applies`] must hold): the batch written to the
+/// sink in one commit, or declined.
+pub async fn read_transform_write(
+    spec: &FlowSpec,
+    flow: &mut FlowPlan,
+    planned: PlannedBatch,
+    events: &FlowEvents,
+    sinks: &mut Sinks,
+) -> Result<Streamed> {
+    let started = Instant::now();
+    let batch_id = planned.batch_id;
+    let files = match planned.parts.as_slice() {
+        [part] if !planned.replayed => match &part.files {
+            BatchFiles::Files(files) if !files.is_empty() => files.clone(),
+            _ => return Ok(Streamed::Declined(planned)),
+        },
+        _ => return Ok(Streamed::Declined(planned)),
+    };
+    let Some(Input::Files(input)) = flow.inputs.first_mut() else {
+        return Ok(Streamed::Declined(planned));
+    };
+    let schema = input.source.batch_schema().clone();
+    let Some(query) = flow.projection.row_wise_query(&schema).await? else {
+        return Ok(Streamed::Declined(planned));
+    };
+    let append = match sinks
+        .begin_streamed_append(batch_id, &flow.output_schema)
+        .await
+    {
+        Ok(Some(append)) => append,
+        Ok(None) => return Ok(Streamed::Declined(planned)),
+        // The ordinary write meets the same error, with its retries.
+        Err(e) => {
+            tracing::debug!(batch_id, error = %e, "streamed append not begun");
+            return Ok(Streamed::Declined(planned));
+        }
+    };
+    let reader = input.stream_reader();
+
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bytes: u64 = files.iter().map(|f| f.size).sum();
+    let parts = cores
+        .min(files.len())
+        .min((bytes / PART_MIN_BYTES).max(1) as usize);
+    let stop = Arc::new(AtomicBool::new(false));
+    let runtime = tokio::runtime::Handle::current();
+    let mut handles = Vec::with_capacity(parts);
+    for range in split_by_bytes(&files, parts) {
+        let part: Vec<(usize, ListedFile)> = range.clone().zip(files[range].to_vec()).collect();
+        let (reader, query, append, stop, runtime) = (
+            reader.clone(),
+            query.clone(),
+            append.clone(),
+            stop.clone(),
+            runtime.clone(),
+        );
+        // A blocking thread per writer, as the ordinary append's Parquet writers: the
+        // runtime's workers stay free.
+        handles.push(tokio::task::spawn_blocking(move || -> WriterEnd {
+            runtime.block_on(async move {
+                let runner = query.runner();
+                let mut writer = append.writer();
+                let mut decodes = Vec::with_capacity(part.len());
+                let mut pending: Vec<RecordBatch> = Vec::new();
+                let mut pending_rows = 0;
+                let written: Result<()> = async {
+                    for (i, file) in part {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
+                        let mut decode = reader.decode_blocking(file);
+                        if !decode.is_plain() {
+                            stop.store(true, Ordering::Relaxed);
+                            decodes.push((i, decode));
+                            return Ok(());
+                        }
+                        let batches = decode.take_batches();
+                        decodes.push((i, decode));
+                        pending_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+                        pending.extend(batches);
+                        if pending_rows >= GROUP_ROWS {
+                            pending_rows = 0;
+                            for out in runner.run(std::mem::take(&mut pending)).await? {
+                                writer.write(&out).await?;
+                            }
+                        }
+                    }
+                    for out in runner.run(pending).await? {
+                        writer.write(&out).await?;
+                    }
+                    Ok(())
+                }
+                .await;
+                if let Err(e) = written {
+                    stop.store(true, Ordering::Relaxed);
+                    return (decodes, Err(e));
+                }
+                (decodes, writer.close().await)
+            })
+        }));
+    }
+    let mut decodes: Vec<(usize, FileDecode)> = Vec::with_capacity(files.len());
+    let mut adds = Vec::new();
+    let mut num_rows = 0usize;
+    let mut failure = None;
+    // Writer by writer, in the files' order: the files' order in the commit is the rows'.
+    for handle in handles {
+        match handle.await {
+            Ok((d, Ok((written, rows)))) => {
+                decodes.extend(d);
+                adds.extend(written);
+                num_rows += rows;
+            }
+            Ok((d, Err(e))) => {
+                decodes.extend(d);
+                failure = failure.or(Some(e.to_string()));
+            }
+            Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
+        }
+    }
+    if failure.is_some() || stop.load(Ordering::Relaxed) {
+        tracing::debug!(
+            batch_id,
+            reason = failure
+                .as_deref()
+                .unwrap_or("a file not read cleanly or with new columns"),
+            "streamed batch declined; it runs the ordinary way"
+        );
+        append.discard(&adds).await;
+        return Ok(Streamed::Declined(planned));
+    }
+    decodes.sort_unstable_by_key(|(i, _)| *i);
+    let read = match reader.assemble(decodes.into_iter().map(|(_, d)| d).collect()) {
+        Ok(read) => read,
+        Err(e) => {
+            append.discard(&adds).await;
+            return Err(e);
+        }
+    };
+    for event in SchemaEvent::type_mismatches(&read.type_mismatches) {
+        events.schema(event);
+    }
+    // Each file's outcome is durable before the commit (as in `batch::read`).
+    if let Err(e) = input.record_outcomes(batch_id, &read) {
+        append.discard(&adds).await;
+        return Err(e);
+    }
+    failpoint::hit("after_read", &spec.name, batch_id);
+    let sink = match sinks
+        .commit_streamed_append(&append, batch_id, adds, num_rows)
+        .await
+    {
+        Ok(sink) => sink,
+        // Whether the commit is in the log is not known: the files stay (orphans if
+        // not), and the ordinary write checks the table's txn first.
+        Err(e) => {
+            tracing::warn!(batch_id, error = %e, "the streamed batch's commit failed; the batch runs the ordinary way");
+            return Ok(Streamed::Declined(planned));
+        }
+    };
+    if sink.delta_version.is_some()
+        && let Some(table) = spec.writes()
+    {
+        super::notify::published(&table);
+    }
+    failpoint::hit("after_sink_commit", &spec.name, batch_id);
+    let mut planned = planned;
+    planned.timings.get_batch = 0;
+    let read = ReadBatch {
+        planned,
+        reads: vec![read],
+        new_columns_ignored: Vec::new(),
+    };
+    let output = Output::streamed(read, flow.projection.dimensions(), started);
+    Ok(Streamed::Written(Box::new(Written { output, sink })))
+}
+
+/// `files` in `parts` contiguous runs of about equal bytes, none empty (fewer runs when
+/// there are fewer files).
+fn split_by_bytes(files: &[ListedFile], parts: usize) -> Vec<Range<usize>> {
+    let parts = parts.clamp(1, files.len().max(1));
+    let total: u64 = files.iter().map(|f| f.size.max(1)).sum();
+    let mut ranges = Vec::with_capacity(parts);
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, file) in files.iter().enumerate() {
+        bytes += file.size.max(1);
+        let k = ranges.len() as u64 + 1;
+        // Run k ends once it holds its share; the runs after it keep a file each.
+        let left = files.len() - (i + 1);
+        let runs_after = parts - ranges.len() - 1;
+        if ranges.len() + 1 < parts && (bytes * parts as u64 >= total * k || left == runs_after) {
+            ranges.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < files.len() {
+        ranges.push(start..files.len());
+    }
+    ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(sizes: &[u64]) -> Vec<ListedFile> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| ListedFile {
+                path: format!("/landing/f{i}.csv"),
+                size,
+                modification_time_ms: i as i64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn files_split_in_contiguous_runs_of_about_equal_bytes() {
+        assert_eq!(split_by_bytes(&files(&[10; 8]), 2), [0..4, 4..8]);
+        assert_eq!(split_by_bytes(&files(&[10; 7]), 2), [0..4, 4..7]);
+        // A big first file is a run of its own.
+        assert_eq!(split_by_bytes(&files(&[100, 10, 10, 10]), 2), [0..1, 1..4]);
+        // A big last file still leaves the first run its files.
+        assert_eq!(split_by_bytes(&files(&[10, 10, 10, 100]), 2), [0..3, 3..4]);
+        assert_eq!(split_by_bytes(&files(&[10, 10]), 4), [0..1, 1..2]);
+        assert_eq!(split_by_bytes(&files(&[10; 6]), 3), [0..2, 2..4, 4..6]);
+        assert_eq!(split_by_bytes(&files(&[10]), 2), [0..1]);
+        assert_eq!(split_by_bytes(&files(&[0, 0, 0]), 1), [0..3]);
+        assert!(split_by_bytes(&[], 2).is_empty());
+        // Every file is in exactly one run, in order.
+        for parts in 1..5 {
+            let sizes = [5, 900, 3, 3, 3, 70, 1, 1];
+            let runs = split_by_bytes(&files(&sizes), parts);
+            let flat: Vec<usize> = runs.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(flat, (0..sizes.len()).collect::<Vec<_>>());
+            assert!(runs.iter().all(|r| !r.is_empty()));
+            assert_eq!(runs.len(), parts.min(sizes.len()));
+        }
+    }
+}

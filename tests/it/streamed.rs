@@ -1,0 +1,220 @@
+//! Streamed batches (docs/architecture.md, "Streamed batches"): a files-to-Delta flow
+//! reads, transforms and writes its batch file by file, one writer per core, through
+//! the real binary. The oracle is the same flow written the ordinary way (a
+//! partitioned sink is never streamed) and the known row counts of the data.
+
+use std::path::Path;
+
+use weir::checkpoint::progress::read_progress;
+
+use crate::support::*;
+
+fn run(pipeline: &Path) -> std::process::Output {
+    weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(pipeline)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The bronze flights flow into `lake/bronze/flights`, `sink_extra` added to its sink.
+fn bronze(dir: &Path, sink_extra: &str) -> std::path::PathBuf {
+    let toml = format!("{}{sink_extra}\n", flights_pipeline(1000));
+    write_pipeline(dir, &toml)
+}
+
+fn land_days(dir: &Path, days: usize) -> u64 {
+    weir::demo::data::land_flights(
+        &dir.join("landing/flights"),
+        &dir.join("_staging"),
+        Some(days),
+    )
+    .unwrap()
+    .rows_total
+}
+
+/// The data files a Delta table's log adds, and the Parquet files in its directory.
+fn data_files(table: &Path) -> (Vec<String>, Vec<String>) {
+    let mut added = Vec::new();
+    for entry in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let action: serde_json::Value = serde_json::from_str(line).unwrap();
+                if let Some(p) = action["add"]["path"].as_str() {
+                    added.push(p.to_string());
+                }
+            }
+        }
+    }
+    let mut on_disk: Vec<String> = std::fs::read_dir(table)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".parquet"))
+        .collect();
+    added.sort();
+    on_disk.sort();
+    (added, on_disk)
+}
+
+/// The adds of one Delta version.
+fn adds_in_version(table: &Path, version: u64) -> usize {
+    std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json")))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("{\"add\""))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bronze_batch_streams_file_by_file_into_the_rows_the_ordinary_path_writes() {
+    let cols = [
+        "year",
+        "month",
+        "day",
+        "dep_time",
+        "sched_dep_time",
+        "dep_delay",
+        "arr_time",
+        "sched_arr_time",
+        "arr_delay",
+        "carrier",
+        "flight",
+        "tailnum",
+        "origin",
+        "dest",
+        "air_time",
+        "distance",
+        "hour",
+        "minute",
+        "time_hour",
+        "source_file",
+    ];
+    let mut tables = Vec::new();
+    // Streamed, then the ordinary way (a sink without the txn check is not streamed).
+    for sink_extra in ["", "idempotent = false"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let pipeline = bronze(dir, sink_extra);
+        // Batch 0 creates the table (never streamed: there is no table to stream into).
+        land_days(dir, 1);
+        ok(&run(&pipeline));
+        // Batch 1: 120 days, ~11 MB of CSV, a writer per core.
+        let rows = land_days(dir, 121);
+        ok(&run(&pipeline));
+        let table = dir.join("lake/bronze/flights");
+        let progress =
+            read_progress(&dir.join("_checkpoints/bronze_flights/_weir/progress.jsonl")).unwrap();
+        let streamed: Vec<bool> = progress.iter().map(|p| p.weir.streamed).collect();
+        let batches = delta_rows(&table).await;
+        assert_eq!(num_rows(&batches) as u64, rows, "{sink_extra}");
+        // One `current_timestamp()` per batch, whatever the writer.
+        let instants = sql(&batches, "SELECT count(DISTINCT ingested_at) FROM t").await;
+        assert_eq!(scalar(&instants), 2, "{sink_extra}");
+        let (added, on_disk) = data_files(&table);
+        if sink_extra.is_empty() {
+            assert_eq!(streamed, [false, true]);
+            assert_eq!(
+                progress[1].sink.num_output_rows as u64,
+                rows - progress[0].sink.num_output_rows as u64
+            );
+            assert_eq!(progress[1].weir.num_files, 120);
+            assert_eq!(progress[1].duration_ms.get("getBatch"), Some(&0));
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            assert_eq!(
+                adds_in_version(&table, 1),
+                cores.min(2),
+                "a writer per core"
+            );
+            assert_eq!(added, on_disk, "every Parquet file written is in the log");
+            let ledger = rusqlite::Connection::open(
+                dir.join("_checkpoints/bronze_flights/sources/0/ledger.sqlite"),
+            )
+            .unwrap();
+            let ingested: i64 = ledger
+                .query_row(
+                    "SELECT count(*) FROM files WHERE state = 'committed' AND batch_id = 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                ingested, 120,
+                "the ledger records the streamed batch's files"
+            );
+        } else {
+            assert_eq!(streamed, [false, false]);
+        }
+        let order = cols.join(", ");
+        // `source_file` is the file's full path: the directories differ.
+        let lines = table_lines(&table, &cols, &order, "|").await;
+        let prefix = dir.display().to_string();
+        tables.push(
+            lines
+                .into_iter()
+                .map(|l| l.replace(&prefix, "DIR"))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(tables[0].len(), tables[1].len());
+    assert!(
+        tables[0] == tables[1],
+        "streamed and ordinary tables differ"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_column_declines_the_streamed_batch_leaving_no_file_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = files_to_delta_flow(
+        dir,
+        "csv",
+        "select = [\"*\", \"_metadata.file_name AS f\"]",
+        "[flow.source.csv]\nheader = true",
+        "",
+    );
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", b"id,name\n1,a\n");
+    ok(&run(&pipeline));
+    let table = dir.join("table");
+    assert_eq!(delta_version(&table).await, Some(0));
+    // Batch 1: b.csv streams first (files in order), c.csv brings a new column.
+    land(&landing, "b.csv", b"id,name\n2,b\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(&landing, "c.csv", b"id,name,extra\n3,c,x\n");
+    let stopped = weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&pipeline)
+        .env("WEIR_LOG", "weir=debug")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&stopped.stderr).contains("streamed batch declined"));
+    assert_eq!(
+        stopped.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&stopped.stderr).contains("schema changed: new column(s) extra")
+    );
+    assert_eq!(delta_version(&table).await, Some(0), "nothing committed");
+    let (added, on_disk) = data_files(&table);
+    assert_eq!(
+        added, on_disk,
+        "the declined batch's Parquet files are removed"
+    );
+    // The restart re-runs batch 1 with the wider schema: every row once.
+    ok(&run(&pipeline));
+    let lines = table_lines(&table, &["id", "name", "extra", "f"], "id", ",").await;
+    assert_eq!(lines, ["1,a,null,a.csv", "2,b,null,b.csv", "3,c,x,c.csv"]);
+}
