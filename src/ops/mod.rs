@@ -654,6 +654,56 @@ mod tests {
     /// and `_metadata['<field>']` read one field, in subqueries too; the whole struct
     /// (selected, tested, under `batch.*`, or the outer one in a correlated subquery)
     /// reads them all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_wise_query_gives_the_whole_batch_s_rows_part_by_part_from_two_threads() {
+        use arrow::datatypes::{Int64Type, TimestampNanosecondType};
+        let n = 50_000;
+        let (schema, batches) = numbers(n, 1_000);
+        let select = vec!["v * 2 AS w".to_string(), "now() AS t".to_string()];
+        let mut whole = Projection::new("f", &schema, Some("v % 7 <> 0"), Some(&select));
+        let expected = whole.apply(batches.clone()).await.unwrap();
+        let mut p = Projection::new("f", &schema, Some("v % 7 <> 0"), Some(&select));
+        let query = p.row_wise_query(&schema).await.unwrap().expect("row-wise");
+        // Two threads, each a contiguous half, each in parts of a few batches.
+        let halves: Vec<Vec<RecordBatch>> = batches.chunks(25).map(<[_]>::to_vec).collect();
+        let mut handles = Vec::new();
+        for half in halves {
+            let runner = query.runner();
+            handles.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                for part in half.chunks(4) {
+                    out.extend(runner.run(part.to_vec()).await.unwrap());
+                }
+                out
+            }));
+        }
+        let mut out = Vec::new();
+        for h in handles {
+            out.extend(h.await.unwrap());
+        }
+        assert_eq!(
+            column::<Int64Type>(&out, 0),
+            column::<Int64Type>(&expected, 0)
+        );
+        let instants = column::<TimestampNanosecondType>(&out, 1);
+        assert!(
+            instants.windows(2).all(|w| w[0] == w[1]),
+            "one now() per micro-batch"
+        );
+        // Not row-wise: an aggregate needs the whole batch.
+        let count = vec!["count(*) AS n".to_string()];
+        let mut agg = Projection::new("f", &schema, None, Some(&count));
+        assert!(agg.row_wise_query(&schema).await.unwrap().is_none());
+        // No `where`/`select`: the rows as they are.
+        let mut plain = Projection::new("f", &schema, None, None);
+        let q = plain
+            .row_wise_query(&schema)
+            .await
+            .unwrap()
+            .expect("identity");
+        assert_eq!(q.runner().run(batches).await.unwrap().len(), 50);
+    }
+
     #[tokio::test]
     async fn the_metadata_fields_a_query_reads() {
         let data = Arc::new(arrow::datatypes::Schema::new(vec![
