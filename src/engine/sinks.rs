@@ -87,6 +87,7 @@ impl Sinks {
         &mut self,
         batch_id: u64,
         schema: &SchemaRef,
+        large: bool,
     ) -> Result<Option<StreamedAppend>> {
         if !matches!(self.spec, SinkSpec::Delta { .. }) {
             return Ok(None);
@@ -100,7 +101,7 @@ impl Sinks {
             }
         }
         match self.sink().await? {
-            Sink::Delta(delta) => delta.begin_streamed_append(batch_id, schema).await,
+            Sink::Delta(delta) => delta.begin_streamed_append(batch_id, schema, large).await,
             _ => Ok(None),
         }
     }

@@ -114,8 +114,15 @@ pub async fn read_transform_write(
     let Some(query) = flow.projection.row_wise_query(&schema).await? else {
         return Ok(Streamed::Declined(planned));
     };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bytes: u64 = files.iter().map(|f| f.size).sum();
+    let parts = cores
+        .min(files.len())
+        .min((bytes / PART_MIN_BYTES).max(1) as usize);
+    // A batch for parallel writers creates a missing table empty first (as an
+    // ordinary large first append does); a smaller one is written the ordinary way.
     let append = match sinks
-        .begin_streamed_append(batch_id, &flow.output_schema)
+        .begin_streamed_append(batch_id, &flow.output_schema, parts >= 2)
         .await
     {
         Ok(Some(append)) => append,
@@ -127,12 +134,6 @@ pub async fn read_transform_write(
         }
     };
     let reader = input.stream_reader();
-
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let bytes: u64 = files.iter().map(|f| f.size).sum();
-    let parts = cores
-        .min(files.len())
-        .min((bytes / PART_MIN_BYTES).max(1) as usize);
     let stop = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Handle::current();
     let mut handles = Vec::with_capacity(parts);

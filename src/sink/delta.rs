@@ -499,20 +499,10 @@ impl DeltaSink {
         // rows: a batch stopped between the two commits is written again on restart.
         if creating
             && !overwrite
-            && self.column_mapping.is_none()
-            && self.partition_by.is_empty()
             && parallel_sized(&batches, num_rows)
             && let Some(first) = batches.first()
-            && first.schema().fields().iter().all(|f| nullable_deep(f))
+            && self.create_empty(&first.schema()).await?
         {
-            let empty = RecordBatch::new_empty(first.schema());
-            self.table = self
-                .table
-                .clone()
-                .write(vec![empty])
-                .with_save_mode(SaveMode::Append)
-                .await
-                .map_err(|e| self.err(e))?;
             creating = false;
         }
         if !overwrite && let Some(config) = self.direct_append_config(&batches)? {
@@ -666,19 +656,58 @@ impl StreamedWriter {
 }
 
 impl DeltaSink {
+    /// Creates the table, empty, by delta-rs's write of `schema` (a version without a
+    /// txn), when it can take direct appends after (unpartitioned, not column-mapped,
+    /// every column nullable): a first append big enough for parallel writers then
+    /// takes them in the next version, with its txn (a batch stopped between the two
+    /// commits is written again on restart). `false`: not created.
+    async fn create_empty(&mut self, schema: &SchemaRef) -> Result<bool> {
+        if self.table.version().is_some()
+            || self.column_mapping.is_some()
+            || !self.partition_by.is_empty()
+            || !schema.fields().iter().all(|f| nullable_deep(f))
+        {
+            return Ok(false);
+        }
+        let empty = RecordBatch::new_empty(schema.clone());
+        self.table = self
+            .table
+            .clone()
+            .write(vec![empty])
+            .with_save_mode(SaveMode::Append)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(true)
+    }
+
     /// Starts a streamed append of batch `batch_id`, rows of `schema` (the flow's output):
     /// the rows are written by [`StreamedWriter`]s as they are produced, then committed
     /// by [`DeltaSink::commit_streamed_append`] with the batch's txn. `None` when this
     /// append cannot take the direct path ([`DeltaSink::direct_append_config`]: a table
     /// to create, evolve or check) or the table holds the batch already: the batch is
     /// then written by [`DeltaSink::add_batch`].
+    ///
+    /// `large`: a batch big enough for parallel writers; its table, when there is none
+    /// yet, is created empty first ([`DeltaSink::create_empty`]), as for an ordinary
+    /// large first append.
     pub async fn begin_streamed_append(
         &mut self,
         batch_id: u64,
         schema: &SchemaRef,
+        large: bool,
     ) -> Result<Option<StreamedAppend>> {
-        if self.table.version().is_none() || !self.idempotent {
+        if !self.idempotent {
             return Ok(None);
+        }
+        if self.table.version().is_none() {
+            // The table may have been created by a previous attempt of this batch.
+            self.table = open_table(&self.path).await?;
+        }
+        if self.table.version().is_none() {
+            let columns = normalize_batch(&RecordBatch::new_empty(schema.clone()))?.schema();
+            if !large || !self.create_empty(&columns).await? {
+                return Ok(None);
+            }
         }
         self.settle_post_commit().await?;
         self.settle_checkpoint(false).await;
