@@ -187,7 +187,14 @@ pub async fn read_transform_write(
                     stop.store(true, Ordering::Relaxed);
                     return (decodes, Err(e));
                 }
-                (decodes, writer.close().await)
+                let closed = writer.close().await;
+                tracing::debug!(
+                    batch_id,
+                    files = decodes.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "streamed writer done"
+                );
+                (decodes, closed)
             })
         }));
     }
