@@ -71,6 +71,9 @@ def run(cmd, env=None, cwd=ROOT):
 
 
 def timed(cmd, env=None):
+    # The previous run's output is flushed to disk first, untimed: its writeback must
+    # not land in this run.
+    os.sync()
     start = time.time()
     lines = run(cmd, env)
     return time.time() - start, lines
