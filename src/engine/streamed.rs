@@ -325,8 +325,14 @@ mod tests {
         assert_eq!(split_by_bytes(&files(&[10, 10, 10, 100]), 2), [0..3, 3..4]);
         assert_eq!(split_by_bytes(&files(&[10, 10]), 4), [0..1, 1..2]);
         assert_eq!(split_by_bytes(&files(&[10; 6]), 3), [0..2, 2..4, 4..6]);
-        assert_eq!(split_by_bytes(&files(&[10]), 2), [0..1]);
-        assert_eq!(split_by_bytes(&files(&[0, 0, 0]), 1), [0..3]);
+        assert_eq!(
+            split_by_bytes(&files(&[10]), 2),
+            vec![Range { start: 0, end: 1 }]
+        );
+        assert_eq!(
+            split_by_bytes(&files(&[0, 0, 0]), 1),
+            vec![Range { start: 0, end: 3 }]
+        );
         assert!(split_by_bytes(&[], 2).is_empty());
         // Every file is in exactly one run, in order.
         for parts in 1..5 {
