@@ -373,15 +373,7 @@ mod tests {
     use super::*;
 
     fn files(sizes: &[u64]) -> Vec<ListedFile> {
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &size)| ListedFile {
-                path: format!("/landing/f{i}.csv"),
-                size,
-                modification_time_ms: i as i64,
-            })
-            .collect()
+        ListedFile::of_sizes(sizes)
     }
 
     #[test]

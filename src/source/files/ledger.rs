@@ -41,6 +41,22 @@ pub struct ListedFile {
     pub modification_time_ms: i64,
 }
 
+impl ListedFile {
+    /// Files `/landing/f<i>.csv` of these sizes, listed in order (tests).
+    #[cfg(test)]
+    pub(crate) fn of_sizes(sizes: &[u64]) -> Vec<ListedFile> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| ListedFile {
+                path: format!("/landing/f{i}.csv"),
+                size,
+                modification_time_ms: i as i64,
+            })
+            .collect()
+    }
+}
+
 /// What the ledger knows of a path (its latest row).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerEntry {
