@@ -25,7 +25,8 @@
 //! the batch runs the ordinary way: a file that is not read cleanly (unreadable, failed,
 //! a malformed record with `mode = "failfast"`), columns the schema lacks (schema
 //! evolution decides before anything is written), rows whose columns do not fit the
-//! table, an error of the query or the writer, a failed commit.
+//! table, an error of the query or the writer. A failed commit fails the batch (the
+//! next start re-runs it the ordinary way, the table's txn deciding).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -185,6 +186,10 @@ pub async fn read_transform_write(
                 .await;
                 if let Err(e) = written {
                     stop.store(true, Ordering::Relaxed);
+                    // The files this writer finished are removed too.
+                    if let Ok((adds, _)) = writer.close().await {
+                        append.discard(&adds).await;
+                    }
                     return (decodes, Err(e));
                 }
                 let closed = writer.close().await;
@@ -217,6 +222,11 @@ pub async fn read_transform_write(
             Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
         }
     }
+    // A table this batch would create and no row to create it with: the ordinary
+    // write creates it, with the batch's txn, as for any empty first batch.
+    if num_rows == 0 && append.creates_table() {
+        failure = failure.or(Some("no rows for the table the batch creates".into()));
+    }
     if failure.is_some() || stop.load(Ordering::Relaxed) {
         tracing::debug!(
             batch_id,
@@ -245,18 +255,13 @@ pub async fn read_transform_write(
         return Err(e);
     }
     failpoint::hit("after_read", &spec.name, batch_id);
-    let sink = match sinks
+    // A failed commit fails the batch: whether it is in the log is not known, and the
+    // files' outcomes are recorded; the next start re-runs the batch with exactly its
+    // files, and the table's txn decides whether it is written (the files stay, orphans
+    // if not committed).
+    let sink = sinks
         .commit_streamed_append(&append, batch_id, adds, num_rows)
-        .await
-    {
-        Ok(sink) => sink,
-        // Whether the commit is in the log is not known: the files stay (orphans if
-        // not), and the ordinary write checks the table's txn first.
-        Err(e) => {
-            tracing::warn!(batch_id, error = %e, "the streamed batch's commit failed; the batch runs the ordinary way");
-            return Ok(Streamed::Declined(planned));
-        }
-    };
+        .await?;
     if sink.delta_version.is_some()
         && let Some(table) = spec.writes()
     {

@@ -581,10 +581,18 @@ pub struct StreamedAppend {
     /// The rows' columns once normalised ([`normalize_batch`]): names and types the
     /// table was found to have.
     columns: SchemaRef,
+    /// The table does not exist yet: it is created with `columns` at the commit, once
+    /// every file is written (nothing is created for a batch declined before).
+    create: bool,
     started: std::time::Instant,
 }
 
 impl StreamedAppend {
+    /// Whether the commit creates the table (see [`DeltaSink::begin_streamed_append`]).
+    pub fn creates_table(&self) -> bool {
+        self.create
+    }
+
     /// A Parquet writer of its own for one thread.
     pub fn writer(&self) -> StreamedWriter {
         StreamedWriter {
@@ -688,8 +696,10 @@ impl DeltaSink {
     /// then written by [`DeltaSink::add_batch`].
     ///
     /// `large`: a batch big enough for parallel writers; its table, when there is none
-    /// yet, is created empty first ([`DeltaSink::create_empty`]), as for an ordinary
-    /// large first append.
+    /// yet, is created empty at the commit ([`DeltaSink::create_empty`], as for an
+    /// ordinary large first append), once every file is written: a batch declined or
+    /// failed before creates nothing. Column names Delta does not allow (without column
+    /// mapping) leave the batch to `add_batch`, which refuses them.
     pub async fn begin_streamed_append(
         &mut self,
         batch_id: u64,
@@ -699,15 +709,46 @@ impl DeltaSink {
         if !self.idempotent {
             return Ok(None);
         }
+        let columns = normalize_batch(&RecordBatch::new_empty(schema.clone()))?.schema();
+        if !self.names_are_mapped() {
+            // As `add_batch`: names Delta does not allow are refused there.
+            if check_column_names(&self.path, &columns).is_err() {
+                return Ok(None);
+            }
+        }
         if self.table.version().is_none() {
             // The table may have been created by a previous attempt of this batch.
             self.table = open_table(&self.path).await?;
         }
         if self.table.version().is_none() {
-            let columns = normalize_batch(&RecordBatch::new_empty(schema.clone()))?.schema();
-            if !large || !self.create_empty(&columns).await? {
+            // A new table: created at the commit (`create_empty`'s rules, checked now),
+            // the files written for a fresh table's defaults.
+            let creatable = large
+                && self.column_mapping.is_none()
+                && self.partition_by.is_empty()
+                && columns.fields().iter().all(|f| nullable_deep(f));
+            if !creatable {
                 return Ok(None);
             }
+            let config = WriterConfig::new(
+                columns.clone(),
+                Vec::new(),
+                None,
+                Some(deltalake::table::config::DEFAULT_TARGET_FILE_SIZE),
+                None,
+                delta_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(
+                    deltalake::table::config::DEFAULT_NUM_INDEX_COLS,
+                ),
+                None,
+            );
+            return Ok(Some(StreamedAppend {
+                path: self.path.clone(),
+                store: self.table.log_store().object_store(None),
+                config,
+                columns,
+                create: true,
+                started: std::time::Instant::now(),
+            }));
         }
         self.settle_post_commit().await?;
         self.settle_checkpoint(false).await;
@@ -717,7 +758,6 @@ impl DeltaSink {
         if !follows_own_append && self.already_committed(batch_id).await? {
             return Ok(None);
         }
-        let columns = normalize_batch(&RecordBatch::new_empty(schema.clone()))?.schema();
         let Some((config, _)) = self.direct_append_config_for(&columns)? else {
             return Ok(None);
         };
@@ -726,6 +766,7 @@ impl DeltaSink {
             store: self.table.log_store().object_store(None),
             config,
             columns,
+            create: false,
             started: std::time::Instant::now(),
         }))
     }
@@ -738,7 +779,22 @@ impl DeltaSink {
         adds: Vec<Add>,
         num_rows: usize,
     ) -> Result<SinkCommit> {
-        if num_rows == 0 {
+        if append.create {
+            // Another writer may have created the table meanwhile: the files must fit it.
+            self.table = open_table(&self.path).await?;
+            let fits = match self.table.version() {
+                None => self.create_empty(&append.columns).await?,
+                Some(_) => self
+                    .direct_append_config_for(&append.columns)?
+                    .is_some_and(|(config, _)| config.file_schema() == append.config.file_schema()),
+            };
+            if !fits {
+                return Err(self.err(deltalake::DeltaTableError::Generic(format!(
+                    "the table was created by another writer while batch {batch_id} was written, with other columns; \
+                     nothing was committed, the batch runs again against it"
+                ))));
+            }
+        } else if num_rows == 0 {
             // As `add_batch` does with no rows: nothing to commit (the table exists).
             return Ok(SinkCommit {
                 num_output_rows: 0,

@@ -218,3 +218,72 @@ async fn a_new_column_declines_the_streamed_batch_leaving_no_file_behind() {
     let lines = table_lines(&table, &["id", "name", "extra", "f"], "id", ",").await;
     assert_eq!(lines, ["1,a,null,a.csv", "2,b,null,b.csv", "3,c,x,c.csv"]);
 }
+
+/// CSV text of `rows` lines under `header`, each line `i` then `rest`.
+fn csv(header: &str, rows: usize, rest: &str) -> Vec<u8> {
+    let mut text = format!("{header}\n");
+    for i in 0..rows {
+        text.push_str(&format!("{i},{rest}\n"));
+    }
+    text.into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_first_batch_that_stops_on_a_new_column_creates_no_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Two runs of ~4.5 MB: a large first batch, whose table the commit would create.
+    let pipeline = files_to_delta_flow(
+        dir,
+        "csv",
+        "",
+        "schema_inference_max_files = 1\n[flow.source.csv]\nheader = true",
+        "merge_schema = false",
+    );
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", &csv("id,name", 300_000, "aaaaaaaa"));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    land(
+        &landing,
+        "b.csv",
+        &csv("id,name,extra", 300_000, "bbbbbbbb,x"),
+    );
+    let stopped = run(&pipeline);
+    assert_eq!(
+        stopped.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    let table = dir.join("table");
+    assert_eq!(
+        delta_version(&table).await,
+        None,
+        "no table before the schema is settled"
+    );
+    // The restart writes the batch with the wider schema, every row once.
+    ok(&run(&pipeline));
+    let batches = delta_rows(&table).await;
+    assert_eq!(num_rows(&batches), 600_000);
+    let extra = sql(&batches, "SELECT count(*) FROM t WHERE extra = 'x'").await;
+    assert_eq!(scalar(&extra), 300_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_first_batch_with_a_name_delta_forbids_is_refused_as_the_ordinary_write_refuses_it()
+{
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = files_to_delta_flow(dir, "csv", "", "[flow.source.csv]\nheader = true", "");
+    let landing = dir.join("landing");
+    land(&landing, "a.csv", &csv("id,dep delay", 300_000, "5"));
+    land(&landing, "b.csv", &csv("id,dep delay", 300_000, "6"));
+    let out = run(&pipeline);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("dep delay") && stderr.contains("column_mapping_mode"),
+        "{stderr}"
+    );
+    assert_eq!(delta_version(&dir.join("table")).await, None);
+}
