@@ -120,7 +120,7 @@ pub async fn read_transform_write(
     let parts = cores
         .min(files.len())
         .min((bytes / PART_MIN_BYTES).max(1) as usize);
-    // A batch for parallel writers creates a missing table empty first (as an
+    // A batch for parallel writers creates a missing table at its commit (as an
     // ordinary large first append does); a smaller one is written the ordinary way.
     let append = match sinks
         .begin_streamed_append(batch_id, &flow.output_schema, parts >= 2)
