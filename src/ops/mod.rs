@@ -367,21 +367,7 @@ impl Projection {
         sql: &str,
         batches: Vec<RecordBatch>,
     ) -> Result<Vec<RecordBatch>> {
-        let table = datafusion::datasource::MemTable::try_new(schema.clone(), vec![batches])
-            .map_err(|e| self.sql_error("registering the batch", e))?;
-        self.ctx
-            .register_table("batch", Arc::new(table))
-            .map_err(|e| self.sql_error("registering the batch", e))?;
-        let result = async {
-            let plan = state.create_logical_plan(sql).await?;
-            datafusion::dataframe::DataFrame::new(state.clone(), plan)
-                .collect()
-                .await
-        }
-        .await
-        .map_err(|e| self.sql_error(&format!("evaluating `{sql}`"), e));
-        let _ = self.ctx.deregister_table("batch");
-        result
+        query_batches(&self.flow, &self.ctx, state, schema, sql, batches).await
     }
 
     /// Whether the query computes each output row from one input row alone (filters,
@@ -555,23 +541,34 @@ impl RowWiseRunner {
         if batches.is_empty() {
             return Ok(Vec::new());
         }
-        let error = |context: &str, e| sql_error(&q.flow, context, e);
-        let table = datafusion::datasource::MemTable::try_new(q.schema.clone(), vec![batches])
-            .map_err(|e| error("registering the batch", e))?;
-        self.ctx
-            .register_table("batch", Arc::new(table))
-            .map_err(|e| error("registering the batch", e))?;
-        let result = async {
-            let plan = self.state.create_logical_plan(sql).await?;
-            datafusion::dataframe::DataFrame::new(self.state.clone(), plan)
-                .collect()
-                .await
-        }
-        .await
-        .map_err(|e| error(&format!("evaluating `{sql}`"), e));
-        let _ = self.ctx.deregister_table("batch");
-        result
+        query_batches(&q.flow, &self.ctx, &self.state, &q.schema, sql, batches).await
     }
+}
+
+/// Runs `sql` over `batches` (of `schema`) registered as `batch` in `ctx`, planned and
+/// executed with `state` (a state of `ctx`: its start time is `current_timestamp()`).
+async fn query_batches(
+    flow: &str,
+    ctx: &SessionContext,
+    state: &datafusion::execution::SessionState,
+    schema: &SchemaRef,
+    sql: &str,
+    batches: Vec<RecordBatch>,
+) -> Result<Vec<RecordBatch>> {
+    let table = datafusion::datasource::MemTable::try_new(schema.clone(), vec![batches])
+        .map_err(|e| sql_error(flow, "registering the batch", e))?;
+    ctx.register_table("batch", Arc::new(table))
+        .map_err(|e| sql_error(flow, "registering the batch", e))?;
+    let result = async {
+        let plan = state.create_logical_plan(sql).await?;
+        datafusion::dataframe::DataFrame::new(state.clone(), plan)
+            .collect()
+            .await
+    }
+    .await
+    .map_err(|e| sql_error(flow, &format!("evaluating `{sql}`"), e));
+    let _ = ctx.deregister_table("batch");
+    result
 }
 
 fn quote_ident(name: &str) -> String {

@@ -670,11 +670,7 @@ impl DeltaSink {
     /// takes them in the next version, with its txn (a batch stopped between the two
     /// commits is written again on restart). `false`: not created.
     async fn create_empty(&mut self, schema: &SchemaRef) -> Result<bool> {
-        if self.table.version().is_some()
-            || self.column_mapping.is_some()
-            || !self.partition_by.is_empty()
-            || !schema.fields().iter().all(|f| nullable_deep(f))
-        {
+        if self.table.version().is_some() || !self.can_create_empty(schema) {
             return Ok(false);
         }
         let empty = RecordBatch::new_empty(schema.clone());
@@ -686,6 +682,13 @@ impl DeltaSink {
             .await
             .map_err(|e| self.err(e))?;
         Ok(true)
+    }
+
+    /// Whether [`DeltaSink::create_empty`] creates a missing table for rows of `schema`.
+    fn can_create_empty(&self, schema: &SchemaRef) -> bool {
+        self.column_mapping.is_none()
+            && self.partition_by.is_empty()
+            && schema.fields().iter().all(|f| nullable_deep(f))
     }
 
     /// Starts a streamed append of batch `batch_id`, rows of `schema` (the flow's output):
@@ -723,11 +726,7 @@ impl DeltaSink {
         if self.table.version().is_none() {
             // A new table: created at the commit (`create_empty`'s rules, checked now),
             // the files written for a fresh table's defaults.
-            let creatable = large
-                && self.column_mapping.is_none()
-                && self.partition_by.is_empty()
-                && columns.fields().iter().all(|f| nullable_deep(f));
-            if !creatable {
+            if !large || !self.can_create_empty(&columns) {
                 return Ok(None);
             }
             let config = WriterConfig::new(
