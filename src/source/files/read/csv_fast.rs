@@ -101,7 +101,7 @@ pub(super) fn decode(
 /// skipped); arrow-csv's null regex then reads the file. A header
 /// field equal to `null_value` is made empty too: arrow-csv skips the header record,
 /// which [`header_matches`] reads from the text as it is.
-fn blank_null_values<'a>(
+pub(super) fn blank_null_values<'a>(
     data: &'a [u8],
     null_value: &[u8],
     options: &CsvOptions,
