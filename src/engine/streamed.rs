@@ -14,7 +14,11 @@
 //! runs the flow's row-wise query over a few files' rows at a time and writes the result
 //! to Parquet files of its own, so a batch holds a few files' rows per writer at once,
 //! not the whole batch (and the next one read ahead): decode and encode overlap on every
-//! core, with the memory of an Arrow reader and a Parquet writer per core. The protocol
+//! core, with the memory of an Arrow reader and a Parquet writer per core. A writer done
+//! with its run takes files from the end of the run with the most left ([`Claims`]: the
+//! cores of a shared machine do not run at one speed, and equal bytes took one writer up
+//! to 45% longer than the other) and writes them, in the files' order, to a Parquet file
+//! of their own; the commit lists every file in the order of the input files it holds. The protocol
 //! is the batch's as [`super::batch`] runs it: the files' outcomes are in the ledger
 //! before the commit, the Parquet files are in no commit (invisible) until the one Delta
 //! commit that carries the batch's txn, and a batch re-run after a crash takes the
@@ -29,8 +33,8 @@
 //! next start re-runs it the ordinary way, the table's txn deciding).
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
@@ -64,6 +68,11 @@ const PART_MIN_BYTES: u64 = 4 << 20;
 /// one query per file would cost DataFusion's planning per file.
 const GROUP_ROWS: usize = 65_536;
 
+/// Rows of files taken from another writer's run that a writer holds before it writes
+/// them to a Parquet file (they are taken from the run's end, last file first, and
+/// written in the files' order): the memory a slow core's tail can cost.
+const TAKEN_ROWS: usize = 4 * GROUP_ROWS;
+
 /// Whether the flow's batches can be streamed: one files source, no union, no
 /// stream-static or stream-stream join, no state, no watermark, no `late_rows`, no
 /// quarantine, appended to an unpartitioned Delta table.
@@ -83,12 +92,13 @@ pub fn applies(spec: &FlowSpec, flow: &FlowPlan) -> bool {
         && matches!(&spec.sink, SinkSpec::Delta { partition_by, idempotent: true, .. } if partition_by.is_empty())
 }
 
-/// What one writer did: its files' decodes (rows moved out), and its files and rows
-/// written, or why it stopped.
-type WriterEnd = (
-    Vec<(usize, FileDecode)>,
-    Result<(Vec<deltalake::kernel::Add>, usize)>,
-);
+/// Parquet files a writer wrote, in order, with the index (in the batch) of the first
+/// input file whose rows they hold.
+type Written_ = Vec<(usize, Vec<deltalake::kernel::Add>)>;
+
+/// What one writer did: its files' decodes (rows moved out), and its Parquet files and
+/// rows written, or why it stopped.
+type WriterEnd = (Vec<(usize, FileDecode)>, Result<(Written_, usize)>);
 
 /// Steps 4 and 5 of `planned` streamed ([`applies`] must hold): the batch written to the
 /// sink in one commit, or declined.
@@ -137,15 +147,20 @@ pub async fn read_transform_write(
     let reader = input.stream_reader();
     let stop = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Handle::current();
-    let mut handles = Vec::with_capacity(parts);
-    for range in split_by_bytes(&files, parts) {
-        let part: Vec<(usize, ListedFile)> = range.clone().zip(files[range].to_vec()).collect();
-        let (reader, query, append, stop, runtime) = (
+    let runs = split_by_bytes(&files, parts);
+    let writers = runs.len();
+    let claims = Arc::new(Claims::new(runs));
+    let files = Arc::new(files);
+    let mut handles = Vec::with_capacity(writers);
+    for run in 0..writers {
+        let (reader, query, append, stop, runtime, claims, files) = (
             reader.clone(),
             query.clone(),
             append.clone(),
             stop.clone(),
             runtime.clone(),
+            claims.clone(),
+            files.clone(),
         );
         // A blocking thread per writer, as the ordinary append's Parquet writers: the
         // runtime's workers stay free.
@@ -153,22 +168,22 @@ pub async fn read_transform_write(
             runtime.block_on(async move {
                 let runner = query.runner();
                 let mut writer = append.writer();
-                let mut decodes = Vec::with_capacity(part.len());
-                let mut pending: Vec<RecordBatch> = Vec::new();
-                let mut pending_rows = 0;
+                let mut decodes = Vec::new();
+                // The files of other runs this writer took and wrote (or is writing).
+                let mut taken_written: Written_ = Vec::new();
+                let mut first = None;
+                let mut rows = 0;
                 let written: Result<()> = async {
-                    for (i, file) in part {
-                        if stop.load(Ordering::Relaxed) {
+                    // Its own run, first file first, into its Parquet writer.
+                    let mut pending: Vec<RecordBatch> = Vec::new();
+                    let mut pending_rows = 0;
+                    while let Some(i) = claims.own(run) {
+                        let Some(batches) =
+                            decode_plain(&reader, &files[i], i, &stop, &mut decodes)
+                        else {
                             return Ok(());
-                        }
-                        let mut decode = reader.decode_blocking(file);
-                        if !decode.is_plain() {
-                            stop.store(true, Ordering::Relaxed);
-                            decodes.push((i, decode));
-                            return Ok(());
-                        }
-                        let batches = decode.take_batches();
-                        decodes.push((i, decode));
+                        };
+                        first.get_or_insert(i);
                         pending_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
                         pending.extend(batches);
                         if pending_rows >= GROUP_ROWS {
@@ -181,38 +196,68 @@ pub async fn read_transform_write(
                     for out in runner.run(pending).await? {
                         writer.write(&out).await?;
                     }
+                    // Then the ends of the others' runs, last file first; written in
+                    // the files' order, a Parquet file per contiguous group.
+                    let mut taken: Vec<(usize, Vec<RecordBatch>)> = Vec::new();
+                    let mut taken_rows = 0;
+                    while let Some(i) = claims.take() {
+                        let Some(batches) =
+                            decode_plain(&reader, &files[i], i, &stop, &mut decodes)
+                        else {
+                            return Ok(());
+                        };
+                        taken_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+                        taken.push((i, batches));
+                        if taken_rows >= TAKEN_ROWS {
+                            taken_rows = 0;
+                            let group = std::mem::take(&mut taken);
+                            rows +=
+                                write_taken(group, &runner, &append, &mut taken_written).await?;
+                        }
+                    }
+                    rows += write_taken(taken, &runner, &append, &mut taken_written).await?;
                     Ok(())
                 }
                 .await;
+                let closed = writer.close().await;
                 if let Err(e) = written {
                     stop.store(true, Ordering::Relaxed);
                     // The files this writer finished are removed too.
-                    if let Ok((adds, _)) = writer.close().await {
+                    if let Ok((adds, _)) = closed {
                         append.discard(&adds).await;
+                    }
+                    for (_, adds) in &taken_written {
+                        append.discard(adds).await;
                     }
                     return (decodes, Err(e));
                 }
-                let closed = writer.close().await;
                 tracing::debug!(
                     batch_id,
                     files = decodes.len(),
+                    taken_files = taken_written.len(),
                     ms = started.elapsed().as_millis() as u64,
                     "streamed writer done"
                 );
-                (decodes, closed)
+                let end = closed.map(|(adds, own_rows)| {
+                    let mut all = taken_written;
+                    if let Some(first) = first {
+                        all.push((first, adds));
+                    }
+                    (all, own_rows + rows)
+                });
+                (decodes, end)
             })
         }));
     }
     let mut decodes: Vec<(usize, FileDecode)> = Vec::with_capacity(files.len());
-    let mut adds = Vec::new();
+    let mut written = Vec::new();
     let mut num_rows = 0usize;
     let mut failure = None;
-    // Writer by writer, in the files' order: the files' order in the commit is the rows'.
     for handle in handles {
         match handle.await {
-            Ok((d, Ok((written, rows)))) => {
+            Ok((d, Ok((w, rows)))) => {
                 decodes.extend(d);
-                adds.extend(written);
+                written.extend(w);
                 num_rows += rows;
             }
             Ok((d, Err(e))) => {
@@ -222,6 +267,10 @@ pub async fn read_transform_write(
             Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
         }
     }
+    // In the order of the input files they hold: the files' order in the commit is the
+    // rows'.
+    written.sort_by_key(|(first, _)| *first);
+    let adds: Vec<deltalake::kernel::Add> = written.into_iter().flat_map(|(_, a)| a).collect();
     // A table this batch would create and no row to create it with: the ordinary
     // write creates it, with the batch's txn, as for any empty first batch.
     if num_rows == 0 && append.creates_table() {
@@ -279,6 +328,109 @@ pub async fn read_transform_write(
     Ok(Streamed::Written(Box::new(Written { output, sink })))
 }
 
+/// Decodes file `i` for a writer and records its decode in `decodes`: its batches when
+/// it was read cleanly, `None` (and `stop` set) when not, or when another writer stopped.
+fn decode_plain(
+    reader: &crate::source::files::BatchReader,
+    file: &ListedFile,
+    i: usize,
+    stop: &AtomicBool,
+    decodes: &mut Vec<(usize, FileDecode)>,
+) -> Option<Vec<RecordBatch>> {
+    if stop.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut decode = reader.decode_blocking(file.clone());
+    if !decode.is_plain() {
+        stop.store(true, Ordering::Relaxed);
+        decodes.push((i, decode));
+        return None;
+    }
+    let batches = decode.take_batches();
+    decodes.push((i, decode));
+    Some(batches)
+}
+
+/// Writes files taken from other runs (`taken`, in any order): a Parquet file per group
+/// of consecutive files, their rows in the files' order, each pushed to `written` with
+/// its first file once closed. Returns the rows written.
+async fn write_taken(
+    taken: Vec<(usize, Vec<RecordBatch>)>,
+    runner: &crate::ops::RowWiseRunner,
+    append: &crate::sink::delta::StreamedAppend,
+    written: &mut Written_,
+) -> Result<usize> {
+    let mut rows = 0;
+    for (first, groups) in consecutive_groups(taken) {
+        let mut writer = append.writer();
+        let result: Result<()> = async {
+            for out in runner.run(groups.into_iter().flatten().collect()).await? {
+                writer.write(&out).await?;
+            }
+            Ok(())
+        }
+        .await;
+        let closed = writer.close().await;
+        if let Err(e) = result {
+            if let Ok((adds, _)) = closed {
+                append.discard(&adds).await;
+            }
+            return Err(e);
+        }
+        let (adds, n) = closed?;
+        rows += n;
+        written.push((first, adds));
+    }
+    Ok(rows)
+}
+
+/// `items` keyed by file index, in any order, as groups of consecutive indexes in
+/// order, each with its first index.
+fn consecutive_groups<T>(mut items: Vec<(usize, T)>) -> Vec<(usize, Vec<T>)> {
+    items.sort_by_key(|(i, _)| *i);
+    let mut groups: Vec<(usize, usize, Vec<T>)> = Vec::new();
+    for (i, item) in items {
+        match groups.last_mut() {
+            Some((_, last, group)) if *last + 1 == i => {
+                *last = i;
+                group.push(item);
+            }
+            _ => groups.push((i, i, vec![item])),
+        }
+    }
+    groups.into_iter().map(|(first, _, g)| (first, g)).collect()
+}
+
+/// Which file each writer of a streamed batch reads next: its own run from the front,
+/// then, its run done, the last file of the run with the most files left.
+struct Claims {
+    /// The files of each run not yet claimed (indexes into the batch's files).
+    left: Mutex<Vec<Range<usize>>>,
+}
+
+impl Claims {
+    fn new(runs: Vec<Range<usize>>) -> Self {
+        Claims {
+            left: Mutex::new(runs),
+        }
+    }
+
+    /// The next file of run `run`, first to last.
+    fn own(&self, run: usize) -> Option<usize> {
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        let range = left.get_mut(run)?;
+        let i = range.next()?;
+        Some(i)
+    }
+
+    /// The last file left of the run with the most files left.
+    fn take(&self) -> Option<usize> {
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        let range = left.iter_mut().max_by_key(|r| r.len())?;
+        range.next_back()
+    }
+}
+
 /// `files` in `parts` contiguous runs of about equal bytes, none empty (fewer runs when
 /// there are fewer files).
 fn split_by_bytes(files: &[ListedFile], parts: usize) -> Vec<Range<usize>> {
@@ -310,6 +462,45 @@ mod tests {
 
     fn files(sizes: &[u64]) -> Vec<ListedFile> {
         ListedFile::of_sizes(sizes)
+    }
+
+    #[test]
+    fn a_writer_done_takes_the_last_files_of_the_longest_run_left() {
+        let claims = Claims::new(vec![0..3, 3..8]);
+        assert_eq!(claims.own(0), Some(0));
+        assert_eq!(claims.own(1), Some(3));
+        // Writer 0 is fast: its run, then the end of run 1, last file first.
+        assert_eq!(claims.own(0), Some(1));
+        assert_eq!(claims.own(0), Some(2));
+        assert_eq!(claims.own(0), None);
+        assert_eq!(claims.take(), Some(7));
+        assert_eq!(claims.take(), Some(6));
+        assert_eq!(claims.own(1), Some(4));
+        assert_eq!(claims.take(), Some(5));
+        // Nothing is claimed twice, nothing is left out.
+        assert_eq!(claims.own(1), None);
+        assert_eq!(claims.take(), None);
+        // Three runs: the longest left is taken from.
+        let claims = Claims::new(vec![0..2, 2..3, 3..7]);
+        assert_eq!(claims.take(), Some(6));
+        assert_eq!(claims.take(), Some(5));
+        assert_eq!(claims.take(), Some(4));
+        // Runs 0 and 3 have two and one left: run 0's end.
+        assert_eq!(claims.take(), Some(1));
+        assert_eq!(claims.own(0), Some(0));
+        assert_eq!(claims.own(2), Some(3));
+        assert_eq!(claims.own(1), Some(2));
+        assert_eq!(claims.take(), None);
+    }
+
+    #[test]
+    fn files_taken_are_written_in_groups_of_consecutive_files_in_order() {
+        let taken = vec![(7, 'h'), (6, 'g'), (3, 'd'), (9, 'j'), (5, 'f')];
+        assert_eq!(
+            consecutive_groups(taken),
+            [(3, vec!['d']), (5, vec!['f', 'g', 'h']), (9, vec!['j'])]
+        );
+        assert!(consecutive_groups(Vec::<(usize, ())>::new()).is_empty());
     }
 
     #[test]

@@ -74,6 +74,35 @@ fn adds_in_version(table: &Path, version: u64) -> usize {
         .count()
 }
 
+/// The `source_file` of every row of one Delta version's added files, file by file in
+/// the log's order (each file's rows in their order).
+fn source_files_in_log_order(table: &Path, version: u64) -> Vec<Vec<String>> {
+    use arrow::array::{Array, StringArray};
+    let log =
+        std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
+    let mut files = Vec::new();
+    for line in log.lines() {
+        let action: serde_json::Value = serde_json::from_str(line).unwrap();
+        let Some(path) = action["add"]["path"].as_str() else {
+            continue;
+        };
+        let file = std::fs::File::open(table.join(path)).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut values = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let column = batch.column_by_name("source_file").unwrap();
+            let column = column.as_any().downcast_ref::<StringArray>().unwrap();
+            values.extend((0..column.len()).map(|i| column.value(i).to_string()));
+        }
+        files.push(values);
+    }
+    files
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bronze_batch_streams_file_by_file_into_the_rows_the_ordinary_path_writes() {
     let cols = [
@@ -128,13 +157,30 @@ async fn a_bronze_batch_streams_file_by_file_into_the_rows_the_ordinary_path_wri
             );
             assert_eq!(progress[1].weir.num_files, 120);
             assert_eq!(progress[1].duration_ms.get("getBatch"), Some(&0));
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            assert_eq!(
-                adds_in_version(&table, 1),
-                cores.min(2),
-                "a writer per core"
+            // A Parquet file per writer (a writer per core), and one more per group of
+            // files a writer took from the end of another's run.
+            let writers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+            let adds = adds_in_version(&table, 1);
+            assert!(
+                (writers..=2 * writers).contains(&adds),
+                "{adds} files for {writers} writers"
             );
             assert_eq!(added, on_disk, "every Parquet file written is in the log");
+            // The rows keep the input files' order (landed one by one, day by day: the
+            // batch's order is the paths'), across the Parquet files in the log's order,
+            // whichever writer wrote which file.
+            let in_log_order: Vec<String> = source_files_in_log_order(&table, 1)
+                .into_iter()
+                .flatten()
+                .collect();
+            assert_eq!(
+                in_log_order.len() as u64,
+                progress[1].sink.num_output_rows as u64
+            );
+            assert!(
+                in_log_order.is_sorted(),
+                "rows out of the files' order across the batch's Parquet files"
+            );
             let ledger = rusqlite::Connection::open(
                 dir.join("_checkpoints/bronze_flights/sources/0/ledger.sqlite"),
             )
