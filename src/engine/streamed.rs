@@ -18,11 +18,11 @@
 //! with its run takes files from the end of the run with the most left ([`Claims`]: the
 //! cores of a shared machine do not run at one speed, and equal bytes took one writer up
 //! to 45% longer than the other) and writes them, in the files' order, to a Parquet file
-//! of their own; the commit lists every file in the order of the input files it holds. The protocol
-//! is the batch's as [`super::batch`] runs it: the files' outcomes are in the ledger
-//! before the commit, the Parquet files are in no commit (invisible) until the one Delta
-//! commit that carries the batch's txn, and a batch re-run after a crash takes the
-//! ordinary path (the sink's txn skips a batch it holds).
+//! of their own; the commit lists every Parquet file in the order of the input files it
+//! holds. The protocol is the batch's as [`super::batch`] runs it: the files' outcomes
+//! are in the ledger before the commit, the Parquet files are in no commit (invisible)
+//! until the one Delta commit that carries the batch's txn, and a batch re-run after a
+//! crash takes the ordinary path (the sink's txn skips a batch it holds).
 //!
 //! A batch is streamed only when nothing in it needs the whole batch before a row is
 //! written; otherwise it is declined before its commit, its Parquet files removed, and
@@ -94,11 +94,11 @@ pub fn applies(spec: &FlowSpec, flow: &FlowPlan) -> bool {
 
 /// Parquet files a writer wrote, in order, with the index (in the batch) of the first
 /// input file whose rows they hold.
-type Written_ = Vec<(usize, Vec<deltalake::kernel::Add>)>;
+type WrittenFiles = Vec<(usize, Vec<deltalake::kernel::Add>)>;
 
 /// What one writer did: its files' decodes (rows moved out), and its Parquet files and
 /// rows written, or why it stopped.
-type WriterEnd = (Vec<(usize, FileDecode)>, Result<(Written_, usize)>);
+type WriterEnd = (Vec<(usize, FileDecode)>, Result<(WrittenFiles, usize)>);
 
 /// Steps 4 and 5 of `planned` streamed ([`applies`] must hold): the batch written to the
 /// sink in one commit, or declined.
@@ -170,7 +170,7 @@ pub async fn read_transform_write(
                 let mut writer = append.writer();
                 let mut decodes = Vec::new();
                 // The files of other runs this writer took and wrote (or is writing).
-                let mut taken_written: Written_ = Vec::new();
+                let mut taken_written: WrittenFiles = Vec::new();
                 let mut first = None;
                 let mut rows = 0;
                 let written: Result<()> = async {
@@ -358,7 +358,7 @@ async fn write_taken(
     taken: Vec<(usize, Vec<RecordBatch>)>,
     runner: &crate::ops::RowWiseRunner,
     append: &crate::sink::delta::StreamedAppend,
-    written: &mut Written_,
+    written: &mut WrittenFiles,
 ) -> Result<usize> {
     let mut rows = 0;
     for (first, groups) in consecutive_groups(taken) {
