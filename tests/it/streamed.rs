@@ -74,9 +74,9 @@ fn adds_in_version(table: &Path, version: u64) -> usize {
         .count()
 }
 
-/// The `source_file` of every row of one Delta version's added files, file by file in
+/// `column` (as text) of every row of one Delta version's added files, file by file in
 /// the log's order (each file's rows in their order).
-fn source_files_in_log_order(table: &Path, version: u64) -> Vec<Vec<String>> {
+fn column_in_log_order(table: &Path, version: u64, column: &str) -> Vec<Vec<String>> {
     use arrow::array::{Array, StringArray};
     let log =
         std::fs::read_to_string(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
@@ -94,9 +94,13 @@ fn source_files_in_log_order(table: &Path, version: u64) -> Vec<Vec<String>> {
         let mut values = Vec::new();
         for batch in reader {
             let batch = batch.unwrap();
-            let column = batch.column_by_name("source_file").unwrap();
-            let column = column.as_any().downcast_ref::<StringArray>().unwrap();
-            values.extend((0..column.len()).map(|i| column.value(i).to_string()));
+            let text = arrow::compute::cast(
+                batch.column_by_name(column).unwrap(),
+                &arrow::datatypes::DataType::Utf8,
+            )
+            .unwrap();
+            let text = text.as_any().downcast_ref::<StringArray>().unwrap();
+            values.extend((0..text.len()).map(|i| text.value(i).to_string()));
         }
         files.push(values);
     }
@@ -169,7 +173,7 @@ async fn a_bronze_batch_streams_file_by_file_into_the_rows_the_ordinary_path_wri
             // The rows keep the input files' order (landed one by one, day by day: the
             // batch's order is the paths'), across the Parquet files in the log's order,
             // whichever writer wrote which file.
-            let in_log_order: Vec<String> = source_files_in_log_order(&table, 1)
+            let in_log_order: Vec<String> = column_in_log_order(&table, 1, "source_file")
                 .into_iter()
                 .flatten()
                 .collect();
@@ -332,4 +336,55 @@ async fn a_large_first_batch_with_a_name_delta_forbids_is_refused_as_the_ordinar
         "{stderr}"
     );
     assert_eq!(delta_version(&dir.join("table")).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_done_early_takes_the_end_of_the_slower_run_and_the_rows_keep_their_order() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return; // one writer: nothing to share
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = files_to_delta_flow(
+        dir,
+        "csv",
+        "",
+        "schema = \"id BIGINT, note STRING\"\n[flow.source.csv]\nheader = true",
+        "",
+    );
+    let landing = dir.join("landing");
+    // Twenty files of ~420 KB (a large first batch: two runs of ten files). The first
+    // ten hold ~47 K short rows each, the last ten ~100 long rows each: the second
+    // writer's run decodes far faster, so it takes files from the end of the first's.
+    let mut id = 0u64;
+    for f in 0..20 {
+        let mut text = String::from("id,note\n");
+        while text.len() < 420_000 {
+            if f < 10 {
+                text.push_str(&format!("{id},1\n"));
+            } else {
+                text.push_str(&format!("{id},{}\n", "b".repeat(4000)));
+            }
+            id += 1;
+        }
+        land(&landing, &format!("f{f:02}.csv"), text.as_bytes());
+    }
+    ok(&run(&pipeline));
+    let table = dir.join("table");
+    let progress = read_progress(&dir.join("_checkpoints/t/_weir/progress.jsonl")).unwrap();
+    assert_eq!(progress.len(), 1);
+    assert!(progress[0].weir.streamed, "the batch is streamed");
+    // The table is created at the commit: empty in version 0, the rows in version 1.
+    assert_eq!(delta_version(&table).await, Some(1));
+    let files = column_in_log_order(&table, 1, "id");
+    assert!(
+        files.len() > 2,
+        "a writer took files from the other's run into a Parquet file of their own: {} files",
+        files.len()
+    );
+    // Every row once, in the input files' order, across the Parquet files in the log.
+    let ids: Vec<u64> = files.iter().flatten().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(ids, (0..id).collect::<Vec<_>>());
+    let (added, on_disk) = data_files(&table);
+    assert_eq!(added, on_disk, "every Parquet file written is in the log");
 }
