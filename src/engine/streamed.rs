@@ -15,11 +15,11 @@
 //! to Parquet files of its own, so a batch holds a few files' rows per writer at once,
 //! not the whole batch (and the next one read ahead): decode and encode overlap on every
 //! core, with the memory of an Arrow reader and a Parquet writer per core. A writer done
-//! with its run takes files from the end of the run with the most left ([`Claims`]: the
-//! cores of a shared machine do not run at one speed, and equal bytes took one writer up
-//! to 45% longer than the other) and writes them, in the files' order, to a Parquet file
-//! of their own; the commit lists every Parquet file in the order of the input files it
-//! holds. The protocol is the batch's as [`super::batch`] runs it: the files' outcomes
+//! with its run takes the back half of the files left in the run with the most left
+//! ([`Claims`]: the cores of a shared machine do not run at one speed, and equal bytes
+//! took one writer up to 45% longer than the other) and writes them, first to last, to a
+//! Parquet file of its own; the commit lists the Parquet files in the order of the input
+//! files they hold. The protocol is the batch's as [`super::batch`] runs it: the files' outcomes
 //! are in the ledger before the commit, the Parquet files are in no commit (invisible)
 //! until the one Delta commit that carries the batch's txn, and a batch re-run after a
 //! crash takes the ordinary path (the sink's txn skips a batch it holds).
@@ -68,11 +68,6 @@ const PART_MIN_BYTES: u64 = 4 << 20;
 /// one query per file would cost DataFusion's planning per file.
 const GROUP_ROWS: usize = 65_536;
 
-/// Rows of files taken from another writer's run that a writer holds before it writes
-/// them to a Parquet file (they are taken from the run's end, last file first, and
-/// written in the files' order): the memory a slow core's tail can cost.
-const TAKEN_ROWS: usize = 4 * GROUP_ROWS;
-
 /// Whether the flow's batches can be streamed: one files source, no union, no
 /// stream-static or stream-stream join, no state, no watermark, no `late_rows`, no
 /// quarantine, appended to an unpartitioned Delta table.
@@ -92,8 +87,8 @@ pub fn applies(spec: &FlowSpec, flow: &FlowPlan) -> bool {
         && matches!(&spec.sink, SinkSpec::Delta { partition_by, idempotent: true, .. } if partition_by.is_empty())
 }
 
-/// Parquet files a writer wrote, in order, with the index (in the batch) of the first
-/// input file whose rows they hold.
+/// The Parquet files a writer wrote, a range of the batch's files each, with the index
+/// (in the batch) of the range's first file.
 type WrittenFiles = Vec<(usize, Vec<deltalake::kernel::Add>)>;
 
 /// What one writer did: its files' decodes (rows moved out), and its Parquet files and
@@ -167,66 +162,69 @@ pub async fn read_transform_write(
         handles.push(tokio::task::spawn_blocking(move || -> WriterEnd {
             runtime.block_on(async move {
                 let runner = query.runner();
-                let mut writer = append.writer();
                 let mut decodes = Vec::new();
-                // The files of other runs this writer took and wrote (or is writing).
-                let mut taken_written: WrittenFiles = Vec::new();
-                let mut first = None;
+                let mut written = WrittenFiles::new();
                 let mut rows = 0;
-                let written: Result<()> = async {
-                    // Its own run, first file first, into its Parquet writer.
-                    let mut pending: Vec<RecordBatch> = Vec::new();
-                    let mut pending_rows = 0;
-                    while let Some(i) = claims.own(run) {
-                        let Some(batches) =
-                            decode_plain(&reader, &files[i], i, &stop, &mut decodes)
-                        else {
-                            return Ok(());
-                        };
-                        first.get_or_insert(i);
-                        pending_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
-                        pending.extend(batches);
-                        if pending_rows >= GROUP_ROWS {
-                            pending_rows = 0;
-                            for out in runner.run(std::mem::take(&mut pending)).await? {
-                                writer.write(&out).await?;
+                let mut failure = None;
+                // The files this writer holds (its run, then each half it takes from
+                // another's), first to last, into a Parquet writer per range.
+                loop {
+                    let mut writer = append.writer();
+                    let mut first = None;
+                    let range: Result<bool> = async {
+                        let mut pending: Vec<RecordBatch> = Vec::new();
+                        let mut pending_rows = 0;
+                        while let Some(i) = claims.next(run) {
+                            let Some(batches) =
+                                decode_plain(&reader, &files[i], i, &stop, &mut decodes)
+                            else {
+                                return Ok(true);
+                            };
+                            first.get_or_insert(i);
+                            pending_rows +=
+                                batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+                            pending.extend(batches);
+                            if pending_rows >= GROUP_ROWS {
+                                pending_rows = 0;
+                                for out in runner.run(std::mem::take(&mut pending)).await? {
+                                    writer.write(&out).await?;
+                                }
                             }
                         }
+                        for out in runner.run(pending).await? {
+                            writer.write(&out).await?;
+                        }
+                        Ok(false)
                     }
-                    for out in runner.run(pending).await? {
-                        writer.write(&out).await?;
-                    }
-                    // Then the ends of the others' runs, last file first; written in
-                    // the files' order, a Parquet file per contiguous group.
-                    let mut taken: Vec<(usize, Vec<RecordBatch>)> = Vec::new();
-                    let mut taken_rows = 0;
-                    while let Some(i) = claims.take() {
-                        let Some(batches) =
-                            decode_plain(&reader, &files[i], i, &stop, &mut decodes)
-                        else {
-                            return Ok(());
-                        };
-                        taken_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
-                        taken.push((i, batches));
-                        if taken_rows >= TAKEN_ROWS {
-                            taken_rows = 0;
-                            let group = std::mem::take(&mut taken);
-                            rows +=
-                                write_taken(group, &runner, &append, &mut taken_written).await?;
+                    .await;
+                    let closed = writer.close().await;
+                    match (range, closed) {
+                        (Ok(stopped), Ok((adds, n))) => {
+                            rows += n;
+                            if let Some(first) = first {
+                                written.push((first, adds));
+                            }
+                            if stopped || !claims.take_half(run) {
+                                break;
+                            }
+                        }
+                        (Err(e), closed) => {
+                            if let Ok((adds, _)) = closed {
+                                append.discard(&adds).await;
+                            }
+                            failure = Some(e);
+                            break;
+                        }
+                        (Ok(_), Err(e)) => {
+                            failure = Some(e);
+                            break;
                         }
                     }
-                    rows += write_taken(taken, &runner, &append, &mut taken_written).await?;
-                    Ok(())
                 }
-                .await;
-                let closed = writer.close().await;
-                if let Err(e) = written {
+                if let Some(e) = failure {
                     stop.store(true, Ordering::Relaxed);
                     // The files this writer finished are removed too.
-                    if let Ok((adds, _)) = closed {
-                        append.discard(&adds).await;
-                    }
-                    for (_, adds) in &taken_written {
+                    for (_, adds) in &written {
                         append.discard(adds).await;
                     }
                     return (decodes, Err(e));
@@ -234,18 +232,11 @@ pub async fn read_transform_write(
                 tracing::debug!(
                     batch_id,
                     files = decodes.len(),
-                    taken_files = taken_written.len(),
+                    parquet_files = written.len(),
                     ms = started.elapsed().as_millis() as u64,
                     "streamed writer done"
                 );
-                let end = closed.map(|(adds, own_rows)| {
-                    let mut all = taken_written;
-                    if let Some(first) = first {
-                        all.push((first, adds));
-                    }
-                    (all, own_rows + rows)
-                });
-                (decodes, end)
+                (decodes, Ok((written, rows)))
             })
         }));
     }
@@ -351,60 +342,15 @@ fn decode_plain(
     Some(batches)
 }
 
-/// Writes files taken from other runs (`taken`, in any order): a Parquet file per group
-/// of consecutive files, their rows in the files' order, each pushed to `written` with
-/// its first file once closed. Returns the rows written.
-async fn write_taken(
-    taken: Vec<(usize, Vec<RecordBatch>)>,
-    runner: &crate::ops::RowWiseRunner,
-    append: &crate::sink::delta::StreamedAppend,
-    written: &mut WrittenFiles,
-) -> Result<usize> {
-    let mut rows = 0;
-    for (first, groups) in consecutive_groups(taken) {
-        let mut writer = append.writer();
-        let result: Result<()> = async {
-            for out in runner.run(groups.into_iter().flatten().collect()).await? {
-                writer.write(&out).await?;
-            }
-            Ok(())
-        }
-        .await;
-        let closed = writer.close().await;
-        if let Err(e) = result {
-            if let Ok((adds, _)) = closed {
-                append.discard(&adds).await;
-            }
-            return Err(e);
-        }
-        let (adds, n) = closed?;
-        rows += n;
-        written.push((first, adds));
-    }
-    Ok(rows)
-}
-
-/// `items` keyed by file index, in any order, as groups of consecutive indexes in
-/// order, each with its first index.
-fn consecutive_groups<T>(mut items: Vec<(usize, T)>) -> Vec<(usize, Vec<T>)> {
-    items.sort_by_key(|(i, _)| *i);
-    let mut groups: Vec<(usize, usize, Vec<T>)> = Vec::new();
-    for (i, item) in items {
-        match groups.last_mut() {
-            Some((_, last, group)) if *last + 1 == i => {
-                *last = i;
-                group.push(item);
-            }
-            _ => groups.push((i, i, vec![item])),
-        }
-    }
-    groups.into_iter().map(|(first, _, g)| (first, g)).collect()
-}
-
-/// Which file each writer of a streamed batch reads next: its own run from the front,
-/// then, its run done, the last file of the run with the most files left.
+/// Which file each writer of a streamed batch reads next: its run from the front; its
+/// run done, it takes the back half of the files left in the run with the most left
+/// (work stealing, as Rayon's and Cilk's schedulers split a range), which becomes its
+/// own range, read from the front into a Parquet file of its own, and which a writer
+/// done first can take half of in turn. Every range is contiguous, so every Parquet
+/// file holds consecutive files, and sorting them by their first file gives the files'
+/// order.
 struct Claims {
-    /// The files of each run not yet claimed (indexes into the batch's files).
+    /// The files of each writer's range not yet read (indexes into the batch's files).
     left: Mutex<Vec<Range<usize>>>,
 }
 
@@ -415,19 +361,30 @@ impl Claims {
         }
     }
 
-    /// The next file of run `run`, first to last.
-    fn own(&self, run: usize) -> Option<usize> {
+    /// The next file of writer `writer`'s range.
+    fn next(&self, writer: usize) -> Option<usize> {
         let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
-        let range = left.get_mut(run)?;
-        let i = range.next()?;
-        Some(i)
+        left.get_mut(writer)?.next()
     }
 
-    /// The last file left of the run with the most files left.
-    fn take(&self) -> Option<usize> {
+    /// Gives writer `writer` the back half (rounded up) of the range with the most files
+    /// left; `false` when no file is left anywhere.
+    fn take_half(&self, writer: usize) -> bool {
         let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
-        let range = left.iter_mut().max_by_key(|r| r.len())?;
-        range.next_back()
+        let Some((from, len)) = (left.iter().enumerate())
+            .map(|(i, r)| (i, r.len()))
+            .max_by_key(|(_, len)| *len)
+        else {
+            return false;
+        };
+        if len == 0 || writer >= left.len() {
+            return false;
+        }
+        let split = left[from].end - len.div_ceil(2);
+        let taken = split..left[from].end;
+        left[from].end = split;
+        left[writer] = taken;
+        true
     }
 }
 
@@ -465,42 +422,39 @@ mod tests {
     }
 
     #[test]
-    fn a_writer_done_takes_the_last_files_of_the_longest_run_left() {
+    fn a_writer_done_takes_the_back_half_of_the_longest_range_left() {
         let claims = Claims::new(vec![0..3, 3..8]);
-        assert_eq!(claims.own(0), Some(0));
-        assert_eq!(claims.own(1), Some(3));
-        // Writer 0 is fast: its run, then the end of run 1, last file first.
-        assert_eq!(claims.own(0), Some(1));
-        assert_eq!(claims.own(0), Some(2));
-        assert_eq!(claims.own(0), None);
-        assert_eq!(claims.take(), Some(7));
-        assert_eq!(claims.take(), Some(6));
-        assert_eq!(claims.own(1), Some(4));
-        assert_eq!(claims.take(), Some(5));
-        // Nothing is claimed twice, nothing is left out.
-        assert_eq!(claims.own(1), None);
-        assert_eq!(claims.take(), None);
-        // Three runs: the longest left is taken from.
-        let claims = Claims::new(vec![0..2, 2..3, 3..7]);
-        assert_eq!(claims.take(), Some(6));
-        assert_eq!(claims.take(), Some(5));
-        assert_eq!(claims.take(), Some(4));
-        // Runs 0 and 3 have two and one left: run 0's end.
-        assert_eq!(claims.take(), Some(1));
-        assert_eq!(claims.own(0), Some(0));
-        assert_eq!(claims.own(2), Some(3));
-        assert_eq!(claims.own(1), Some(2));
-        assert_eq!(claims.take(), None);
-    }
-
-    #[test]
-    fn files_taken_are_written_in_groups_of_consecutive_files_in_order() {
-        let taken = vec![(7, 'h'), (6, 'g'), (3, 'd'), (9, 'j'), (5, 'f')];
-        assert_eq!(
-            consecutive_groups(taken),
-            [(3, vec!['d']), (5, vec!['f', 'g', 'h']), (9, vec!['j'])]
-        );
-        assert!(consecutive_groups(Vec::<(usize, ())>::new()).is_empty());
+        assert_eq!(claims.next(0), Some(0));
+        assert_eq!(claims.next(1), Some(3));
+        // Writer 0 is fast: its run, then the back half of what writer 1 has left
+        // (4..8: 6, 7), first to last.
+        assert_eq!(claims.next(0), Some(1));
+        assert_eq!(claims.next(0), Some(2));
+        assert_eq!(claims.next(0), None);
+        assert!(claims.take_half(0));
+        assert_eq!(claims.next(0), Some(6));
+        // Writer 1 finishes its 4, 5, and takes the half left of writer 0's range: 7.
+        assert_eq!(claims.next(1), Some(4));
+        assert_eq!(claims.next(1), Some(5));
+        assert_eq!(claims.next(1), None);
+        assert!(claims.take_half(1));
+        assert_eq!(claims.next(1), Some(7));
+        assert_eq!(claims.next(0), None);
+        assert_eq!(claims.next(1), None);
+        // Nothing is left anywhere: nothing to take, nothing read twice.
+        assert!(!claims.take_half(0));
+        assert!(!claims.take_half(1));
+        // Three writers: the longest range left is split, half rounded up to the taker.
+        let claims = Claims::new(vec![0..2, 2..3, 3..8]);
+        assert_eq!(claims.next(1), Some(2));
+        assert!(claims.take_half(1));
+        let taken: Vec<usize> = std::iter::from_fn(|| claims.next(1)).collect();
+        assert_eq!(taken, [5, 6, 7]);
+        let rest: Vec<usize> = std::iter::from_fn(|| claims.next(2)).collect();
+        assert_eq!(rest, [3, 4]);
+        let rest: Vec<usize> = std::iter::from_fn(|| claims.next(0)).collect();
+        assert_eq!(rest, [0, 1]);
+        assert!(!claims.take_half(2));
     }
 
     #[test]
