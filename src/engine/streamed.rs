@@ -166,6 +166,8 @@ pub async fn read_transform_write(
                 let mut written = WrittenFiles::new();
                 let mut rows = 0;
                 let mut failure = None;
+                // The first file of a range taken from another writer (claimed with it).
+                let mut head = None;
                 // The files this writer holds (its run, then each half it takes from
                 // another's), first to last, into a Parquet writer per range.
                 loop {
@@ -174,7 +176,7 @@ pub async fn read_transform_write(
                     let range: Result<bool> = async {
                         let mut pending: Vec<RecordBatch> = Vec::new();
                         let mut pending_rows = 0;
-                        while let Some(i) = claims.next(run) {
+                        while let Some(i) = head.take().or_else(|| claims.next(run)) {
                             let Some(batches) =
                                 decode_plain(&reader, &files[i], i, &stop, &mut decodes)
                             else {
@@ -204,7 +206,8 @@ pub async fn read_transform_write(
                             if let Some(first) = first {
                                 written.push((first, adds));
                             }
-                            if stopped || !claims.take_half(run) {
+                            head = if stopped { None } else { claims.take_half(run) };
+                            if head.is_none() {
                                 break;
                             }
                         }
@@ -368,23 +371,21 @@ impl Claims {
     }
 
     /// Gives writer `writer` the back half (rounded up) of the range with the most files
-    /// left; `false` when no file is left anywhere.
-    fn take_half(&self, writer: usize) -> bool {
+    /// left and claims its first file for it (so every range taken is read from, and
+    /// writers cannot take one file back and forth); `None` when no file is left.
+    fn take_half(&self, writer: usize) -> Option<usize> {
         let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((from, len)) = (left.iter().enumerate())
+        let (from, len) = (left.iter().enumerate())
             .map(|(i, r)| (i, r.len()))
-            .max_by_key(|(_, len)| *len)
-        else {
-            return false;
-        };
+            .max_by_key(|(_, len)| *len)?;
         if len == 0 || writer >= left.len() {
-            return false;
+            return None;
         }
         let split = left[from].end - len.div_ceil(2);
         let taken = split..left[from].end;
         left[from].end = split;
         left[writer] = taken;
-        true
+        left[writer].next()
     }
 }
 
@@ -427,34 +428,32 @@ mod tests {
         assert_eq!(claims.next(0), Some(0));
         assert_eq!(claims.next(1), Some(3));
         // Writer 0 is fast: its run, then the back half of what writer 1 has left
-        // (4..8: 6, 7), first to last.
+        // (4..8: 6, 7), first to last, its first file claimed with it.
         assert_eq!(claims.next(0), Some(1));
         assert_eq!(claims.next(0), Some(2));
         assert_eq!(claims.next(0), None);
-        assert!(claims.take_half(0));
-        assert_eq!(claims.next(0), Some(6));
+        assert_eq!(claims.take_half(0), Some(6));
         // Writer 1 finishes its 4, 5, and takes the half left of writer 0's range: 7.
         assert_eq!(claims.next(1), Some(4));
         assert_eq!(claims.next(1), Some(5));
         assert_eq!(claims.next(1), None);
-        assert!(claims.take_half(1));
-        assert_eq!(claims.next(1), Some(7));
+        assert_eq!(claims.take_half(1), Some(7));
         assert_eq!(claims.next(0), None);
         assert_eq!(claims.next(1), None);
         // Nothing is left anywhere: nothing to take, nothing read twice.
-        assert!(!claims.take_half(0));
-        assert!(!claims.take_half(1));
+        assert_eq!(claims.take_half(0), None);
+        assert_eq!(claims.take_half(1), None);
         // Three writers: the longest range left is split, half rounded up to the taker.
         let claims = Claims::new(vec![0..2, 2..3, 3..8]);
         assert_eq!(claims.next(1), Some(2));
-        assert!(claims.take_half(1));
+        assert_eq!(claims.take_half(1), Some(5));
         let taken: Vec<usize> = std::iter::from_fn(|| claims.next(1)).collect();
-        assert_eq!(taken, [5, 6, 7]);
+        assert_eq!(taken, [6, 7]);
         let rest: Vec<usize> = std::iter::from_fn(|| claims.next(2)).collect();
         assert_eq!(rest, [3, 4]);
         let rest: Vec<usize> = std::iter::from_fn(|| claims.next(0)).collect();
         assert_eq!(rest, [0, 1]);
-        assert!(!claims.take_half(2));
+        assert_eq!(claims.take_half(2), None);
     }
 
     #[test]
