@@ -27,7 +27,10 @@ waits for it); the query-only time is printed beside it. Needs Java 17, the PySp
 of bench/spark/setup.sh (ingest, window) and of scripts/spark-delta-setup.sh (pipeline);
 both are made on first use. Inputs: $WEIR_BENCH_DIR (default /var/tmp/weir-bench-inputs),
 made by bench/spark/gen_inputs.sh when missing. Run it on an idle machine: it builds
-first, then measures. Prints every raw JSON line on stderr and a table on stdout.
+first, then measures. Prints every raw JSON line on stderr and a table on stdout; for
+ingest also weir against the decode+encode limits run by run (the plain arrow-csv +
+Parquet program, and one doing weir's work: its NA blanking and its columns), with
+the medians, and how many of the 2 cores weir kept busy.
 """
 import argparse
 import json
@@ -124,6 +127,8 @@ def main():
 
     # results[case][engine] = list of (total seconds, query seconds or None, peak MiB or None)
     results = {c: {"weir": [], "spark": []} for c in cases}
+    # ingest: weir / each decode+encode limit, per run (runs back to back), and cores busy
+    limits = {"plain": [], "weirs_work": [], "weir_cores_busy": []}
     for r in range(a.runs):
         for case in cases:
             if case in ("ingest", "window"):
@@ -132,6 +137,12 @@ def main():
                     name = "weir run --headless" if case == "ingest" else "window-count"
                     line = next(l for l in lines if l.get("case", "").startswith(name))
                     results[case]["weir"].append((line["median_s"], None, line.get("peak_rss_mib")))
+                    if case == "ingest":
+                        ratio = next((l for l in lines if l.get("case") == "ratio"), {})
+                        cpu = next((l for l in lines if l.get("case") == "cpu"), {})
+                        limits["plain"].append(ratio.get("pairs_median_weir_vs_limit"))
+                        limits["weirs_work"].append(ratio.get("pairs_median_weir_vs_limit_weirs_work"))
+                        limits["weir_cores_busy"].append(cpu.get("weir_cores_busy"))
                 if "spark" in engines:
                     inp = os.path.join(INPUTS, "flights_x10" if case == "ingest" else "events")
                     spark_case = "flights-ingest" if case == "ingest" else "window-count"
@@ -181,7 +192,15 @@ def main():
         ratio = f"{ss / ws:.1f}x" if ws and ss else "-"
         fmt = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"
         print(f"| {case} | {fmt(ws)} | {fmt(wm, 0)} | {fmt(ss)} | {fmt(sq)} | {ratio} |")
-    print(json.dumps({"results": results}))
+    if "ingest" in cases and "weir" in engines and limits["plain"]:
+        print("\ningest, weir / the decode+encode limit, run by run (limit and weir back to back):")
+        for key, label in (("plain", "plain limit (arrow-csv with its NA regex)"),
+                           ("weirs_work", "limit doing weir's work (its NA blanking, its columns)"),
+                           ("weir_cores_busy", "weir's cores busy (CPU / wall; the limits keep 2.00)")):
+            vals = [v for v in limits[key] if v is not None]
+            shown = ", ".join(f"{v:.3f}" for v in vals)
+            print(f"  {label}: {shown}; median {median(vals):.3f}" if vals else f"  {label}: -")
+    print(json.dumps({"results": results, "ingest_limits": limits}))
 
 
 if __name__ == "__main__":
