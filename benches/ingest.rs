@@ -167,26 +167,12 @@ fn main() {
     );
 }
 
-/// This process's CPU time so far (user + system, every thread), seconds: fields 14
-/// and 15 of `/proc/self/stat`, in clock ticks of 1/100 s (Linux's `USER_HZ`); 0
-/// elsewhere.
+/// This process's CPU time so far (user + system, every thread), seconds (getrusage).
 fn self_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // The command name (field 2) may hold spaces; the fields after it follow ") ".
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // `rest` starts at field 3, so fields 14 and 15 are at 11 and 12.
-    (ticks(11) + ticks(12)) as f64 / 100.0
+    let u =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).expect("rusage");
+    let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    s(u.user_time()) + s(u.system_time())
 }
 
 /// The median over runs of `limit[i] / weir[i]`: each ratio from runs back to back, on
@@ -368,9 +354,10 @@ fn run_limit(files: &[PathBuf], weirs_work: bool) -> f64 {
                             let n = batch.num_rows();
                             let mut columns = batch.columns().to_vec();
                             columns.push(Arc::new(StringArray::new_null(n)) as ArrayRef);
-                            columns.push(Arc::new(StringArray::from_iter_values(
-                                std::iter::repeat_n(url.as_str(), n),
-                            )));
+                            columns.push(Arc::new(
+                                weir::source::files::repeated_string(&url, n, &url)
+                                    .expect("source_file"),
+                            ));
                             columns.push(Arc::new(
                                 TimestampMicrosecondArray::from_value(now_us, n)
                                     .with_timezone("UTC"),
@@ -733,12 +720,6 @@ fn scrape_cost_us(scrapes: u32) -> f64 {
     let server =
         weir::metrics::server::MetricsServer::start("127.0.0.1:0", board).expect("metrics");
     let addr = server.addr();
-    let cpu = || {
-        let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
-            .expect("rusage");
-        let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-        s(u.user_time()) + s(u.system_time())
-    };
     let scrape = || {
         let mut conn = std::net::TcpStream::connect(addr).expect("connect");
         write!(
@@ -752,11 +733,11 @@ fn scrape_cost_us(scrapes: u32) -> f64 {
         assert!(body.contains("weir_flow_batches"), "{body}");
     };
     scrape();
-    let start = cpu();
+    let start = self_cpu_s();
     for _ in 0..scrapes {
         scrape();
     }
-    (cpu() - start) / f64::from(scrapes) * 1e6
+    (self_cpu_s() - start) / f64::from(scrapes) * 1e6
 }
 
 /// The bronze flow reading `input`, all its files in one trigger's reach, in the demo's

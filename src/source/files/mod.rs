@@ -1077,8 +1077,9 @@ impl MetadataStrings {
 
 /// `n` copies of `value` (a file's path on each of its rows): one bulk copy of the
 /// bytes, not a push per row. Refuses (instead of panicking) when the copies would
-/// pass a `Utf8` array's 2 GiB offset limit.
-fn repeated_string(value: &str, n: usize, file: &str) -> Result<StringArray> {
+/// pass a `Utf8` array's 2 GiB offset limit. Public for the ingest bench's limit, which
+/// builds `source_file` as weir does.
+pub fn repeated_string(value: &str, n: usize, file: &str) -> Result<StringArray> {
     let total = value
         .len()
         .checked_mul(n)
