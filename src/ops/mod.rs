@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -516,10 +517,13 @@ impl RowWiseQuery {
         let ctx = SessionContext::new_with_config(self.config.clone());
         let mut state = ctx.state();
         state.execution_props_mut().query_execution_start_time = Some(self.start);
+        let task = Arc::new(datafusion::execution::TaskContext::from(&state));
         RowWiseRunner {
             query: self.clone(),
             ctx,
             state,
+            task,
+            plan: std::sync::Mutex::new(None),
         }
     }
 }
@@ -529,10 +533,20 @@ pub struct RowWiseRunner {
     query: RowWiseQuery,
     ctx: SessionContext,
     state: datafusion::execution::SessionState,
+    task: Arc<datafusion::execution::TaskContext>,
+    /// The physical plan of the first run, whose one in-memory scan of `batch` the
+    /// next runs point at their own rows (`None` until then, or when the plan has
+    /// another in-memory scan, e.g. a `VALUES` list: each run is planned then).
+    plan: std::sync::Mutex<Option<Arc<dyn ExecutionPlan>>>,
 }
 
 impl RowWiseRunner {
     /// The projection of `batches` (rows of the micro-batch's schema).
+    ///
+    /// The SQL is parsed, planned and optimised once, at the first run; later runs
+    /// execute that plan over their own rows. The plan depends on the rows' schema and
+    /// the micro-batch's start time only (`current_timestamp()` is folded at planning),
+    /// both fixed for the runner, so every run gives the rows planning it again would.
     pub async fn run(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
         let q = &self.query;
         let Some(sql) = &q.sql else {
@@ -541,8 +555,110 @@ impl RowWiseRunner {
         if batches.is_empty() {
             return Ok(Vec::new());
         }
-        query_batches(&q.flow, &self.ctx, &self.state, &q.schema, sql, batches).await
+        let planned = self
+            .plan
+            .lock()
+            .map_or(None, |plan| plan.as_ref().map(Arc::clone));
+        let plan = match planned {
+            Some(plan) => with_batch(plan, &q.schema, batches),
+            None => self.plan_first(sql, batches).await,
+        }
+        .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))?;
+        datafusion::physical_plan::collect(plan, self.task.clone())
+            .await
+            .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))
     }
+
+    /// Plans `sql` over `batches` registered as `batch`, and keeps the plan for the next
+    /// runs when its only in-memory scan is `batch`'s.
+    async fn plan_first(
+        &self,
+        sql: &str,
+        batches: Vec<RecordBatch>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let first = batches.first().cloned();
+        let table =
+            datafusion::datasource::MemTable::try_new(self.query.schema.clone(), vec![batches])?;
+        self.ctx.register_table("batch", Arc::new(table))?;
+        let plan = async {
+            let logical = self.state.create_logical_plan(sql).await?;
+            self.state.create_physical_plan(&logical).await
+        }
+        .await;
+        let _ = self.ctx.deregister_table("batch");
+        let plan = plan?;
+        if let Some(first) = first
+            && only_scan_reads(&plan, &first)?
+            && let Ok(mut kept) = self.plan.lock()
+        {
+            // Kept without the rows, which the runner must not hold on to.
+            *kept = Some(with_batch(plan.clone(), &self.query.schema, Vec::new())?);
+        }
+        Ok(plan)
+    }
+}
+
+/// Whether `plan`'s one in-memory scan (of `batch` or a `VALUES` list) is the one
+/// reading `first` (the first of `batch`'s rows): not when `batch` was optimised away
+/// and a `VALUES` list is left, nor when there are two scans.
+fn only_scan_reads(
+    plan: &Arc<dyn ExecutionPlan>,
+    first: &RecordBatch,
+) -> datafusion::error::Result<bool> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut scans = 0;
+    let mut reads_first = false;
+    plan.apply(|node| {
+        if let Some(scan) = memory_source(node) {
+            scans += 1;
+            reads_first = scan
+                .partitions()
+                .first()
+                .and_then(|p| p.first())
+                .is_some_and(|b| {
+                    b.num_columns() == first.num_columns()
+                        && b.columns()
+                            .iter()
+                            .zip(first.columns())
+                            .all(|(a, b)| Arc::ptr_eq(a, b))
+                });
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(scans == 1 && reads_first)
+}
+
+fn memory_source(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Option<&datafusion::datasource::memory::MemorySourceConfig> {
+    node.downcast_ref::<datafusion::datasource::source::DataSourceExec>()?
+        .data_source()
+        .downcast_ref()
+}
+
+/// `plan` (whose one in-memory scan is `batch`'s, [`only_scan_reads`]) over `batches`: the scan
+/// replaced by one of `batches` with the same projection, the nodes above rebuilt (so
+/// none keeps the state of an earlier execution).
+fn with_batch(
+    plan: Arc<dyn ExecutionPlan>,
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    let mut batches = Some(batches);
+    let rebound = plan.transform_up(|node| {
+        let Some(scan) = memory_source(&node) else {
+            return Ok(Transformed::no(node));
+        };
+        let rows = batches.take().unwrap_or_default();
+        let exec = datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
+            &[rows],
+            schema.clone(),
+            scan.projection().clone(),
+        )?;
+        Ok(Transformed::yes(exec as Arc<dyn ExecutionPlan>))
+    })?;
+    Ok(rebound.data)
 }
 
 /// Runs `sql` over `batches` (of `schema`) registered as `batch` in `ctx`, planned and
@@ -699,6 +815,52 @@ mod tests {
             .unwrap()
             .expect("identity");
         assert_eq!(q.runner().run(batches).await.unwrap().len(), 50);
+    }
+
+    /// A runner plans its query once and runs that plan over each part's rows; a plan
+    /// without the scan of `batch` (optimised away) is planned at each run. Both give,
+    /// part by part, the rows of the query over the whole batch.
+    #[tokio::test]
+    async fn a_runner_plans_once_and_runs_the_plan_over_each_part() {
+        use arrow::datatypes::Int64Type;
+        let (schema, batches) = numbers(10_000, 500);
+        for (where_, kept) in [
+            ("v % 3 = 0", true),
+            // Optimised to no scan at all: planned at each run.
+            ("v < 0 AND 1 = 0", false),
+        ] {
+            let select = vec!["v + 1 AS w".to_string()];
+            let mut whole = Projection::new("f", &schema, Some(where_), Some(&select));
+            let expected = whole.apply(batches.clone()).await.unwrap();
+            let mut p = Projection::new("f", &schema, Some(where_), Some(&select));
+            let query = p.row_wise_query(&schema).await.unwrap().expect("row-wise");
+            let runner = query.runner();
+            let mut out = Vec::new();
+            for part in batches.chunks(3) {
+                out.extend(runner.run(part.to_vec()).await.unwrap());
+                let plan = runner.plan.lock().unwrap().clone();
+                assert_eq!(plan.is_some(), kept, "{where_}");
+                // The kept plan holds no rows.
+                if let Some(plan) = plan {
+                    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+                    let mut held = usize::MAX;
+                    plan.apply(|node| {
+                        if let Some(scan) = memory_source(node) {
+                            held = scan.partitions().iter().map(Vec::len).sum();
+                        }
+                        Ok(TreeNodeRecursion::Continue)
+                    })
+                    .unwrap();
+                    assert_eq!(held, 0);
+                }
+            }
+            assert_eq!(
+                column::<Int64Type>(&out, 0),
+                column::<Int64Type>(&expected, 0),
+                "{where_}"
+            );
+            assert_eq!(out.is_empty(), !kept);
+        }
     }
 
     #[tokio::test]
