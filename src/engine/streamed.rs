@@ -42,13 +42,14 @@ use arrow::record_batch::RecordBatch;
 use super::batch::{Output, PlannedBatch, ReadBatch, Written};
 use super::control::FlowEvents;
 use super::failpoint;
+use super::input::files::StreamedHead;
 use super::input::{BatchFiles, Input};
 use super::plan::{FlowPlan, Operator};
 use super::sinks::Sinks;
 use crate::error::Result;
 use crate::schema::events::SchemaEvent;
-use crate::source::files::FileDecode;
 use crate::source::files::ledger::ListedFile;
+use crate::source::files::{BatchReader, FileDecode};
 use crate::spec::{FlowSpec, OutputMode, SinkSpec};
 
 /// A streamed batch's end.
@@ -64,9 +65,11 @@ pub enum Streamed {
 /// small batch: one file in the table, not one per core).
 const PART_MIN_BYTES: u64 = 4 << 20;
 
-/// Rows a writer gathers (from whole files) before it runs the flow's query over them:
-/// one query per file would cost DataFusion's planning per file.
-const GROUP_ROWS: usize = 65_536;
+/// Rows a writer gathers (from whole files) before it runs the flow's query over them
+/// and encodes them: about one decoded batch, so a writer done with its files waits
+/// little for the other's last encode (the query is planned once per writer, not per
+/// run, [`crate::ops::RowWiseRunner::run`]).
+const GROUP_ROWS: usize = 8192;
 
 /// Whether the flow's batches can be streamed: one files source, no union, no
 /// stream-static or stream-stream join, no state, no watermark, no `late_rows`, no
@@ -139,7 +142,21 @@ pub async fn read_transform_write(
             return Ok(Streamed::Declined(planned));
         }
     };
-    let reader = input.stream_reader();
+    let (reader, head) = input.stream_reader(&files);
+    if let Some(head) = &head {
+        tracing::debug!(
+            batch_id,
+            files = head.files.len(),
+            "streamed batch begins with a head start"
+        );
+    }
+    let prefetched = Arc::new(Prefetched::new(head));
+    // The next batch's head start, begun by the first writer with no file left.
+    let next_head = Arc::new(NextHead {
+        files: input.next_streamed_head_files(),
+        reader: reader.clone(),
+        begun: Mutex::new(None),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Handle::current();
     let runs = split_by_bytes(&files, parts);
@@ -148,7 +165,7 @@ pub async fn read_transform_write(
     let files = Arc::new(files);
     let mut handles = Vec::with_capacity(writers);
     for run in 0..writers {
-        let (reader, query, append, stop, runtime, claims, files) = (
+        let (reader, query, append, stop, runtime, claims, files, prefetched, next_head) = (
             reader.clone(),
             query.clone(),
             append.clone(),
@@ -156,6 +173,8 @@ pub async fn read_transform_write(
             runtime.clone(),
             claims.clone(),
             files.clone(),
+            prefetched.clone(),
+            next_head.clone(),
         );
         // A blocking thread per writer, as the ordinary append's Parquet writers: the
         // runtime's workers stay free.
@@ -177,8 +196,9 @@ pub async fn read_transform_write(
                         let mut pending: Vec<RecordBatch> = Vec::new();
                         let mut pending_rows = 0;
                         while let Some(i) = head.take().or_else(|| claims.next(run)) {
+                            let early = prefetched.take(i).await;
                             let Some(batches) =
-                                decode_plain(&reader, &files[i], i, &stop, &mut decodes)
+                                decode_plain(&reader, &files[i], i, early, &stop, &mut decodes)
                             else {
                                 return Ok(true);
                             };
@@ -196,6 +216,12 @@ pub async fn read_transform_write(
                         for out in runner.run(pending).await? {
                             writer.write(&out).await?;
                         }
+                        // No file left to read or take: while this writer's file is
+                        // written out and the batch finishes, its core decodes the
+                        // next batch's first files.
+                        if claims.exhausted() {
+                            next_head.begin();
+                        }
                         Ok(false)
                     }
                     .await;
@@ -208,6 +234,9 @@ pub async fn read_transform_write(
                             }
                             head = if stopped { None } else { claims.take_half(run) };
                             if head.is_none() {
+                                if !stopped {
+                                    next_head.begin();
+                                }
                                 break;
                             }
                         }
@@ -260,6 +289,13 @@ pub async fn read_transform_write(
             }
             Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
         }
+    }
+    if let Some(task) = next_head.take() {
+        input.set_streamed_head(StreamedHead {
+            files: next_head.files.clone(),
+            reader: reader.clone(),
+            task,
+        });
     }
     // In the order of the input files they hold: the files' order in the commit is the
     // rows'.
@@ -322,19 +358,21 @@ pub async fn read_transform_write(
     Ok(Streamed::Written(Box::new(Written { output, sink })))
 }
 
-/// Decodes file `i` for a writer and records its decode in `decodes`: its batches when
-/// it was read cleanly, `None` (and `stop` set) when not, or when another writer stopped.
+/// Decodes file `i` for a writer (or takes `early`, its decode begun before the batch)
+/// and records its decode in `decodes`: its batches when it was read cleanly, `None`
+/// (and `stop` set) when not, or when another writer stopped.
 fn decode_plain(
-    reader: &crate::source::files::BatchReader,
+    reader: &BatchReader,
     file: &ListedFile,
     i: usize,
+    early: Option<FileDecode>,
     stop: &AtomicBool,
     decodes: &mut Vec<(usize, FileDecode)>,
 ) -> Option<Vec<RecordBatch>> {
     if stop.load(Ordering::Relaxed) {
         return None;
     }
-    let mut decode = reader.decode_blocking(file.clone());
+    let mut decode = early.unwrap_or_else(|| reader.decode_blocking(file.clone()));
     if !decode.is_plain() {
         stop.store(true, Ordering::Relaxed);
         decodes.push((i, decode));
@@ -343,6 +381,72 @@ fn decode_plain(
     let batches = decode.take_batches();
     decodes.push((i, decode));
     Some(batches)
+}
+
+/// The decodes of the batch's first files that the batch before began (a head start,
+/// [`StreamedHead`]): the writer reading one of them waits for them, once, instead of
+/// decoding it.
+struct Prefetched {
+    /// How many of the batch's first files the head start decodes.
+    files: usize,
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<Vec<FileDecode>>>>,
+    decoded: Mutex<Vec<Option<FileDecode>>>,
+}
+
+impl Prefetched {
+    fn new(head: Option<StreamedHead>) -> Self {
+        let (files, task) = head.map_or((0, None), |h| (h.files.len(), Some(h.task)));
+        Prefetched {
+            files,
+            task: tokio::sync::Mutex::new(task),
+            decoded: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// File `i`'s decode when the head start has it; `None` (the writer decodes the
+    /// file itself) for the other files, or when the head start's task failed.
+    async fn take(&self, i: usize) -> Option<FileDecode> {
+        if i >= self.files {
+            return None;
+        }
+        if let Some(task) = self.task.lock().await.take() {
+            let decoded = task.await.unwrap_or_default();
+            *self.decoded.lock().unwrap_or_else(|p| p.into_inner()) =
+                decoded.into_iter().map(Some).collect();
+        }
+        let mut decoded = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
+        decoded.get_mut(i)?.take()
+    }
+}
+
+/// The head start on the next batch ([`StreamedHead`]): its files, begun at most once,
+/// by the first writer left without a file.
+struct NextHead {
+    files: Vec<ListedFile>,
+    reader: BatchReader,
+    begun: Mutex<Option<tokio::task::JoinHandle<Vec<FileDecode>>>>,
+}
+
+impl NextHead {
+    /// Begins decoding the files, one after the other on a blocking thread of their
+    /// own (one core's worth: the other writers still encode), unless begun already.
+    fn begin(&self) {
+        let mut begun = self.begun.lock().unwrap_or_else(|p| p.into_inner());
+        if begun.is_some() || self.files.is_empty() {
+            return;
+        }
+        let (reader, files) = (self.reader.clone(), self.files.clone());
+        *begun = Some(tokio::task::spawn_blocking(move || {
+            files
+                .into_iter()
+                .map(|file| reader.decode_blocking(file))
+                .collect()
+        }));
+    }
+
+    fn take(&self) -> Option<tokio::task::JoinHandle<Vec<FileDecode>>> {
+        self.begun.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// Which file each writer of a streamed batch reads next: its run from the front; its
@@ -368,6 +472,12 @@ impl Claims {
     fn next(&self, writer: usize) -> Option<usize> {
         let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
         left.get_mut(writer)?.next()
+    }
+
+    /// Whether every file has been claimed.
+    fn exhausted(&self) -> bool {
+        let left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        left.iter().all(|r| r.is_empty())
     }
 
     /// Gives writer `writer` the back half (rounded up) of the range with the most files

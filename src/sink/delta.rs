@@ -631,6 +631,12 @@ impl StreamedAppend {
 /// every 8,192 values instead of every 1,024.
 const WRITE_BATCH_ROWS: usize = 8192;
 
+/// Rows per Parquet row group (Parquet's default is 1 M, Spark's ~128 MB, DuckDB's
+/// 122,880): a writer hands each row group to the file as it completes instead of
+/// encoding and writing a whole file at its close, so the writes overlap the encode and
+/// less of a file is held in memory (BENCHMARKS.md, "Bronze ingest: fewer allocations").
+const ROW_GROUP_ROWS: usize = 131_072;
+
 /// delta-rs's own Parquet writer properties (its `created_by`, Snappy), with
 /// [`WRITE_BATCH_ROWS`] values per encode.
 fn writer_properties() -> deltalake::parquet::file::properties::WriterProperties {
@@ -638,6 +644,7 @@ fn writer_properties() -> deltalake::parquet::file::properties::WriterProperties
         .set_created_by(format!("delta-rs version {}", deltalake::crate_version()))
         .set_compression(deltalake::parquet::basic::Compression::SNAPPY)
         .set_write_batch_size(WRITE_BATCH_ROWS)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .build()
 }
 

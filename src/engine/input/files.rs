@@ -26,6 +26,23 @@ pub struct FilesInput {
     /// Whether [`FilesInput::read`] reads the next batch ahead (not when the flow's
     /// batches are streamed: a streamed batch would drop it).
     reads_ahead: bool,
+    /// `available_now`, streamed batches: the first files of the next batch, decoding
+    /// since a writer of the previous batch had no file left ([`StreamedHead`]).
+    streamed_head: Option<StreamedHead>,
+}
+
+/// The first files of the next streamed batch (an eighth of its bytes at most,
+/// [`head_start_files`]), decoded on a thread of their own from the moment a writer of
+/// the batch before has no file left to read: the core it leaves decodes them while
+/// the other writers finish, the batch commits and the next one is planned (without
+/// it, a core idles 40-60 ms at each batch boundary; BENCHMARKS.md, "Bronze ingest: a
+/// head start for streamed batches"). Like the read-ahead, it has no side effect: the
+/// next batch uses the decodes only when it begins with exactly these files and has
+/// the same read spec.
+pub struct StreamedHead {
+    pub files: Vec<ListedFile>,
+    pub reader: BatchReader,
+    pub task: tokio::task::JoinHandle<Vec<FileDecode>>,
 }
 
 /// A decode started before its batch was planned, and the head start it gave the batch
@@ -150,6 +167,7 @@ impl FilesInput {
                     ahead.task.abort();
                 }
                 self.drop_head_start();
+                self.drop_streamed_head();
                 reader.clone().read(files).await?
             }
         };
@@ -179,15 +197,51 @@ impl FilesInput {
         self.reads_ahead = on;
     }
 
-    /// A reader for a batch streamed file by file (`crate::engine::streamed`): a
-    /// read-ahead or head start an earlier batch began is dropped (a streamed batch
-    /// holds a few files' rows at a time, not a batch's).
-    pub fn stream_reader(&mut self) -> BatchReader {
+    /// A reader for a batch of `files` streamed file by file (`crate::engine::streamed`),
+    /// and the head start the batch before it began on its first files, when it
+    /// decoded exactly those with this reader's spec. A read-ahead or head start of the
+    /// ordinary path is dropped (a streamed batch holds a few files' rows at a time,
+    /// not a batch's), and so is a head start that does not fit.
+    pub fn stream_reader(&mut self, files: &[ListedFile]) -> (BatchReader, Option<StreamedHead>) {
         if let Some(ahead) = self.read_ahead.take() {
             ahead.task.abort();
         }
         self.drop_head_start();
-        self.source.reader()
+        let reader = self.source.reader();
+        let head = match self.streamed_head.take() {
+            Some(head) if files.starts_with(&head.files) && head.reader.same_spec(&reader) => {
+                Some(head)
+            }
+            Some(head) => {
+                head.task.abort();
+                None
+            }
+            None => None,
+        };
+        (reader, head)
+    }
+
+    /// `available_now`: the files a head start on the next streamed batch decodes (the
+    /// first of what the next batch takes from the trigger's snapshot, an eighth of its
+    /// bytes at most); none without a snapshot or when this batch is the last.
+    pub fn next_streamed_head_files(&mut self) -> Vec<ListedFile> {
+        if !self.source.has_snapshot() {
+            return Vec::new();
+        }
+        head_start_files(&self.source.peek_snapshot())
+    }
+
+    /// Keeps the head start a streamed batch began on the next one.
+    pub fn set_streamed_head(&mut self, head: StreamedHead) {
+        if let Some(old) = self.streamed_head.replace(head) {
+            old.task.abort();
+        }
+    }
+
+    fn drop_streamed_head(&mut self) {
+        if let Some(head) = self.streamed_head.take() {
+            head.task.abort();
+        }
     }
 
     fn drop_head_start(&mut self) {
@@ -224,6 +278,7 @@ impl FilesInput {
             read_ahead: None,
             head_start: None,
             reads_ahead: true,
+            streamed_head: None,
         }))
     }
 
