@@ -338,6 +338,42 @@ async fn a_large_first_batch_with_a_name_delta_forbids_is_refused_as_the_ordinar
     assert_eq!(delta_version(&dir.join("table")).await, None);
 }
 
+/// A CSV files-to-Delta flow of `id BIGINT, note STRING` rows with a header;
+/// `source_extra` goes into `[flow.source]`.
+fn id_note_flow(dir: &Path, source_extra: &str) -> std::path::PathBuf {
+    files_to_delta_flow(
+        dir,
+        "csv",
+        "",
+        &format!(
+            "schema = \"id BIGINT, note STRING\"\n{source_extra}[flow.source.csv]\nheader = true"
+        ),
+        "",
+    )
+}
+
+/// Lands `files` CSV files `fNN.csv` of `id,note` rows, each at least `min_bytes` long,
+/// file `f`'s rows with the note `note(f)` and the ids counting up across the files;
+/// returns the number of rows.
+fn land_id_note_files(
+    landing: &Path,
+    files: usize,
+    min_bytes: usize,
+    note: impl Fn(usize) -> String,
+) -> u64 {
+    let mut id = 0u64;
+    for f in 0..files {
+        let note = note(f);
+        let mut text = String::from("id,note\n");
+        while text.len() < min_bytes {
+            text.push_str(&format!("{id},{note}\n"));
+            id += 1;
+        }
+        land(landing, &format!("f{f:02}.csv"), text.as_bytes());
+    }
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_done_early_takes_half_the_slower_range_and_the_rows_keep_their_order() {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
@@ -345,30 +381,17 @@ async fn a_writer_done_early_takes_half_the_slower_range_and_the_rows_keep_their
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let pipeline = files_to_delta_flow(
-        dir,
-        "csv",
-        "",
-        "schema = \"id BIGINT, note STRING\"\n[flow.source.csv]\nheader = true",
-        "",
-    );
-    let landing = dir.join("landing");
+    let pipeline = id_note_flow(dir, "");
     // Twenty files of ~420 KB (a large first batch: two runs of ten files). The first
     // ten hold ~47 K short rows each, the last ten ~100 long rows each: the second
     // writer's run decodes far faster, so it takes the back half of the first's.
-    let mut id = 0u64;
-    for f in 0..20 {
-        let mut text = String::from("id,note\n");
-        while text.len() < 420_000 {
-            if f < 10 {
-                text.push_str(&format!("{id},1\n"));
-            } else {
-                text.push_str(&format!("{id},{}\n", "b".repeat(4000)));
-            }
-            id += 1;
+    let id = land_id_note_files(&dir.join("landing"), 20, 420_000, |f| {
+        if f < 10 {
+            "1".to_string()
+        } else {
+            "b".repeat(4000)
         }
-        land(&landing, &format!("f{f:02}.csv"), text.as_bytes());
-    }
+    });
     ok(&run(&pipeline));
     let table = dir.join("table");
     let progress = read_progress(&dir.join("_checkpoints/t/_weir/progress.jsonl")).unwrap();
@@ -393,26 +416,11 @@ async fn a_writer_done_early_takes_half_the_slower_range_and_the_rows_keep_their
 async fn each_streamed_batch_begins_with_the_first_files_the_batch_before_decoded() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let pipeline = files_to_delta_flow(
-        dir,
-        "csv",
-        "",
-        "schema = \"id BIGINT, note STRING\"\nmax_files_per_trigger = 16\n[flow.source.csv]\nheader = true",
-        "",
-    );
-    let landing = dir.join("landing");
+    let pipeline = id_note_flow(dir, "max_files_per_trigger = 16\n");
     // Four batches of 16 files of ~40 KB. The first creates the table the ordinary way
     // (a small batch), the next three are streamed; a head start decodes the first two
     // files (an eighth of the bytes) of each batch after a streamed one.
-    let mut id = 0u64;
-    for f in 0..64 {
-        let mut text = String::from("id,note\n");
-        while text.len() < 40_000 {
-            text.push_str(&format!("{id},n{f}\n"));
-            id += 1;
-        }
-        land(&landing, &format!("f{f:02}.csv"), text.as_bytes());
-    }
+    let id = land_id_note_files(&dir.join("landing"), 64, 40_000, |f| format!("n{f}"));
     let out = weir()
         .args(["run", "--headless", "--trigger", "available-now"])
         .arg(&pipeline)
