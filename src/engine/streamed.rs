@@ -42,7 +42,7 @@ use arrow::record_batch::RecordBatch;
 use super::batch::{Output, PlannedBatch, ReadBatch, Written};
 use super::control::FlowEvents;
 use super::failpoint;
-use super::input::files::StreamedHead;
+use super::input::files::{HeadDecodes, StreamedHead};
 use super::input::{BatchFiles, Input};
 use super::plan::{FlowPlan, Operator};
 use super::sinks::Sinks;
@@ -150,13 +150,9 @@ pub async fn read_transform_write(
             "streamed batch begins with a head start"
         );
     }
-    let prefetched = Arc::new(Prefetched::new(head));
-    // The next batch's head start, begun by the first writer with no file left.
-    let next_head = Arc::new(NextHead {
-        files: input.next_streamed_head_files(),
-        reader: reader.clone(),
-        begun: Mutex::new(None),
-    });
+    let prefetched = head.map(|h| h.decodes);
+    // The next batch's head start, a thread begun on it by each writer with no file left.
+    let next_head = Arc::new(NextHead::new(&reader, input.next_streamed_head_files()));
     let stop = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Handle::current();
     let runs = split_by_bytes(&files, parts);
@@ -187,6 +183,10 @@ pub async fn read_transform_write(
                 let mut failure = None;
                 // The first file of a range taken from another writer (claimed with it).
                 let mut head = None;
+                // This writer began a thread on the next batch's head start.
+                let mut began = false;
+                // The files of the ranges this writer is done with, closing.
+                let mut closing = Vec::new();
                 // The files this writer holds (its run, then each half it takes from
                 // another's), first to last, into a Parquet writer per range.
                 loop {
@@ -196,7 +196,7 @@ pub async fn read_transform_write(
                         let mut pending: Vec<RecordBatch> = Vec::new();
                         let mut pending_rows = 0;
                         while let Some(i) = head.take().or_else(|| claims.next(run)) {
-                            let early = prefetched.take(i).await;
+                            let early = prefetched.as_ref().and_then(|p| p.take(i));
                             let Some(batches) =
                                 decode_plain(&reader, &files[i], i, early, &stop, &mut decodes)
                             else {
@@ -219,12 +219,22 @@ pub async fn read_transform_write(
                         // No file left to read or take: while this writer's file is
                         // written out and the batch finishes, its core decodes the
                         // next batch's first files.
-                        if claims.exhausted() {
+                        if claims.exhausted() && !began {
+                            began = true;
                             next_head.begin();
                         }
                         Ok(false)
                     }
                     .await;
+                    // Another range to take: this range's file is closed on a task
+                    // of its own while this writer reads that range.
+                    if let Ok(false) = range
+                        && let Some(next) = claims.take_half(run)
+                    {
+                        closing.push((first, writer.close_later()));
+                        head = Some(next);
+                        continue;
+                    }
                     let closed = writer.close().await;
                     match (range, closed) {
                         (Ok(stopped), Ok((adds, n))) => {
@@ -232,12 +242,8 @@ pub async fn read_transform_write(
                             if let Some(first) = first {
                                 written.push((first, adds));
                             }
-                            head = if stopped { None } else { claims.take_half(run) };
-                            if head.is_none() {
-                                if !stopped {
-                                    next_head.begin();
-                                }
-                                break;
+                            if !stopped && !began {
+                                next_head.begin();
                             }
                         }
                         (Err(e), closed) => {
@@ -245,12 +251,20 @@ pub async fn read_transform_write(
                                 append.discard(&adds).await;
                             }
                             failure = Some(e);
-                            break;
                         }
-                        (Ok(_), Err(e)) => {
-                            failure = Some(e);
-                            break;
+                        (Ok(_), Err(e)) => failure = Some(e),
+                    }
+                    break;
+                }
+                for (first, closed) in closing {
+                    match closed.await {
+                        Ok((adds, n)) => {
+                            rows += n;
+                            if let Some(first) = first {
+                                written.push((first, adds));
+                            }
                         }
+                        Err(e) => failure = failure.or(Some(e)),
                     }
                 }
                 if let Some(e) = failure {
@@ -290,12 +304,8 @@ pub async fn read_transform_write(
             Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
         }
     }
-    if let Some(task) = next_head.take() {
-        input.set_streamed_head(StreamedHead {
-            files: next_head.files.clone(),
-            reader: reader.clone(),
-            task,
-        });
+    if let Some(head) = next_head.take(&reader) {
+        input.set_streamed_head(head);
     }
     // In the order of the input files they hold: the files' order in the commit is the
     // rows'.
@@ -383,69 +393,41 @@ fn decode_plain(
     Some(batches)
 }
 
-/// The decodes of the batch's first files that the batch before began (a head start,
-/// [`StreamedHead`]): the writer reading one of them waits for them, once, instead of
-/// decoding it.
-struct Prefetched {
-    /// How many of the batch's first files the head start decodes.
-    files: usize,
-    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<Vec<FileDecode>>>>,
-    decoded: Mutex<Vec<Option<FileDecode>>>,
-}
-
-impl Prefetched {
-    fn new(head: Option<StreamedHead>) -> Self {
-        let (files, task) = head.map_or((0, None), |h| (h.files.len(), Some(h.task)));
-        Prefetched {
-            files,
-            task: tokio::sync::Mutex::new(task),
-            decoded: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// File `i`'s decode when the head start has it; `None` (the writer decodes the
-    /// file itself) for the other files, or when the head start's task failed.
-    async fn take(&self, i: usize) -> Option<FileDecode> {
-        if i >= self.files {
-            return None;
-        }
-        if let Some(task) = self.task.lock().await.take() {
-            let decoded = task.await.unwrap_or_default();
-            *self.decoded.lock().unwrap_or_else(|p| p.into_inner()) =
-                decoded.into_iter().map(Some).collect();
-        }
-        let mut decoded = self.decoded.lock().unwrap_or_else(|p| p.into_inner());
-        decoded.get_mut(i)?.take()
-    }
-}
-
-/// The head start on the next batch ([`StreamedHead`]): its files, begun at most once,
-/// by the first writer left without a file.
+/// The head start on the next batch ([`StreamedHead`]): its files' decodes, a thread
+/// begun on them by each writer left without a file (one core's worth each: the other
+/// writers still encode).
 struct NextHead {
-    files: Vec<ListedFile>,
-    reader: BatchReader,
-    begun: Mutex<Option<tokio::task::JoinHandle<Vec<FileDecode>>>>,
+    decodes: Option<Arc<HeadDecodes>>,
+    /// The threads begun, at most one per writer.
+    begun: Mutex<usize>,
 }
 
 impl NextHead {
-    /// Begins decoding the files, one after the other on a blocking thread of their
-    /// own (one core's worth: the other writers still encode), unless begun already.
-    fn begin(&self) {
-        let mut begun = self.begun.lock().unwrap_or_else(|p| p.into_inner());
-        if begun.is_some() || self.files.is_empty() {
-            return;
+    fn new(reader: &BatchReader, files: Vec<ListedFile>) -> Self {
+        NextHead {
+            decodes: (!files.is_empty()).then(|| Arc::new(HeadDecodes::new(reader.clone(), files))),
+            begun: Mutex::new(0),
         }
-        let (reader, files) = (self.reader.clone(), self.files.clone());
-        *begun = Some(tokio::task::spawn_blocking(move || {
-            files
-                .into_iter()
-                .map(|file| reader.decode_blocking(file))
-                .collect()
-        }));
     }
 
-    fn take(&self) -> Option<tokio::task::JoinHandle<Vec<FileDecode>>> {
-        self.begun.lock().unwrap_or_else(|p| p.into_inner()).take()
+    /// Begins a thread decoding the head's files (for a writer that has none left).
+    fn begin(&self) {
+        let Some(decodes) = &self.decodes else {
+            return;
+        };
+        *self.begun.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        let decodes = Arc::clone(decodes);
+        tokio::task::spawn_blocking(move || decodes.work());
+    }
+
+    /// The head start for the next batch, when a thread was begun on it.
+    fn take(&self, reader: &BatchReader) -> Option<StreamedHead> {
+        let decodes = self.decodes.as_ref()?;
+        (*self.begun.lock().unwrap_or_else(|p| p.into_inner()) > 0).then(|| StreamedHead {
+            files: decodes.files().to_vec(),
+            reader: reader.clone(),
+            decodes: Arc::clone(decodes),
+        })
     }
 }
 

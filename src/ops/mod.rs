@@ -484,6 +484,7 @@ impl Projection {
             schema: schema.clone(),
             config: self.ctx.copied_config(),
             start: start.unwrap_or_else(chrono::Utc::now),
+            direct: true,
         }))
     }
 }
@@ -508,6 +509,9 @@ pub struct RowWiseQuery {
     schema: SchemaRef,
     config: SessionConfig,
     start: chrono::DateTime<chrono::Utc>,
+    /// Whether a plan of a projection or filter of the rows is evaluated directly
+    /// ([`DirectPlan`]; always, but in tests of the other way).
+    direct: bool,
 }
 
 impl RowWiseQuery {
@@ -534,10 +538,106 @@ pub struct RowWiseRunner {
     ctx: SessionContext,
     state: datafusion::execution::SessionState,
     task: Arc<datafusion::execution::TaskContext>,
-    /// The physical plan of the first run, whose one in-memory scan of `batch` the
-    /// next runs point at their own rows (`None` until then, or when the plan has
-    /// another in-memory scan, e.g. a `VALUES` list: each run is planned then).
-    plan: std::sync::Mutex<Option<Arc<dyn ExecutionPlan>>>,
+    /// The physical plan of the first run, for the next runs (`None` until then, or
+    /// when the plan has another in-memory scan, e.g. a `VALUES` list: each run is
+    /// planned then).
+    plan: std::sync::Mutex<Option<Kept>>,
+}
+
+/// A row-wise query's physical plan kept for the next runs.
+#[derive(Clone)]
+enum Kept {
+    /// Its one in-memory scan of `batch` pointed at each run's rows ([`with_batch`]).
+    Plan(Arc<dyn ExecutionPlan>),
+    /// A projection (and filter) of the scan, evaluated on each run's rows.
+    Direct(Arc<DirectPlan>),
+}
+
+/// A physical plan that is a projection, a filter, or both, over the in-memory scan of
+/// `batch` (what `select` and `where` over a file source's rows plan to): its physical
+/// expressions are evaluated on each run's rows, as `ProjectionExec` and `FilterExec`
+/// evaluate them, without re-pointing and executing the plan (which costs ~450
+/// allocations a run: BENCHMARKS.md, "Bronze ingest: the projection evaluated").
+struct DirectPlan {
+    /// The scan's columns of the rows (`None`: all).
+    columns: Option<Vec<usize>>,
+    /// `FilterExec`'s predicate (rows where it is true are kept).
+    predicate: Option<Arc<dyn datafusion::physical_plan::PhysicalExpr>>,
+    /// `ProjectionExec`'s expressions (`None`: the scan's columns as they are).
+    exprs: Option<Vec<Arc<dyn datafusion::physical_plan::PhysicalExpr>>>,
+    /// The plan's output schema.
+    schema: SchemaRef,
+}
+
+impl DirectPlan {
+    /// `plan` as a [`DirectPlan`] when it is one: `ProjectionExec`? over `FilterExec`
+    /// (without a projection of its own)? over the in-memory scan, no node with a limit.
+    fn of(plan: &Arc<dyn ExecutionPlan>) -> Option<DirectPlan> {
+        use datafusion::physical_plan::filter::FilterExec;
+        use datafusion::physical_plan::projection::ProjectionExec;
+        let mut node = plan;
+        let mut exprs = None;
+        if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
+            exprs = Some(projection.expr().iter().map(|e| e.expr.clone()).collect());
+            node = projection.input();
+        }
+        let mut predicate = None;
+        if let Some(filter) = node.downcast_ref::<FilterExec>() {
+            if filter.projection().is_some() || filter.fetch().is_some() {
+                return None;
+            }
+            predicate = Some(filter.predicate().clone());
+            node = filter.input();
+        }
+        let scan = memory_source(node)?;
+        if node.fetch().is_some() || scan.partitions().len() != 1 {
+            return None;
+        }
+        Some(DirectPlan {
+            columns: scan.projection().clone(),
+            predicate,
+            exprs,
+            schema: plan.schema(),
+        })
+    }
+
+    /// The plan's rows for `batches`: an output batch per input batch that keeps a row.
+    fn run(&self, batches: Vec<RecordBatch>) -> datafusion::error::Result<Vec<RecordBatch>> {
+        let mut out = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let rows = self.run_one(batch)?;
+            if rows.num_rows() > 0 {
+                out.push(rows);
+            }
+        }
+        Ok(out)
+    }
+
+    fn run_one(&self, batch: &RecordBatch) -> datafusion::error::Result<RecordBatch> {
+        let mut rows = match &self.columns {
+            Some(columns) => batch.project(columns)?,
+            None => batch.clone(),
+        };
+        if let Some(predicate) = &self.predicate {
+            let mask = predicate.evaluate(&rows)?.into_array(rows.num_rows())?;
+            let mask = datafusion::common::cast::as_boolean_array(&mask)?;
+            rows = arrow::compute::filter_record_batch(&rows, mask)?;
+        }
+        let columns = match &self.exprs {
+            Some(exprs) => exprs
+                .iter()
+                .map(|e| e.evaluate(&rows)?.into_array(rows.num_rows()))
+                .collect::<datafusion::error::Result<Vec<_>>>()?,
+            None => rows.columns().to_vec(),
+        };
+        let options =
+            arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows.num_rows()));
+        Ok(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &options,
+        )?)
+    }
 }
 
 impl RowWiseRunner {
@@ -555,12 +655,14 @@ impl RowWiseRunner {
         if batches.is_empty() {
             return Ok(Vec::new());
         }
-        let planned = self
-            .plan
-            .lock()
-            .map_or(None, |plan| plan.as_ref().map(Arc::clone));
-        let plan = match planned {
-            Some(plan) => with_batch(plan, &q.schema, batches),
+        let kept = self.plan.lock().map_or(None, |plan| plan.clone());
+        let plan = match kept {
+            Some(Kept::Direct(direct)) => {
+                return direct
+                    .run(batches)
+                    .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e));
+            }
+            Some(Kept::Plan(plan)) => with_batch(plan, &q.schema, batches),
             None => self.plan_first(sql, batches).await,
         }
         .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))?;
@@ -592,7 +694,10 @@ impl RowWiseRunner {
             && let Ok(mut kept) = self.plan.lock()
         {
             // Kept without the rows, which the runner must not hold on to.
-            *kept = Some(with_batch(plan.clone(), &self.query.schema, Vec::new())?);
+            *kept = Some(match DirectPlan::of(&plan).filter(|_| self.query.direct) {
+                Some(direct) => Kept::Direct(Arc::new(direct)),
+                None => Kept::Plan(with_batch(plan.clone(), &self.query.schema, Vec::new())?),
+            });
         }
         Ok(plan)
     }
@@ -817,49 +922,68 @@ mod tests {
         assert_eq!(q.runner().run(batches).await.unwrap().len(), 50);
     }
 
-    /// A runner plans its query once and runs that plan over each part's rows; a plan
-    /// without the scan of `batch` (optimised away) is planned at each run. Both give,
-    /// part by part, the rows of the query over the whole batch.
+    /// A runner plans its query once and runs that plan over each part's rows: a
+    /// projection or filter of the rows evaluated directly, another plan re-pointed at
+    /// each part's rows (forced here); a plan without the scan of `batch` (optimised
+    /// away) is planned at each run. All give, part by part, the rows of the query over
+    /// the whole batch.
     #[tokio::test]
     async fn a_runner_plans_once_and_runs_the_plan_over_each_part() {
         use arrow::datatypes::Int64Type;
         let (schema, batches) = numbers(10_000, 500);
-        for (where_, kept) in [
-            ("v % 3 = 0", true),
+        for (where_, select, kept) in [
+            (Some("v % 3 = 0"), "v + 1 AS w", true),
+            (None, "v * 2 AS w", true),
+            (Some("v > 20"), "v", true),
+            (None, "v", true),
             // Optimised to no scan at all: planned at each run.
-            ("v < 0 AND 1 = 0", false),
+            (Some("v < 0 AND 1 = 0"), "v + 1 AS w", false),
         ] {
-            let select = vec!["v + 1 AS w".to_string()];
-            let mut whole = Projection::new("f", &schema, Some(where_), Some(&select));
+            let select = vec![select.to_string()];
+            let mut whole = Projection::new("f", &schema, where_, Some(&select));
             let expected = whole.apply(batches.clone()).await.unwrap();
-            let mut p = Projection::new("f", &schema, Some(where_), Some(&select));
+            let mut p = Projection::new("f", &schema, where_, Some(&select));
             let query = p.row_wise_query(&schema).await.unwrap().expect("row-wise");
-            let runner = query.runner();
-            let mut out = Vec::new();
-            for part in batches.chunks(3) {
-                out.extend(runner.run(part.to_vec()).await.unwrap());
-                let plan = runner.plan.lock().unwrap().clone();
-                assert_eq!(plan.is_some(), kept, "{where_}");
-                // The kept plan holds no rows.
-                if let Some(plan) = plan {
-                    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-                    let mut held = usize::MAX;
-                    plan.apply(|node| {
-                        if let Some(scan) = memory_source(node) {
-                            held = scan.partitions().iter().map(Vec::len).sum();
+            for direct in [true, false] {
+                let mut query = query.clone();
+                query.direct = direct;
+                let runner = query.runner();
+                let mut out = Vec::new();
+                for part in batches.chunks(3) {
+                    out.extend(runner.run(part.to_vec()).await.unwrap());
+                    let plan = runner.plan.lock().unwrap().clone();
+                    assert_eq!(plan.is_some(), kept, "{where_:?} {select:?}");
+                    match plan {
+                        Some(Kept::Direct(_)) => assert!(direct),
+                        Some(Kept::Plan(p)) => {
+                            assert!(!direct, "{where_:?} {select:?}: planned, not direct");
+                            // The kept plan holds no rows.
+                            use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+                            let mut held = usize::MAX;
+                            p.apply(|node| {
+                                if let Some(scan) = memory_source(node) {
+                                    held = scan.partitions().iter().map(Vec::len).sum();
+                                }
+                                Ok(TreeNodeRecursion::Continue)
+                            })
+                            .unwrap();
+                            assert_eq!(held, 0);
                         }
-                        Ok(TreeNodeRecursion::Continue)
-                    })
-                    .unwrap();
-                    assert_eq!(held, 0);
+                        None => {}
+                    }
                 }
+                assert_eq!(
+                    column::<Int64Type>(&out, 0),
+                    column::<Int64Type>(&expected, 0),
+                    "{where_:?} {select:?} direct {direct}"
+                );
+                assert_eq!(out.is_empty(), !kept);
+                let schemas_match = out.iter().all(|b| b.schema() == expected[0].schema());
+                assert!(
+                    expected.is_empty() || schemas_match,
+                    "{where_:?} {select:?}"
+                );
             }
-            assert_eq!(
-                column::<Int64Type>(&out, 0),
-                column::<Int64Type>(&expected, 0),
-                "{where_}"
-            );
-            assert_eq!(out.is_empty(), !kept);
         }
     }
 

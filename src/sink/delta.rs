@@ -679,6 +679,24 @@ impl StreamedWriter {
         self.writer.write(&batch).await.map_err(err)
     }
 
+    /// [`StreamedWriter::close`] on a task of its own, begun now: the calling thread
+    /// goes on (with another range of files) while the last row group is encoded and
+    /// the file written out and made durable (its fsync waits on the disk, 10-17 ms
+    /// for a bronze batch's file: BENCHMARKS.md, "Bronze ingest: writeback during the
+    /// write"). The future gives what `close` gives.
+    pub fn close_later(self) -> impl std::future::Future<Output = Result<(Vec<Add>, usize)>> {
+        let path = self.append.path.clone();
+        let task = tokio::spawn(self.close());
+        async move {
+            task.await.map_err(|e| {
+                delta_error(
+                    &path,
+                    deltalake::DeltaTableError::Generic(format!("closing a Parquet file: {e}")),
+                )
+            })?
+        }
+    }
+
     /// Closes the writer: its files (not committed) and their rows.
     pub async fn close(self) -> Result<(Vec<Add>, usize)> {
         let adds = self

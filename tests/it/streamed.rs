@@ -418,8 +418,8 @@ async fn each_streamed_batch_begins_with_the_first_files_the_batch_before_decode
     let dir = tmp.path();
     let pipeline = id_note_flow(dir, "max_files_per_trigger = 16\n");
     // Four batches of 16 files of ~40 KB. The first creates the table the ordinary way
-    // (a small batch), the next three are streamed; a head start decodes the first two
-    // files (an eighth of the bytes) of each batch after a streamed one.
+    // (a small batch), the next three are streamed; a head start decodes the first four
+    // files (a quarter of the bytes) of each batch after a streamed one.
     let id = land_id_note_files(&dir.join("landing"), 64, 40_000, |f| format!("n{f}"));
     let out = weir()
         .args(["run", "--headless", "--trigger", "available-now"])
@@ -434,7 +434,7 @@ async fn each_streamed_batch_begins_with_the_first_files_the_batch_before_decode
         .filter(|l| l.contains("streamed batch begins with a head start"))
         .collect();
     assert_eq!(heads.len(), 2, "batches 2 and 3: {stderr}");
-    assert!(heads.iter().all(|l| l.contains("files=2")), "{heads:?}");
+    assert!(heads.iter().all(|l| l.contains("files=4")), "{heads:?}");
     let progress = read_progress(&dir.join("_checkpoints/t/_weir/progress.jsonl")).unwrap();
     let streamed: Vec<bool> = progress.iter().map(|p| p.weir.streamed).collect();
     assert_eq!(streamed, [false, true, true, true]);

@@ -31,18 +31,109 @@ pub struct FilesInput {
     streamed_head: Option<StreamedHead>,
 }
 
-/// The first files of the next streamed batch (an eighth of its bytes at most,
-/// [`head_start_files`]), decoded on a thread of their own from the moment a writer of
-/// the batch before has no file left to read: the core it leaves decodes them while
-/// the other writers finish, the batch commits and the next one is planned (without
-/// it, a core idles 40-60 ms at each batch boundary; BENCHMARKS.md, "Bronze ingest: a
-/// head start for streamed batches"). Like the read-ahead, it has no side effect: the
-/// next batch uses the decodes only when it begins with exactly these files and has
-/// the same read spec.
+/// The first files of the next streamed batch (a quarter of its bytes at most,
+/// [`streamed_head_files`]), decoded from the moment a writer of the batch before has
+/// no file left to read, by one thread per writer done ([`HeadDecodes`]): the cores
+/// the writers leave decode them while the other writers finish, their files are made
+/// durable, the batch commits and the next one is planned (without it, a core idles
+/// 40-60 ms at each batch boundary; BENCHMARKS.md, "Bronze ingest: a head start for
+/// streamed batches" and "two threads on the head start"). Like the read-ahead, it
+/// has no side effect: the next batch uses the decodes only when it begins with
+/// exactly these files and has the same read spec.
 pub struct StreamedHead {
     pub files: Vec<ListedFile>,
     pub reader: BatchReader,
-    pub task: tokio::task::JoinHandle<Vec<FileDecode>>,
+    pub decodes: std::sync::Arc<HeadDecodes>,
+}
+
+/// A head start's decodes ([`StreamedHead`]), shared by the threads decoding them and
+/// the next batch's writers: each file is decoded once, by whoever reaches it first
+/// (a head thread takes the first file no one took; a writer reading a file no one
+/// took decodes it itself), and a writer reading a file being decoded waits for it.
+pub struct HeadDecodes {
+    reader: BatchReader,
+    files: Vec<ListedFile>,
+    slots: std::sync::Mutex<Vec<HeadSlot>>,
+    done: std::sync::Condvar,
+    /// The head start is dropped: its threads take no further file.
+    cancelled: std::sync::atomic::AtomicBool,
+}
+
+enum HeadSlot {
+    /// No one took the file yet.
+    Open,
+    /// A head thread is decoding it.
+    Decoding,
+    Decoded(Box<FileDecode>),
+    /// Taken by a writer (decoded or to decode itself).
+    Taken,
+}
+
+impl HeadDecodes {
+    pub fn new(reader: BatchReader, files: Vec<ListedFile>) -> Self {
+        let slots = files.iter().map(|_| HeadSlot::Open).collect();
+        HeadDecodes {
+            reader,
+            files,
+            slots: std::sync::Mutex::new(slots),
+            done: std::sync::Condvar::new(),
+            cancelled: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<HeadSlot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A head thread's work (it blocks): decodes the first file no one took, until none
+    /// is left or the head start is dropped.
+    pub fn work(&self) {
+        use std::sync::atomic::Ordering;
+        while !self.cancelled.load(Ordering::Relaxed) {
+            let i = {
+                let mut slots = self.lock();
+                let Some(i) = slots.iter().position(|s| matches!(s, HeadSlot::Open)) else {
+                    return;
+                };
+                slots[i] = HeadSlot::Decoding;
+                i
+            };
+            let decode = self.reader.decode_blocking(self.files[i].clone());
+            self.lock()[i] = HeadSlot::Decoded(Box::new(decode));
+            self.done.notify_all();
+        }
+    }
+
+    /// File `i`'s decode for a writer of the batch (it blocks while a head thread
+    /// decodes the file); `None` when the writer decodes it itself: no one took it, or
+    /// it is not one of the head's files.
+    pub fn take(&self, i: usize) -> Option<FileDecode> {
+        let mut slots = self.lock();
+        loop {
+            match slots.get_mut(i)? {
+                HeadSlot::Decoding => {
+                    slots = self.done.wait(slots).unwrap_or_else(|p| p.into_inner());
+                }
+                slot => {
+                    return match std::mem::replace(slot, HeadSlot::Taken) {
+                        HeadSlot::Decoded(decode) => Some(*decode),
+                        _ => None,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The files, first to last.
+    pub fn files(&self) -> &[ListedFile] {
+        &self.files
+    }
+
+    /// The head start is dropped: its threads finish the file they decode and stop.
+    pub fn cancel(&self) {
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A decode started before its batch was planned, and the head start it gave the batch
@@ -62,7 +153,19 @@ struct HeadStart {
 /// The files of a head start: the first of `files` up to an eighth of their bytes, so
 /// the rows held at once grow by an eighth of a batch at most.
 fn head_start_files(files: &[ListedFile]) -> Vec<ListedFile> {
-    let budget = files.iter().map(|f| f.size).sum::<u64>() / 8;
+    first_files(files, 8)
+}
+
+/// The files of a streamed batch's head start ([`StreamedHead`]): the first of `files`
+/// up to a quarter of their bytes (decoded by up to one thread per writer, and a
+/// streamed batch holds a few files' rows per writer, not the batch's).
+fn streamed_head_files(files: &[ListedFile]) -> Vec<ListedFile> {
+    first_files(files, 4)
+}
+
+/// The first of `files` up to a `part`th of their bytes.
+fn first_files(files: &[ListedFile], part: u64) -> Vec<ListedFile> {
+    let budget = files.iter().map(|f| f.size).sum::<u64>() / part;
     let mut bytes = 0u64;
     files
         .iter()
@@ -213,7 +316,7 @@ impl FilesInput {
                 Some(head)
             }
             Some(head) => {
-                head.task.abort();
+                head.decodes.cancel();
                 None
             }
             None => None,
@@ -222,25 +325,25 @@ impl FilesInput {
     }
 
     /// `available_now`: the files a head start on the next streamed batch decodes (the
-    /// first of what the next batch takes from the trigger's snapshot, an eighth of its
+    /// first of what the next batch takes from the trigger's snapshot, a quarter of its
     /// bytes at most); none without a snapshot or when this batch is the last.
     pub fn next_streamed_head_files(&mut self) -> Vec<ListedFile> {
         if !self.source.has_snapshot() {
             return Vec::new();
         }
-        head_start_files(&self.source.peek_snapshot())
+        streamed_head_files(&self.source.peek_snapshot())
     }
 
     /// Keeps the head start a streamed batch began on the next one.
     pub fn set_streamed_head(&mut self, head: StreamedHead) {
         if let Some(old) = self.streamed_head.replace(head) {
-            old.task.abort();
+            old.decodes.cancel();
         }
     }
 
     fn drop_streamed_head(&mut self) {
         if let Some(head) = self.streamed_head.take() {
-            head.task.abort();
+            head.decodes.cancel();
         }
     }
 
@@ -443,5 +546,102 @@ mod tests {
         let head = head_start_files(&files(&[50, 60, 600, 10, 80, 800]));
         assert_eq!(head.len(), 2);
         assert!(head_start_files(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_streamed_head_start_takes_the_first_files_up_to_a_quarter_of_the_bytes() {
+        assert_eq!(streamed_head_files(&files(&[100; 16])).len(), 4);
+        assert!(streamed_head_files(&files(&[900, 100])).is_empty());
+    }
+
+    /// JSON files `<dir>/landing/f<i>.json` of one row each (`id` = i), listed, and a
+    /// reader of them.
+    fn json_files(dir: &std::path::Path, n: usize) -> (BatchReader, Vec<ListedFile>) {
+        let landing = dir.join("landing");
+        std::fs::create_dir_all(&landing).unwrap();
+        let text = "[[flow]]\nname = \"f\"\n[flow.source]\ntype = \"files\"\npath = \"landing\"\n\
+                    format = \"json\"\nschema = \"id BIGINT\"\n[flow.sink]\ntype = \"delta\"\npath = \"out\"\n";
+        let pipeline = crate::pipeline::parse(&dir.join("pipeline.toml"), text).unwrap();
+        let crate::spec::SourceSpec::Files(options) = pipeline.flows[0].source.clone() else {
+            panic!("a files source");
+        };
+        let ledger = Ledger::open(&dir.join("ledger.sqlite")).unwrap();
+        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let source = FileSource::new(options, ledger, schema);
+        let files = (0..n)
+            .map(|i| {
+                let path = landing.join(format!("f{i}.json"));
+                std::fs::write(&path, format!("{{\"id\": {i}}}\n")).unwrap();
+                ListedFile {
+                    path: path.display().to_string(),
+                    size: 12,
+                    modification_time_ms: i as i64,
+                }
+            })
+            .collect();
+        (source.reader(), files)
+    }
+
+    fn ids(mut decode: FileDecode) -> Vec<i64> {
+        assert!(decode.is_plain());
+        decode
+            .take_batches()
+            .iter()
+            .flat_map(|b| {
+                let ids = b
+                    .column_by_name("id")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap();
+                ids.values().to_vec()
+            })
+            .collect()
+    }
+
+    /// Each head file is decoded once: by a head thread (the writer takes its decode,
+    /// once), or by the writer when no thread took it; a cancelled head start decodes
+    /// nothing more.
+    #[test]
+    fn head_decodes_give_each_file_once_to_whoever_reaches_it_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (reader, files) = json_files(tmp.path(), 8);
+        // No thread begun: the writer decodes every file itself.
+        let head = HeadDecodes::new(reader.clone(), files[..4].to_vec());
+        assert!(head.take(0).is_none());
+        // A file the writer took is not decoded by a thread begun after.
+        head.work();
+        assert!(head.take(0).is_none());
+        assert_eq!(ids(head.take(1).unwrap()), [1]);
+        assert!(head.take(1).is_none(), "a decode is given once");
+        assert!(head.take(4).is_none(), "not a head file");
+        // Cancelled before its thread begins: nothing decoded.
+        let head = HeadDecodes::new(reader.clone(), files[..4].to_vec());
+        head.cancel();
+        head.work();
+        assert!((0..4).all(|i| head.take(i).is_none()));
+        // Two threads and a writer at once: every file's rows once, in order.
+        for _ in 0..20 {
+            let head = std::sync::Arc::new(HeadDecodes::new(reader.clone(), files.clone()));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let head = head.clone();
+                    std::thread::spawn(move || head.work())
+                })
+                .collect();
+            let got: Vec<i64> = (0..files.len())
+                .flat_map(|i| {
+                    ids(head
+                        .take(i)
+                        .unwrap_or_else(|| reader.decode_blocking(files[i].clone())))
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(got, (0..8).collect::<Vec<i64>>());
+        }
     }
 }
