@@ -168,11 +168,11 @@ fn staged_path(file: &FsPath) -> Option<PathBuf> {
 /// The fsync at the completion writes out every page of the file the kernel still holds
 /// (Linux writes dirty pages back after 30 s, or when a tenth of the memory is dirty):
 /// ~17 ms for the 30 MB files of a bronze batch, both writers at once, at the end of
-/// every batch, with no core busy (BENCHMARKS.md, "Bronze ingest: writeback during the
-/// write"). So after each part is written, the staged file's written pages are flushed
-/// on a blocking thread (`fdatasync`, one at a time per upload, not waited for) while
-/// the next parts are encoded: the fsync at the completion, the one durability relies
-/// on, finds little left to write. A flush that fails or finds no staged file (the
+/// every batch, with no core busy (BENCHMARKS.md, "Bronze ingest: the batch
+/// boundaries"). So after each part is written, the staged file's written pages are
+/// flushed on a blocking thread (`fdatasync`, one at a time per upload, not waited
+/// for) while the next parts are encoded: the fsync at the completion, the one
+/// durability relies on, finds less left to write (the last row group's parts). A flush that fails or finds no staged file (the
 /// upload completed or aborted meanwhile) changes nothing.
 #[derive(Debug)]
 struct DurableUpload {

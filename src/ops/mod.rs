@@ -557,7 +557,7 @@ enum Kept {
 /// `batch` (what `select` and `where` over a file source's rows plan to): its physical
 /// expressions are evaluated on each run's rows, as `ProjectionExec` and `FilterExec`
 /// evaluate them, without re-pointing and executing the plan (which costs ~450
-/// allocations a run: BENCHMARKS.md, "Bronze ingest: the projection evaluated").
+/// allocations a run: BENCHMARKS.md, "Bronze ingest: the batch boundaries").
 struct DirectPlan {
     /// The scan's columns of the rows (`None`: all).
     columns: Option<Vec<usize>>,

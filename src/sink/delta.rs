@@ -682,8 +682,8 @@ impl StreamedWriter {
     /// [`StreamedWriter::close`] on a task of its own, begun now: the calling thread
     /// goes on (with another range of files) while the last row group is encoded and
     /// the file written out and made durable (its fsync waits on the disk, 10-17 ms
-    /// for a bronze batch's file: BENCHMARKS.md, "Bronze ingest: writeback during the
-    /// write"). The future gives what `close` gives.
+    /// for a bronze batch's file: BENCHMARKS.md, "Bronze ingest: the batch
+    /// boundaries"). The future gives what `close` gives.
     pub fn close_later(self) -> impl std::future::Future<Output = Result<(Vec<Add>, usize)>> {
         let path = self.append.path.clone();
         let task = tokio::spawn(self.close());

@@ -37,9 +37,9 @@ pub struct FilesInput {
 /// the writers leave decode them while the other writers finish, their files are made
 /// durable, the batch commits and the next one is planned (without it, a core idles
 /// 40-60 ms at each batch boundary; BENCHMARKS.md, "Bronze ingest: a head start for
-/// streamed batches" and "two threads on the head start"). Like the read-ahead, it
-/// has no side effect: the next batch uses the decodes only when it begins with
-/// exactly these files and has the same read spec.
+/// streamed batches" and "the batch boundaries"). Like the read-ahead, it has no side
+/// effect: the next batch uses the decodes only when it begins with exactly these
+/// files and has the same read spec.
 pub struct StreamedHead {
     pub files: Vec<ListedFile>,
     pub reader: BatchReader,
