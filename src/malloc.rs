@@ -10,7 +10,8 @@
 //!
 //! glibc reads its settings once, from the environment, before `main`; weir cannot set
 //! them for itself without `unsafe` code (`mallopt`). So the binary starts itself again
-//! with `MALLOC_ARENA_MAX=1` when the environment sets neither `MALLOC_ARENA_MAX` nor
+//! with `MALLOC_ARENA_MAX=1` (and fixed mmap and trim thresholds, [`FIXED_THRESHOLDS`],
+//! each unless set) when the environment sets neither `MALLOC_ARENA_MAX` nor
 //! `MALLOC_MMAP_THRESHOLD_`: same arguments, same process id (`exec`), the rest of the
 //! environment unchanged. When the user sets either (e.g. `MALLOC_ARENA_MAX=8`), weir
 //! sets nothing. (mimalloc as the global allocator was measured too: 1,687 MiB, and
@@ -25,9 +26,26 @@
 pub const ARENA_MAX: &str = "MALLOC_ARENA_MAX";
 /// The environment variable glibc reads its mmap threshold from (a user's own tuning).
 pub const MMAP_THRESHOLD: &str = "MALLOC_MMAP_THRESHOLD_";
+/// The environment variable glibc reads its trim threshold from.
+pub const TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 
-/// Re-executes the current program with `MALLOC_ARENA_MAX=1` unless it or
-/// `MALLOC_MMAP_THRESHOLD_` is set (call it first thing in
+/// The thresholds weir starts with (each unless the environment sets it): 32 MiB each.
+///
+/// glibc's defaults adapt: an allocation over the mmap threshold (128 KiB at first) is
+/// mapped and unmapped on its own, the threshold rising to the size of each such block
+/// freed (up to 32 MiB), and the heap's free top is given back to the kernel past twice
+/// that. A streamed bronze batch allocates blocks of 1-5 MiB per file (the CSV
+/// decoder's buffers, Parquet's pages and upload parts) and frees them a few ms later,
+/// so the heap's top went back and forth: 60 K page faults a run of flights x10, the
+/// kernel zeroing each page again, 0.3 s of system CPU. With both fixed at 32 MiB: 19 K
+/// faults, 0.17 s, the run ~2.5% faster; the demo pipeline's peak 1,422-1,452 MiB
+/// instead of 1,411-1,433 (silver's; at most 32 MiB more of free heap is kept).
+/// BENCHMARKS.md, "Bronze ingest: the batch boundaries".
+pub const FIXED_THRESHOLDS: [(&str, &str); 2] =
+    [(MMAP_THRESHOLD, "33554432"), (TRIM_THRESHOLD, "33554432")];
+
+/// Re-executes the current program with `MALLOC_ARENA_MAX=1` and
+/// [`FIXED_THRESHOLDS`] unless `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` is set (call it first thing in
 /// `main`, before any thread starts). Returns only when nothing was done: not glibc,
 /// a variable is set, or the `exec` failed (the program then runs on with glibc's
 /// defaults).
@@ -46,8 +64,14 @@ pub fn use_one_arena() {
         if let Some(arg0) = args.next() {
             command.arg0(arg0);
         }
+        command.args(args).env(ARENA_MAX, "1");
+        for (name, value) in FIXED_THRESHOLDS {
+            if std::env::var_os(name).is_none() {
+                command.env(name, value);
+            }
+        }
         // `exec` only returns on failure.
-        let error = command.args(args).env(ARENA_MAX, "1").exec();
+        let error = command.exec();
         eprintln!(
             "note: could not restart with {ARENA_MAX}=1 ({error}); running with glibc's default malloc arenas"
         );
