@@ -38,8 +38,8 @@ pub const TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 /// decoder's buffers, Parquet's pages and upload parts) and frees them a few ms later,
 /// so the heap's top went back and forth: 60 K page faults a run of flights x10, the
 /// kernel zeroing each page again, 0.3 s of system CPU. With both fixed at 32 MiB: 19 K
-/// faults, 0.17 s, the run ~2.5% faster; the demo pipeline's peak 1,422-1,452 MiB
-/// instead of 1,411-1,433 (silver's; at most 32 MiB more of free heap is kept).
+/// faults, 0.17 s, the run ~4% faster (8 pairs); the demo pipeline's peak 1,385-1,437 MiB
+/// (silver's, 3 runs; 1,383-1,437 before; at most 32 MiB more of free heap is kept).
 /// BENCHMARKS.md, "Bronze ingest: the batch boundaries".
 pub const FIXED_THRESHOLDS: [(&str, &str); 2] =
     [(MMAP_THRESHOLD, "33554432"), (TRIM_THRESHOLD, "33554432")];
