@@ -172,8 +172,9 @@ fn staged_path(file: &FsPath) -> Option<PathBuf> {
 /// boundaries"). So after each part is written, the staged file's written pages are
 /// flushed on a blocking thread (`fdatasync`, one at a time per upload, not waited
 /// for) while the next parts are encoded: the fsync at the completion, the one
-/// durability relies on, finds less left to write (the last row group's parts). A flush that fails or finds no staged file (the
-/// upload completed or aborted meanwhile) changes nothing.
+/// durability relies on, finds less left to write (the last row group's parts). A
+/// flush that fails or finds no staged file (the upload completed or aborted
+/// meanwhile) changes nothing.
 #[derive(Debug)]
 struct DurableUpload {
     inner: Box<dyn MultipartUpload>,

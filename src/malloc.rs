@@ -38,15 +38,16 @@ pub const TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 /// decoder's buffers, Parquet's pages and upload parts) and frees them a few ms later,
 /// so the heap's top went back and forth: 60 K page faults a run of flights x10, the
 /// kernel zeroing each page again, 0.3 s of system CPU. With both fixed at 32 MiB: 19 K
-/// faults, 0.17 s, the run ~4% faster (8 pairs); the demo pipeline's peak 1,385-1,437 MiB
-/// (silver's, 3 runs; 1,383-1,437 before; at most 32 MiB more of free heap is kept).
+/// faults, 0.17 s, the run ~4% faster (8 pairs); the demo pipeline's peak 1,385-1,437
+/// MiB (silver's, 3 runs; 1,383-1,437 before; at most 32 MiB more of free heap is
+/// kept).
 /// BENCHMARKS.md, "Bronze ingest: the batch boundaries".
 pub const FIXED_THRESHOLDS: [(&str, &str); 2] =
     [(MMAP_THRESHOLD, "33554432"), (TRIM_THRESHOLD, "33554432")];
 
 /// Re-executes the current program with `MALLOC_ARENA_MAX=1` and
-/// [`FIXED_THRESHOLDS`] unless `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` is set (call it first thing in
-/// `main`, before any thread starts). Returns only when nothing was done: not glibc,
+/// [`FIXED_THRESHOLDS`] unless `MALLOC_ARENA_MAX` or `MALLOC_MMAP_THRESHOLD_` is set
+/// (call it first thing in `main`, before any thread starts). Returns only when nothing was done: not glibc,
 /// a variable is set, or the `exec` failed (the program then runs on with glibc's
 /// defaults).
 pub fn use_one_arena() {

@@ -146,11 +146,11 @@ pub async fn read_transform_write(
     if let Some(head) = &head {
         tracing::debug!(
             batch_id,
-            files = head.files.len(),
+            files = head.files().len(),
             "streamed batch begins with a head start"
         );
     }
-    let prefetched = head.map(|h| h.decodes);
+    let prefetched = head;
     // The next batch's head start, a thread begun on it by each writer with no file left.
     let next_head = Arc::new(NextHead::new(&reader, input.next_streamed_head_files()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -304,7 +304,7 @@ pub async fn read_transform_write(
             Err(e) => failure = failure.or(Some(format!("a writer task failed: {e}"))),
         }
     }
-    if let Some(head) = next_head.take(&reader) {
+    if let Some(head) = next_head.take() {
         input.set_streamed_head(head);
     }
     // In the order of the input files they hold: the files' order in the commit is the
@@ -397,16 +397,16 @@ fn decode_plain(
 /// begun on them by each writer left without a file (one core's worth each: the other
 /// writers still encode).
 struct NextHead {
-    decodes: Option<Arc<HeadDecodes>>,
-    /// The threads begun, at most one per writer.
-    begun: Mutex<usize>,
+    decodes: Option<StreamedHead>,
+    /// A thread was begun on it (at most one per writer is).
+    begun: AtomicBool,
 }
 
 impl NextHead {
     fn new(reader: &BatchReader, files: Vec<ListedFile>) -> Self {
         NextHead {
             decodes: (!files.is_empty()).then(|| Arc::new(HeadDecodes::new(reader.clone(), files))),
-            begun: Mutex::new(0),
+            begun: AtomicBool::new(false),
         }
     }
 
@@ -415,19 +415,17 @@ impl NextHead {
         let Some(decodes) = &self.decodes else {
             return;
         };
-        *self.begun.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.begun.store(true, Ordering::Relaxed);
         let decodes = Arc::clone(decodes);
         tokio::task::spawn_blocking(move || decodes.work());
     }
 
     /// The head start for the next batch, when a thread was begun on it.
-    fn take(&self, reader: &BatchReader) -> Option<StreamedHead> {
+    fn take(&self) -> Option<StreamedHead> {
         let decodes = self.decodes.as_ref()?;
-        (*self.begun.lock().unwrap_or_else(|p| p.into_inner()) > 0).then(|| StreamedHead {
-            files: decodes.files().to_vec(),
-            reader: reader.clone(),
-            decodes: Arc::clone(decodes),
-        })
+        self.begun
+            .load(Ordering::Relaxed)
+            .then(|| Arc::clone(decodes))
     }
 }
 

@@ -656,19 +656,16 @@ impl RowWiseRunner {
             return Ok(Vec::new());
         }
         let kept = self.plan.lock().map_or(None, |plan| plan.clone());
-        let plan = match kept {
-            Some(Kept::Direct(direct)) => {
-                return direct
-                    .run(batches)
-                    .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e));
-            }
-            Some(Kept::Plan(plan)) => with_batch(plan, &q.schema, batches),
-            None => self.plan_first(sql, batches).await,
+        let rows = async {
+            let plan = match kept {
+                Some(Kept::Direct(direct)) => return direct.run(batches),
+                Some(Kept::Plan(plan)) => with_batch(plan, &q.schema, batches)?,
+                None => self.plan_first(sql, batches).await?,
+            };
+            datafusion::physical_plan::collect(plan, self.task.clone()).await
         }
-        .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))?;
-        datafusion::physical_plan::collect(plan, self.task.clone())
-            .await
-            .map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))
+        .await;
+        rows.map_err(|e| sql_error(&q.flow, &format!("evaluating `{sql}`"), e))
     }
 
     /// Plans `sql` over `batches` registered as `batch`, and keeps the plan for the next

@@ -40,11 +40,7 @@ pub struct FilesInput {
 /// streamed batches" and "the batch boundaries"). Like the read-ahead, it has no side
 /// effect: the next batch uses the decodes only when it begins with exactly these
 /// files and has the same read spec.
-pub struct StreamedHead {
-    pub files: Vec<ListedFile>,
-    pub reader: BatchReader,
-    pub decodes: std::sync::Arc<HeadDecodes>,
-}
+pub type StreamedHead = std::sync::Arc<HeadDecodes>;
 
 /// A head start's decodes ([`StreamedHead`]), shared by the threads decoding them and
 /// the next batch's writers: each file is decoded once, by whoever reaches it first
@@ -127,6 +123,11 @@ impl HeadDecodes {
     /// The files, first to last.
     pub fn files(&self) -> &[ListedFile] {
         &self.files
+    }
+
+    /// The reader decoding them (its read spec decides whether a batch can use them).
+    pub fn reader(&self) -> &BatchReader {
+        &self.reader
     }
 
     /// The head start is dropped: its threads finish the file they decode and stop.
@@ -312,11 +313,11 @@ impl FilesInput {
         self.drop_head_start();
         let reader = self.source.reader();
         let head = match self.streamed_head.take() {
-            Some(head) if files.starts_with(&head.files) && head.reader.same_spec(&reader) => {
+            Some(head) if files.starts_with(head.files()) && head.reader().same_spec(&reader) => {
                 Some(head)
             }
             Some(head) => {
-                head.decodes.cancel();
+                head.cancel();
                 None
             }
             None => None,
@@ -337,13 +338,13 @@ impl FilesInput {
     /// Keeps the head start a streamed batch began on the next one.
     pub fn set_streamed_head(&mut self, head: StreamedHead) {
         if let Some(old) = self.streamed_head.replace(head) {
-            old.decodes.cancel();
+            old.cancel();
         }
     }
 
     fn drop_streamed_head(&mut self) {
         if let Some(head) = self.streamed_head.take() {
-            head.decodes.cancel();
+            head.cancel();
         }
     }
 
