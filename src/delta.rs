@@ -10,14 +10,24 @@ use std::sync::Arc;
 use deltalake::DeltaTable;
 
 use crate::delta_store::DurableLocalStore;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StorageRole};
+use crate::storage::{Location, StorageOptions, Store};
 
-/// Opens a Delta table at a local path for writing; a missing or empty directory is a
-/// table-to-be (created owner-only, durably). Every object the table writes goes through
-/// [`DurableLocalStore`]: fsynced, with its directories, before the write returns
-/// (docs/reliability.md).
+/// Opens a Delta table for writing; a missing or empty location is a table-to-be.
+///
+/// `path` is a local path or an object-store URL written as a path (`s3://bucket/t`,
+/// [`Location::from_path`]). On local disk the directory is created owner-only, durably,
+/// and every object the table writes goes through [`DurableLocalStore`]: fsynced, with
+/// its directories, before the write returns (docs/reliability.md). On an object store
+/// the table is written through `crate::storage` (a `PUT` is durable when it returns),
+/// after checking once that the store refuses a second create of a key, which Delta's
+/// commits rely on (docs/object-storage.md#consistency).
 pub async fn open_table(path: &Path) -> Result<DeltaTable> {
-    crate::durable::create_dir_private(path).map_err(|source| Error::SinkIo {
+    let location = table_location(path)?;
+    let Location::Local(local) = &location else {
+        return open_remote(path, &location, true).await;
+    };
+    crate::durable::create_dir_private(local).map_err(|source| Error::SinkIo {
         path: path.to_path_buf(),
         source,
     })?;
@@ -26,10 +36,41 @@ pub async fn open_table(path: &Path) -> Result<DeltaTable> {
     let builder = deltalake::DeltaTableBuilder::from_url(url.clone())
         .map_err(|e| delta_error(path, e))?
         .with_storage_backend(Arc::new(DurableLocalStore::new(&root)), url);
-    let log = path.join("_delta_log");
+    let log = local.join("_delta_log");
     let has_log = std::fs::read_dir(&log).is_ok_and(|mut d| d.next().is_some());
     if !has_log {
         // A table-to-be: not loaded (loading logs an error for a missing log).
+        return builder.build().map_err(|e| delta_error(path, e));
+    }
+    builder.load().await.map_err(|e| delta_error(path, e))
+}
+
+/// Where the table at `path` lives (a local path, or a URL written as a path).
+pub fn table_location(path: &Path) -> Result<Location> {
+    Location::from_path(path).map_err(|e| Error::Storage {
+        role: StorageRole::Sink,
+        source: e.into(),
+    })
+}
+
+/// A table on an object store, through `crate::storage`; `None`-like tables-to-be are
+/// built, not loaded. `writing`: check put-if-absent first.
+async fn open_remote(path: &Path, location: &Location, writing: bool) -> Result<DeltaTable> {
+    let storage = |source| Error::Storage {
+        role: StorageRole::Sink,
+        source,
+    };
+    crate::storage::register_delta_stores();
+    let store = Store::for_location(location, &StorageOptions::new()).map_err(storage)?;
+    if writing {
+        store.check_put_if_absent().await.map_err(storage)?;
+    }
+    let url = location.to_url().map_err(|e| Error::io(path, e))?;
+    let builder = deltalake::DeltaTableBuilder::from_url(url.clone())
+        .map_err(|e| delta_error(path, e))?
+        .with_storage_backend(store.root_store(), url);
+    let has_log = store.any_below("_delta_log").await.map_err(storage)?;
+    if !has_log {
         return builder.build().map_err(|e| delta_error(path, e));
     }
     builder.load().await.map_err(|e| delta_error(path, e))
@@ -48,6 +89,10 @@ pub async fn sync_txn_commit(
     let Some(latest) = table.version() else {
         return Ok(());
     };
+    if table_location(path)?.is_remote() {
+        // An object store's PUT is durable when it returns: nothing to sync.
+        return Ok(());
+    }
     let log_store = table.log_store();
     let url = table_url(path)?;
     let root = url.to_file_path().unwrap_or_else(|()| path.to_path_buf());
@@ -123,6 +168,11 @@ fn sync_files(table: &Path, files: &[PathBuf]) -> std::io::Result<()> {
 
 /// Opens an existing Delta table, or `None` when the path holds none.
 pub async fn open_existing(path: &Path) -> Result<Option<DeltaTable>> {
+    let location = table_location(path)?;
+    if location.is_remote() {
+        let table = open_remote(path, &location, false).await?;
+        return Ok(table.version().is_some().then_some(table));
+    }
     if !path.join("_delta_log").is_dir() {
         return Ok(None);
     }
@@ -195,6 +245,10 @@ pub async fn table_facts(path: &Path) -> Result<Option<TableFacts>> {
 }
 
 pub fn table_url(path: &Path) -> Result<url::Url> {
+    let location = table_location(path)?;
+    if location.is_remote() {
+        return location.to_url().map_err(|e| Error::io(path, e));
+    }
     let abs = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
     url::Url::from_directory_path(&abs).map_err(|_| Error::Io {
         path: abs.clone(),

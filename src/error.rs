@@ -156,6 +156,33 @@ pub enum Error {
         #[source]
         source: rusqlite::Error,
     },
+
+    /// An object store (or the local disk behind `crate::storage`) could not be reached,
+    /// refused a request, or lacks a guarantee weir needs; the message names the URL.
+    #[error("{role} {source}")]
+    Storage {
+        role: StorageRole,
+        #[source]
+        source: crate::storage::StorageError,
+    },
+}
+
+/// What a store was being used for when it failed: it decides the health state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageRole {
+    Source,
+    Sink,
+    Checkpoint,
+}
+
+impl std::fmt::Display for StorageRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StorageRole::Source => "source",
+            StorageRole::Sink => "sink",
+            StorageRole::Checkpoint => "checkpoint",
+        })
+    }
 }
 
 impl Error {
@@ -180,6 +207,10 @@ impl Error {
             Error::Checkpoint { .. } => Domain::External,
             Error::KafkaUnavailable { .. } | Error::KafkaDataLoss { .. } => Domain::External,
             Error::Arrow { .. } => Domain::Internal,
+            Error::Storage { source, .. } => match source {
+                crate::storage::StorageError::Store { .. } => Domain::External,
+                _ => Domain::User,
+            },
         }
     }
 
@@ -194,7 +225,7 @@ impl Error {
                 | Error::Ledger { .. }
                 | Error::SchemaChanged { .. }
                 | Error::KafkaUnavailable { .. }
-        )
+        ) || matches!(self, Error::Storage { source, .. } if source.retryable())
     }
 
     /// What went wrong, by kind (events, health evidence, the console's timeline); the
@@ -217,6 +248,18 @@ impl Error {
             Error::Ledger { .. } => ErrorKind::LedgerError,
             Error::Plan { .. } => ErrorKind::InvalidPlan,
             Error::StateIncompatible { .. } => ErrorKind::CheckpointIncompatible,
+            Error::Storage { role, source } => match (source, role) {
+                (crate::storage::StorageError::Store { .. }, StorageRole::Source) => {
+                    ErrorKind::SourceUnavailable
+                }
+                (crate::storage::StorageError::Store { .. }, StorageRole::Sink) => {
+                    ErrorKind::SinkUnavailable
+                }
+                (crate::storage::StorageError::Store { .. }, StorageRole::Checkpoint) => {
+                    ErrorKind::IoError
+                }
+                _ => ErrorKind::InvalidPipeline,
+            },
         }
     }
 
@@ -242,7 +285,8 @@ impl Error {
             | Error::Arrow { .. }
             | Error::Plan { .. }
             | Error::KafkaUnavailable { .. }
-            | Error::KafkaDataLoss { .. } => None,
+            | Error::KafkaDataLoss { .. }
+            | Error::Storage { .. } => None,
         }
     }
 

@@ -13,8 +13,9 @@
 //! ```text
 //! spec                       what a flow declares: flow, sources, sink, trigger, stateful query, joins, units, PipelineError
 //! records                    what weir records and reads back: progress, health verdicts, error kinds (plain serde types)
-//! error                      the crate's Error: domain, retryable, kind, path
 //! clock, durable, malloc     the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories)
+//! storage                    the one storage seam: a location (path or s3/gs/az URL) plus storage_options -> an object_store store; each backend's guarantees; deltalake's stores
+//! error                      the crate's Error: domain, retryable, kind, path
 //! delta_store                the object store Delta tables are written through: every object fsynced before a commit relies on it
 //! delta                      Delta tables for every module: open, create, txn version, errors
 //! schema                     DDL, inference rules, evolution modes, hints, schema events, the _rescued_data/_metadata columns
@@ -53,6 +54,7 @@
 //! | operators and their state | `ops`, `state` |
 //! | checkpoint files and their formats | `checkpoint` |
 //! | durable writes (power cuts), the clock | `durable`, `clock` (`docs/reliability.md`) |
+//! | object stores (S3, Azure, GCS, local): URLs, storage_options, guarantees | `storage` (`docs/object-storage.md`) |
 //! | progress record and health verdict shapes | `records` |
 //! | error domains, kinds and their health states | `error`, `records::errors` |
 //! | health classification | `health` |
@@ -103,5 +105,6 @@ pub mod spark;
 pub mod spec;
 pub mod sql;
 pub mod state;
+pub mod storage;
 
 pub use error::{Error, Result};

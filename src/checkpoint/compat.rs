@@ -340,13 +340,22 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
         cp.latest_commit()?;
     }
     let (mut reasons, _) = check_static(spec, cp)?;
+    let remote_sink =
+        sink_table(spec).filter(|p| crate::storage::location::is_remote_text(&p.to_string_lossy()));
+    if let Some(path) = remote_sink
+        && cp.exists()
+    {
+        // An object store that cannot be reached or refuses the credentials is the error
+        // itself, not a table gone.
+        crate::delta::open_existing(path).await?;
+    }
     if reasons.is_empty() && cp.exists() {
         reasons = check_sink(spec, cp).await;
         // The whole table directory is missing (unmounted storage, a restore in
         // progress, or a deletion): the sink is unavailable. Refuse to start (a new
         // table there would silently lack the committed batches), as a retryable
         // `sink_unavailable`, not as an incompatible checkpoint: most often it comes back.
-        if let Some(path) = sink_table(spec).filter(|p| !p.exists())
+        if let Some(path) = sink_table(spec).filter(|p| remote_sink.is_none() && !p.exists())
             && !reasons.is_empty()
         {
             return Err(Error::SinkIo {

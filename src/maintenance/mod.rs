@@ -151,10 +151,14 @@ pub fn resolve(
                     path: p.clone(),
                     role: role.clone(),
                 }),
-                [] if given.join("_delta_log").is_dir() => Ok(TableTarget {
-                    path: given.to_path_buf(),
-                    role: "not named by the pipeline".into(),
-                }),
+                [] if given.join("_delta_log").is_dir()
+                    || crate::storage::location::is_remote_text(t) =>
+                {
+                    Ok(TableTarget {
+                        path: given.to_path_buf(),
+                        role: "not named by the pipeline".into(),
+                    })
+                }
                 [] => Err(format!("no table {t:?}; {}", listing())),
                 many => Err(format!(
                     "{t:?} names {} tables; give its path: {}",

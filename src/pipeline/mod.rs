@@ -474,7 +474,17 @@ fn header_key_at(text: &str, offset: usize) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// A path key's value, relative to the pipeline file's directory. An object-store URL
+/// (`s3://...`) is kept as written, never joined to the directory: the keys that accept
+/// one hand it to `crate::storage`, the others are refused first
+/// ([`refuse_remote_locations`]).
 fn resolve_path(base: &Path, path: &str) -> PathBuf {
+    if crate::storage::location::is_remote_text(path) {
+        return PathBuf::from(path);
+    }
+    if let Ok(crate::storage::Location::Local(p)) = crate::storage::Location::parse(path, base) {
+        return p;
+    }
     let p = Path::new(path);
     if p.is_absolute() {
         p.to_path_buf()
@@ -483,12 +493,76 @@ fn resolve_path(base: &Path, path: &str) -> PathBuf {
     }
 }
 
+/// Object-store URLs where weir reads and writes through `crate::storage` (Delta sinks and
+/// sources), refused elsewhere before anything runs: a URL taken as a relative directory
+/// would create `./s3:/bucket/...` and read nothing (docs/object-storage.md).
+fn refuse_remote_locations(
+    cx: &Context<'_>,
+    span: Range<usize>,
+    flow: &file::FlowFile,
+) -> Result<(), PipelineError> {
+    let check = |key: &str, text: &str, remote_ok: bool| -> Result<(), PipelineError> {
+        if !crate::storage::location::is_remote_text(text) {
+            return Ok(());
+        }
+        let base = Path::new("");
+        if let Err(e) = crate::storage::Location::parse(text, base) {
+            return Err(cx.error(span.clone(), format!("{key}: {e}")));
+        }
+        if remote_ok {
+            return Ok(());
+        }
+        Err(cx.error(
+            span.clone(),
+            format!(
+                "{key} = {text:?}: this key takes a local path for now; object-store URLs are read and written by Delta sinks and Delta sources (docs/object-storage.md#what-runs-where)"
+            ),
+        ))
+    };
+    if let Some(c) = &flow.checkpoint {
+        check("checkpoint", c, false)?;
+    }
+    let sources = std::iter::once(&flow.source)
+        .chain(flow.union.iter().flatten().map(|u| &u.get_ref().source))
+        .chain(flow.stream_join.iter().map(|j| &j.get_ref().source));
+    for source in sources {
+        if let Some(p) = &source.path {
+            let delta = source.kind.get_ref() == "delta";
+            check("source path", p, delta)?;
+        }
+        let side = [
+            ("schema_location", &source.schema_location),
+            ("bad_records_path", &source.bad_records_path),
+            ("bad_records_table", &source.bad_records_table),
+        ];
+        for (key, value) in side {
+            if let Some(v) = value {
+                check(key, v, false)?;
+            }
+        }
+    }
+    match &flow.sink {
+        file::SinkFile::Delta { path, .. } | file::SinkFile::DeltaMerge { path, .. } => {
+            check("sink path", path, true)?;
+        }
+        _ => {}
+    }
+    if let Some(l) = &flow.late_rows {
+        check("late_rows path", &l.path, false)?;
+    }
+    for j in flow.join.iter().flatten() {
+        check("join table", &j.get_ref().table, false)?;
+    }
+    Ok(())
+}
+
 fn resolve_flow(
     cx: &Context<'_>,
     base: &Path,
     span: Range<usize>,
     flow: file::FlowFile,
 ) -> Result<FlowSpec, PipelineError> {
+    refuse_remote_locations(cx, span.clone(), &flow)?;
     let name = flow.name.into_inner();
     let source = match flow.source.kind.get_ref().as_str() {
         "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),

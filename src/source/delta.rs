@@ -252,7 +252,11 @@ const LISTING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 impl DeltaSource {
     /// A source on the table at `options.path`; nothing is read until the first plan.
     pub fn new(options: DeltaSourceOptions) -> Self {
-        let root = std::path::absolute(&options.path).unwrap_or_else(|_| options.path.clone());
+        let root = if crate::storage::location::is_remote_text(&options.path.to_string_lossy()) {
+            options.path.clone()
+        } else {
+            std::path::absolute(&options.path).unwrap_or_else(|_| options.path.clone())
+        };
         DeltaSource {
             options,
             root,
@@ -273,10 +277,12 @@ impl DeltaSource {
 
     /// Spark's description: `DeltaSource[file:/...]`.
     pub fn description(&self) -> String {
-        format!(
-            "DeltaSource[{}]",
-            crate::source::files::file_url(&self.root).trim_end_matches('/')
-        )
+        let shown = if crate::storage::location::is_remote_text(&self.root.to_string_lossy()) {
+            self.root.display().to_string()
+        } else {
+            crate::source::files::file_url(&self.root)
+        };
+        format!("DeltaSource[{}]", shown.trim_end_matches('/'))
     }
 
     /// The table's id, once a plan or refresh found the table.
@@ -656,9 +662,23 @@ impl DeltaSource {
                     .collect::<Vec<_>>(),
             )),
         };
+        let remote = match crate::storage::Location::from_path(&self.options.path) {
+            Ok(location) if location.is_remote() => Some(
+                crate::storage::Store::for_location(
+                    &location,
+                    &crate::storage::StorageOptions::new(),
+                )
+                .map_err(|source| Error::Storage {
+                    role: crate::error::StorageRole::Source,
+                    source,
+                })?,
+            ),
+            _ => None,
+        };
         Ok(DeltaBatchReader {
             table: self.options.path.clone(),
             root: self.root.clone(),
+            remote,
             schema,
             partition_columns: info.partition_columns.clone(),
         })
@@ -1055,6 +1075,9 @@ pub const READ_BATCH_ROWS: usize = 8192;
 pub struct DeltaBatchReader {
     table: PathBuf,
     root: PathBuf,
+    /// The table's store when it is on an object store (files are fetched whole, then
+    /// decoded; local files are read in place).
+    remote: Option<crate::storage::Store>,
     schema: SchemaRef,
     partition_columns: Arc<Vec<String>>,
 }
@@ -1100,6 +1123,9 @@ impl DeltaBatchReader {
     }
 
     fn read_file(&self, file: &DeltaFile) -> Result<Vec<RecordBatch>> {
+        if let Some(store) = &self.remote {
+            return self.read_remote_file(store, file);
+        }
         let path = self.resolve(file)?;
         let handle = std::fs::File::open(&path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
@@ -1122,6 +1148,54 @@ impl DeltaBatchReader {
             message: format!("cannot read Parquet: {e}"),
         };
         let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(parquet_error)?;
+        self.decode(builder, &path.display().to_string(), file)
+    }
+
+    /// A data file of a table on an object store: fetched whole (a Delta data file is a
+    /// bounded Parquet file), then decoded as a local one is.
+    fn read_remote_file(
+        &self,
+        store: &crate::storage::Store,
+        file: &DeltaFile,
+    ) -> Result<Vec<RecordBatch>> {
+        let rel = percent_encoding::percent_decode_str(&file.path)
+            .decode_utf8_lossy()
+            .to_string();
+        let shown = store.location().join(&rel).to_string();
+        let got = tokio::runtime::Handle::current()
+            .block_on(store.get(&rel))
+            .map_err(|source| Error::Storage {
+                role: crate::error::StorageRole::Source,
+                source,
+            })?;
+        let Some(bytes) = got else {
+            return Err(Error::Source {
+                path: self.table.clone(),
+                message: format!(
+                    "data file {shown} (version {}) is gone; VACUUM may have removed it before the stream read it",
+                    file.version
+                ),
+            });
+        };
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| Error::Source {
+                path: PathBuf::from(&shown),
+                message: format!("cannot read Parquet: {e}"),
+            })?;
+        self.decode(builder, &shown, file)
+    }
+
+    /// Decodes a data file's columns that the read schema has, conformed to it.
+    fn decode<T: parquet::file::reader::ChunkReader + 'static>(
+        &self,
+        builder: ParquetRecordBatchReaderBuilder<T>,
+        shown: &str,
+        file: &DeltaFile,
+    ) -> Result<Vec<RecordBatch>> {
+        let parquet_error = |e: parquet::errors::ParquetError| Error::Source {
+            path: PathBuf::from(shown),
+            message: format!("cannot read Parquet: {e}"),
+        };
         // Only the file's columns the read schema has are decoded (the others would be
         // dropped by `conform`): the read schema is narrower with projection pushdown.
         let wanted: Vec<usize> = builder
@@ -1141,7 +1215,7 @@ impl DeltaBatchReader {
         let mut out = Vec::new();
         for batch in reader {
             let batch = batch.map_err(|source| Error::Arrow {
-                context: format!("reading {}", path.display()),
+                context: format!("reading {shown}"),
                 source,
             })?;
             out.push(self.conform(&batch, file)?);

@@ -19,6 +19,7 @@ mod kafka;
 mod layers;
 mod maintenance;
 mod multihop;
+mod object_store;
 mod operate;
 mod pipeline_files;
 mod power;

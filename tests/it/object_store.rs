@@ -1,0 +1,318 @@
+//! Object storage (docs/object-storage.md): URLs refused where a key takes a local path
+//! (nothing created beside the pipeline), and Delta tables on a real S3 server
+//! (SeaweedFS on loopback, started here; `scripts/object-store-servers.sh` builds it):
+//! every landed row once in the table, read back by a second reader, a re-run idempotent,
+//! a missing bucket and refused credentials named.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Output;
+
+use weir::storage::test_server::S3Server;
+
+use crate::support::*;
+
+/// The S3 server, or `None` (the test prints that it was skipped) when its binary is not
+/// built and `WEIR_OBJECT_STORE_TESTS` is not `1`; with it, a missing server fails.
+fn server() -> Option<S3Server> {
+    let wanted = std::env::var("WEIR_OBJECT_STORE_TESTS").is_ok_and(|v| v == "1");
+    if !weir::storage::test_server::weed_binary().is_file() && !wanted {
+        eprintln!(
+            "skipped: the object-store tests need scripts/object-store-servers.sh (WEIR_OBJECT_STORE_TESTS=1 makes this a failure)"
+        );
+        return None;
+    }
+    match S3Server::start() {
+        Ok(s) => Some(s),
+        Err(e) => panic!("cannot start the test S3 server: {e}"),
+    }
+}
+
+fn run_with(server: &S3Server, args: &[&str], secret: Option<&str>) -> Output {
+    let mut cmd = weir();
+    for (k, v) in server.options() {
+        cmd.env(k, v);
+    }
+    if let Some(s) = secret {
+        cmd.env("AWS_SECRET_ACCESS_KEY", s);
+    }
+    cmd.args(args).output().expect("run weir")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn pipeline(dir: &Path, sink: &str) -> std::path::PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "bronze"
+trigger = "available_now"
+
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, note STRING"
+
+[flow.sink]
+type = "delta"
+path = "{sink}"
+"#
+        ),
+    )
+}
+
+fn land_ids(dir: &Path, file: &str, ids: std::ops::Range<i64>) {
+    let mut body = String::from("id,note\n");
+    for i in ids {
+        body.push_str(&format!("{i},n{i}\n"));
+    }
+    land(&dir.join("landing"), file, body.as_bytes());
+}
+
+/// The ids in the table at `url`, read by deltalake (with DataFusion) in this process.
+async fn ids_in(server: &S3Server, url: &str) -> Vec<i64> {
+    weir::storage::register_delta_stores();
+    let options: HashMap<String, String> = server
+        .options()
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
+    let table = deltalake::DeltaTableBuilder::from_url(url::Url::parse(url).unwrap())
+        .unwrap()
+        .with_storage_options(options)
+        .load()
+        .await
+        .expect("open the table on the S3 server");
+    let ctx = datafusion::prelude::SessionContext::new();
+    table.update_datafusion_session(&ctx.state()).unwrap();
+    let provider = table.table_provider().await.unwrap();
+    ctx.register_table("t", provider).unwrap();
+    let batches = ctx
+        .sql("SELECT id FROM t ORDER BY id")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for b in &batches {
+        let col = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        ids.extend(col.iter().map(|v| v.unwrap()));
+    }
+    ids
+}
+
+#[test]
+fn urls_in_keys_that_take_local_paths_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml_key, value, named) in [
+        (
+            "checkpoint",
+            "s3://bucket/_checkpoints/bronze",
+            "checkpoint",
+        ),
+        ("source", "s3://bucket/landing/", "source path"),
+    ] {
+        let toml = match toml_key {
+            "checkpoint" => format!(
+                "[[flow]]\nname = \"b\"\ncheckpoint = \"{value}\"\n[flow.source]\ntype = \"files\"\npath = \"landing\"\nformat = \"csv\"\n[flow.sink]\ntype = \"delta\"\npath = \"t\"\n"
+            ),
+            _ => format!(
+                "[[flow]]\nname = \"b\"\n[flow.source]\ntype = \"files\"\npath = \"{value}\"\nformat = \"csv\"\n[flow.sink]\ntype = \"delta\"\npath = \"t\"\n"
+            ),
+        };
+        let p = write_pipeline(dir.path(), &toml);
+        for cmd in [&["validate"][..], &["run", "--headless"][..]] {
+            let out = weir().args(cmd).arg(&p).output().unwrap();
+            let said = text(&out);
+            assert!(!out.status.success(), "{cmd:?} {value}: {said}");
+            assert!(said.contains(named) && said.contains(value), "{said}");
+            assert!(
+                said.contains("pipeline.toml:"),
+                "names the file and line: {said}"
+            );
+        }
+        let made: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert!(!made.iter().any(|n| n.starts_with("s3")), "{made:?}");
+    }
+    // Another scheme, and credentials in the URL (never echoed).
+    let p = pipeline(dir.path(), "hdfs://nn/lake/t");
+    let said = text(&weir().args(["validate"]).arg(&p).output().unwrap());
+    assert!(said.contains("unsupported URL scheme \"hdfs\""), "{said}");
+    let p = pipeline(
+        dir.path(),
+        "s3://AKIAIOSFODNN7:wJalrXUtnFEMIK7MDENG@bucket/t",
+    );
+    let out = weir().args(["validate"]).arg(&p).output().unwrap();
+    let said = text(&out);
+    assert!(!out.status.success());
+    assert!(said.contains("carries credentials"), "{said}");
+    assert!(
+        !said.contains("wJalrXUtnFEMIK7MDENG") && !said.contains("AKIAIOSFODNN7"),
+        "{said}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_sink_on_s3_holds_every_landed_row_once() {
+    let Some(server) = server() else { return };
+    server.create_bucket("lake").expect("create the bucket");
+    let dir = tempfile::tempdir().unwrap();
+    let url = "s3://lake/bronze/ids";
+    let p = pipeline(dir.path(), url);
+    land_ids(dir.path(), "a.csv", 0..100);
+    land_ids(dir.path(), "b.csv", 100..250);
+    let args = ["run", "--headless", "--trigger", "available-now"];
+    let p_arg = p.to_str().unwrap();
+    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ids_in(&server, url).await, (0..250).collect::<Vec<_>>());
+    // Nothing new: no batch, no commit; then one more file, once.
+    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    assert!(out.status.success(), "{}", text(&out));
+    land_ids(dir.path(), "c.csv", 250..300);
+    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ids_in(&server, url).await, (0..300).collect::<Vec<_>>());
+    // Nothing was created locally for the URL, and `weir table history` reads it there.
+    assert!(!dir.path().join("s3:").exists());
+    let out = run_with(&server, &["table", "history", p_arg, url], None);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("STREAMING UPDATE") || said.contains("WRITE"),
+        "{said}"
+    );
+    let out = run_with(
+        &server,
+        &["table", "history", p_arg, "--flow", "bronze"],
+        None,
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("STREAMING UPDATE") || said.contains("WRITE"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_missing_bucket_and_refused_credentials_are_named_and_fail_the_run() {
+    let Some(server) = server() else { return };
+    server.create_bucket("lake").expect("create the bucket");
+    let dir = tempfile::tempdir().unwrap();
+    land_ids(dir.path(), "a.csv", 0..10);
+    let p = pipeline(dir.path(), "s3://no-such-bucket/t");
+    let out = run_with(
+        &server,
+        &[
+            "run",
+            "--headless",
+            "--trigger",
+            "available-now",
+            p.to_str().unwrap(),
+        ],
+        None,
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("s3://no-such-bucket"), "{said}");
+
+    let dir = tempfile::tempdir().unwrap();
+    land_ids(dir.path(), "a.csv", 0..10);
+    let p = pipeline(dir.path(), "s3://lake/refused");
+    let wrong = "not-the-secret-4711";
+    let out = run_with(
+        &server,
+        &[
+            "run",
+            "--headless",
+            "--trigger",
+            "available-now",
+            p.to_str().unwrap(),
+        ],
+        Some(wrong),
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("s3://lake/refused"), "{said}");
+    assert!(!said.contains(wrong), "the secret is never printed: {said}");
+}
+
+/// The batch protocol's crash drill with the table on the S3 server: the process aborts
+/// at each failpoint of batch 1 (files landing while it is down), then runs to the end;
+/// the table must equal a crash-free run's: every id once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_failpoint_with_the_table_on_s3_recovers_exactly_once() {
+    let Some(server) = server() else { return };
+    server.create_bucket("crash").expect("create the bucket");
+    let run = |p: &Path, failpoint: Option<&str>| {
+        let mut cmd = weir();
+        for (k, v) in server.options() {
+            cmd.env(k, v);
+        }
+        if let Some(fp) = failpoint {
+            cmd.env("WEIR_FAILPOINT", fp);
+        }
+        cmd.args(["run", "--headless", "--trigger", "available-now"])
+            .arg(p)
+            .output()
+            .expect("run weir")
+    };
+    let setup = |dir: &Path, url: &str| {
+        let p = pipeline(dir, url);
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "schema = \"id BIGINT, note STRING\"",
+            "schema = \"id BIGINT, note STRING\"\nmax_files_per_trigger = 1",
+        );
+        std::fs::write(&p, text).unwrap();
+        for f in 0..3 {
+            land_ids(dir, &format!("f{f}.csv"), f * 40..(f + 1) * 40);
+        }
+        p
+    };
+    // The crash-free run.
+    let clean = tempfile::tempdir().unwrap();
+    let clean_url = "s3://crash/clean";
+    let p = setup(clean.path(), clean_url);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+    land_ids(clean.path(), "late.csv", 120..160);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+    let golden = ids_in(&server, clean_url).await;
+    assert_eq!(golden, (0..160).collect::<Vec<_>>());
+
+    for failpoint in weir::engine::failpoint::FAILPOINTS {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("s3://crash/{failpoint}");
+        let p = setup(dir.path(), &url);
+        let crashed = run(&p, Some(&format!("{failpoint}:1")));
+        let said = text(&crashed);
+        assert!(!crashed.status.success(), "{failpoint}: {said}");
+        assert!(
+            said.contains(&format!("failpoint {failpoint} hit in batch 1")),
+            "{said}"
+        );
+        land_ids(dir.path(), "late.csv", 120..160);
+        let out = run(&p, None);
+        assert!(out.status.success(), "{failpoint}: {}", text(&out));
+        assert_eq!(ids_in(&server, &url).await, golden, "{failpoint}");
+    }
+}
