@@ -316,3 +316,43 @@ async fn every_failpoint_with_the_table_on_s3_recovers_exactly_once() {
         assert_eq!(ids_in(&server, &url).await, golden, "{failpoint}");
     }
 }
+
+/// Two hops over the S3 server: bronze writes `s3://lake/bronze/hop`, silver streams it
+/// as a Delta source into a local table; each run's new bronze rows reach silver once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_source_on_s3_streams_each_commit_once() {
+    let Some(server) = server() else { return };
+    server.create_bucket("lake").expect("create the bucket");
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(dir.path(), "s3://lake/bronze/hop");
+    let mut toml = std::fs::read_to_string(&p).unwrap();
+    toml.push_str(
+        r#"
+[[flow]]
+name = "silver"
+trigger = "available_now"
+
+[flow.source]
+type = "delta"
+path = "s3://lake/bronze/hop"
+
+[flow.sink]
+type = "delta"
+path = "silver"
+"#,
+    );
+    std::fs::write(&p, toml).unwrap();
+    let p_arg = p.to_str().unwrap();
+    let args = ["run", "--headless", "--trigger", "available-now", p_arg];
+    land_ids(dir.path(), "a.csv", 0..70);
+    let out = run_with(&server, &args, None);
+    assert!(out.status.success(), "{}", text(&out));
+    land_ids(dir.path(), "b.csv", 70..90);
+    let out = run_with(&server, &args, None);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("DeltaSource[s3://lake/bronze/hop]"), "{said}");
+    let silver = table_lines(&dir.path().join("silver"), &["id"], "id", ",").await;
+    let want: Vec<String> = (0..90).map(|i| i.to_string()).collect();
+    assert_eq!(silver, want);
+}
