@@ -2,7 +2,8 @@
 # Builds the object-store servers the object-storage tests start (docs/object-storage.md,
 # "Test servers") into /var/tmp/weir-tools/bin (WEIR_TOOLS overrides):
 #   weed             SeaweedFS (S3 API), from the Go module proxy
-# Idempotent: does nothing for a binary already built from the pinned version.
+#   azurite-blob     Azurite's Blob service (Azure), from the npm registry (installed globally)
+# Idempotent: does nothing for what is already there at the pinned version.
 # Prints the bin directory.
 set -euo pipefail
 TOOLS="${WEIR_TOOLS:-/var/tmp/weir-tools}"
@@ -25,5 +26,9 @@ if [ ! -x "$BIN/weed" ] || [ "$(cat "$BIN/weed.version" 2>/dev/null)" != "$SEAWE
   (cd "$work" && go build -o "$BIN/weed.tmp" ./weed) >&2
   mv "$BIN/weed.tmp" "$BIN/weed"
   echo "$SEAWEEDFS" > "$BIN/weed.version"
+fi
+AZURITE=3.37.0
+if [ "$(azurite-blob --version 2>/dev/null)" != "$AZURITE" ]; then
+  npm install -g --silent "azurite@$AZURITE" >&2
 fi
 echo "$BIN"

@@ -1,27 +1,33 @@
-//! A real S3-compatible server on a loopback port, for tests and benchmarks: SeaweedFS
-//! (`weed server -s3`: master, volume server, filer and its S3 gateway in one process),
-//! built by `scripts/object-store-servers.sh` into `/var/tmp/weir-tools/bin/weed`
-//! (`WEIR_WEED` overrides the binary).
+//! Real object-store servers on loopback ports, for tests and benchmarks (not mocks of a
+//! client; docs/object-storage.md#test-servers):
 //!
-//! Why SeaweedFS: an Apache-2.0 object store run in production (not a mock of a client),
-//! whose S3 gateway implements the requests object_store sends (multipart uploads,
-//! ListObjectsV2 with `start-after`, conditional `PUT` with `If-None-Match`), with
-//! signature-checked credentials when given identities, and buildable from the Go module
-//! proxy. docs/object-storage.md#test-servers says what each server is used for.
+//! - [`S3Server`]: SeaweedFS (`weed server -s3`: master, volume server, filer and its S3
+//!   gateway in one process), built by `scripts/object-store-servers.sh` into
+//!   `/var/tmp/weir-tools/bin/weed` (`WEIR_WEED` overrides). An Apache-2.0 object store
+//!   run in production, whose S3 gateway implements the requests object_store sends
+//!   (multipart uploads, ListObjectsV2 with `start-after`, conditional `PUT` with
+//!   `If-None-Match`) and checks request signatures once it has identities.
+//! - [`AzuriteServer`]: Azurite's Blob service (Microsoft's Azure Storage server, from the
+//!   npm registry: `azurite-blob` on `PATH`, `WEIR_AZURITE` overrides), with its well-known
+//!   development account.
 //!
-//! [`S3Server::start`] starts one with an identity (`ACCESS_KEY`/`SECRET_KEY`) under a
-//! shell watchdog that kills it when the process that started it exits; dropping the
-//! handle stops it. [`S3Server::stop`] / [`S3Server::restart`] keep the ports and data.
+//! Each runs under a shell watchdog that kills it when the process that started it exits;
+//! dropping the handle stops it. `stop` / `restart` keep the ports and the data.
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The test server's access key id (not a secret: a loopback test server's).
+/// The S3 test server's access key id (a loopback test server's, not a secret).
 pub const ACCESS_KEY: &str = "weirtest";
-/// The test server's secret access key.
+/// The S3 test server's secret access key.
 pub const SECRET_KEY: &str = "weirtestsecret";
+/// Azurite's development account and its published key (Azure's documented emulator key).
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 /// Where the SeaweedFS binary is: `WEIR_WEED`, else `/var/tmp/weir-tools/bin/weed`.
 pub fn weed_binary() -> PathBuf {
@@ -30,14 +36,16 @@ pub fn weed_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp/weir-tools/bin/weed"))
 }
 
-/// An S3 server this process started.
-#[derive(Debug)]
-pub struct S3Server {
-    /// `http://127.0.0.1:PORT`.
-    pub endpoint: String,
-    dir: PathBuf,
-    ports: [u16; 7],
-    watchdog: Option<Child>,
+/// Where Azurite's Blob service is: `WEIR_AZURITE`, else `azurite-blob` on `PATH`.
+pub fn azurite_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("WEIR_AZURITE") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("azurite-blob"))
+            .find(|p| p.is_file())
+    })
 }
 
 fn free_port() -> Result<u16, String> {
@@ -47,72 +55,52 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
-impl S3Server {
-    /// Starts a server in a new directory; returns once its S3 port answers.
-    pub fn start() -> Result<S3Server, String> {
-        let weed = weed_binary();
-        if !weed.is_file() {
-            return Err(format!(
-                "{} not found: run scripts/object-store-servers.sh (or set WEIR_WEED)",
-                weed.display()
-            ));
-        }
+/// A server process in its own directory (`server.log`, `server.pid`) under a watchdog.
+#[derive(Debug)]
+struct Watched {
+    name: &'static str,
+    dir: PathBuf,
+    program: PathBuf,
+    args: Vec<String>,
+    port: u16,
+    watchdog: Option<Child>,
+}
+
+impl Watched {
+    fn new(name: &'static str, program: PathBuf, port: u16) -> Result<Watched, String> {
         let dir = std::env::temp_dir().join(format!(
-            "weir-s3-{}-{}",
+            "weir-{name}-{}-{}",
             std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         ));
         std::fs::create_dir_all(dir.join("data")).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let config = format!(
-            r#"{{"identities":[{{"name":"weir","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
-        );
-        std::fs::write(dir.join("s3.json"), config)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        // master, volume, filer, s3, then the gRPC ports of master, volume and filer
-        // (port + 10000 by default, which may be taken), all given explicitly.
-        let mut ports = [0u16; 7];
-        for p in &mut ports {
-            *p = free_port()?;
-        }
-        let mut server = S3Server {
-            endpoint: format!("http://127.0.0.1:{}", ports[3]),
+        Ok(Watched {
+            name,
             dir,
-            ports,
+            program,
+            args: Vec::new(),
+            port,
             watchdog: None,
-        };
-        server.launch(&weed)?;
-        Ok(server)
+        })
     }
 
-    /// The server's directory (data, `weed.log`).
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn launch(&mut self, weed: &Path) -> Result<(), String> {
-        let [master, volume, filer, s3, mg, vg, fg] = self.ports;
-        let args = format!(
-            "server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir={data} -master.port={master} \
-             -master.port.grpc={mg} -volume.port={volume} -volume.port.grpc={vg} \
-             -filer -filer.port={filer} -filer.port.grpc={fg} -s3 -s3.port={s3} \
-             -s3.config={dir}/s3.json -volume.max=0 -master.volumeSizeLimitMB=64",
-            data = self.dir.join("data").display(),
-            dir = self.dir.display(),
-        );
+    /// Starts the process; returns once `port` accepts connections.
+    fn launch(&mut self) -> Result<(), String> {
         let script = r#"
-"$WEED" $ARGS >>"$DIR/weed.log" 2>&1 &
-wp=$!
-echo $wp > "$DIR/weed.pid"
-while kill -0 "$wp" 2>/dev/null && kill -0 "$PARENT" 2>/dev/null; do sleep 0.5; done
+"$PROGRAM" "$@" >>"$DIR/server.log" 2>&1 &
+sp=$!
+echo $sp > "$DIR/server.pid"
+while kill -0 "$sp" 2>/dev/null && kill -0 "$PARENT" 2>/dev/null; do sleep 0.5; done
 if ! kill -0 "$PARENT" 2>/dev/null; then
-  kill -9 "$wp" 2>/dev/null; wait "$wp" 2>/dev/null; rm -rf "$DIR"
+  kill -9 "$sp" 2>/dev/null; wait "$sp" 2>/dev/null; rm -rf "$DIR"
 fi
 "#;
         let child = Command::new("bash")
             .arg("-c")
             .arg(script)
-            .env("WEED", weed)
-            .env("ARGS", args)
+            .arg("watchdog")
+            .args(&self.args)
+            .env("PROGRAM", &self.program)
             .env("DIR", &self.dir)
             .env("PARENT", std::process::id().to_string())
             .stdin(Stdio::null())
@@ -123,17 +111,19 @@ fi
         self.watchdog = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if TcpStream::connect(("127.0.0.1", s3)).is_ok() {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 return Ok(());
             }
             if let Some(w) = self.watchdog.as_mut()
                 && let Ok(Some(_)) = w.try_wait()
             {
-                return Err(format!("SeaweedFS exited: {}", self.log_tail()));
+                return Err(format!("{} exited: {}", self.name, self.log_tail()));
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "SeaweedFS did not open port {s3} within 60 s: {}",
+                    "{} did not open port {} within 60 s: {}",
+                    self.name,
+                    self.port,
                     self.log_tail()
                 ));
             }
@@ -141,22 +131,18 @@ fi
         }
     }
 
-    /// The end of `weed.log`.
-    pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default();
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
         let start = log.len().saturating_sub(2000);
         log.get(start..).unwrap_or("").to_string()
     }
 
-    fn pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.dir.join("weed.pid"))
+    /// Kills the server (SIGKILL, as a crash would); its data stays.
+    fn stop(&mut self) {
+        let pid = std::fs::read_to_string(self.dir.join("server.pid"))
             .ok()
-            .and_then(|s| s.trim().parse().ok())
-    }
-
-    /// Stops the server (SIGKILL, as a crash would); its data stays for [`S3Server::restart`].
-    pub fn stop(&mut self) {
-        if let Some(pid) = self.pid() {
+            .and_then(|s| s.trim().parse().ok());
+        if let Some(pid) = pid {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
@@ -166,16 +152,97 @@ fi
             let _ = w.wait();
         }
     }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An S3 server (SeaweedFS) this process started.
+#[derive(Debug)]
+pub struct S3Server {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    process: Watched,
+    /// master, volume, filer, s3, then the gRPC ports of master, volume and filer
+    /// (SeaweedFS's default is port + 10000, which may be taken: all given explicitly).
+    ports: [u16; 7],
+}
+
+impl S3Server {
+    /// Starts a server with one identity ([`ACCESS_KEY`], [`SECRET_KEY`]).
+    pub fn start() -> Result<S3Server, String> {
+        let weed = weed_binary();
+        if !weed.is_file() {
+            return Err(format!(
+                "{} not found: run scripts/object-store-servers.sh (or set WEIR_WEED)",
+                weed.display()
+            ));
+        }
+        let mut ports = [0u16; 7];
+        for p in &mut ports {
+            *p = free_port()?;
+        }
+        let [master, volume, filer, s3, mg, vg, fg] = ports;
+        let mut process = Watched::new("s3", weed, s3)?;
+        let config = format!(
+            r#"{{"identities":[{{"name":"weir","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
+        );
+        let config_path = process.dir.join("s3.json");
+        std::fs::write(&config_path, config)
+            .map_err(|e| format!("{}: {e}", config_path.display()))?;
+        let data = process.dir.join("data");
+        process.args = vec![
+            "server".into(),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            format!("-dir={}", data.display()),
+            format!("-master.port={master}"),
+            format!("-master.port.grpc={mg}"),
+            format!("-volume.port={volume}"),
+            format!("-volume.port.grpc={vg}"),
+            "-filer".into(),
+            format!("-filer.port={filer}"),
+            format!("-filer.port.grpc={fg}"),
+            "-s3".into(),
+            format!("-s3.port={s3}"),
+            format!("-s3.config={}", config_path.display()),
+            "-volume.max=0".into(),
+            "-master.volumeSizeLimitMB=64".into(),
+        ];
+        process.launch()?;
+        Ok(S3Server {
+            endpoint: format!("http://127.0.0.1:{s3}"),
+            process,
+            ports,
+        })
+    }
+
+    /// The server's directory (data, `server.log`).
+    pub fn dir(&self) -> &Path {
+        &self.process.dir
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.process.log_tail()
+    }
+
+    /// Stops the server (SIGKILL); its data stays for [`S3Server::restart`].
+    pub fn stop(&mut self) {
+        self.process.stop();
+    }
 
     /// Starts the stopped server again on the same ports, with its data.
     pub fn restart(&mut self) -> Result<(), String> {
-        self.stop();
-        self.launch(&weed_binary())
+        self.process.stop();
+        self.process.launch()
     }
 
     /// Creates a bucket (SeaweedFS's `weed shell`: `s3.bucket.create`).
     pub fn create_bucket(&self, name: &str) -> Result<(), String> {
-        use std::io::Write;
         let [master, _, filer, _, mg, _, fg] = self.ports;
         let mut child = Command::new(weed_binary())
             .arg("shell")
@@ -204,7 +271,7 @@ fi
         Ok(())
     }
 
-    /// The `storage_options`/environment pairs that reach this server.
+    /// The environment that reaches this server (object_store's `AWS_*` variables).
     pub fn options(&self) -> Vec<(&'static str, String)> {
         vec![
             ("AWS_ENDPOINT_URL", self.endpoint.clone()),
@@ -216,9 +283,85 @@ fi
     }
 }
 
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// Azurite's Blob service, started by this process.
+#[derive(Debug)]
+pub struct AzuriteServer {
+    /// `http://127.0.0.1:PORT` (path-style: `/devstoreaccount1/<container>/...`).
+    pub endpoint: String,
+    process: Watched,
+}
+
+impl AzuriteServer {
+    pub fn start() -> Result<AzuriteServer, String> {
+        let program = azurite_binary()
+            .ok_or("azurite-blob not found: npm install -g azurite (or set WEIR_AZURITE)")?;
+        let port = free_port()?;
+        let mut process = Watched::new("azurite", program, port)?;
+        process.args = vec![
+            "--blobHost".into(),
+            "127.0.0.1".into(),
+            "--blobPort".into(),
+            port.to_string(),
+            "--location".into(),
+            process.dir.join("data").display().to_string(),
+            "--skipApiVersionCheck".into(),
+        ];
+        process.launch()?;
+        Ok(AzuriteServer {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            process,
+        })
+    }
+
+    pub fn log_tail(&self) -> String {
+        self.process.log_tail()
+    }
+
+    /// Creates a container: Blob's `Create Container`, signed with the development
+    /// account's Shared Key (object_store has no call for it).
+    pub fn create_container(&self, name: &str) -> Result<(), String> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let key = b64
+            .decode(AZURITE_KEY)
+            .map_err(|e| format!("the development key: {e}"))?;
+        let date = chrono::Utc::now()
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        let version = "2021-08-06";
+        let string_to_sign = format!(
+            "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{name}\nrestype:container"
+        );
+        let hmac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
+        let signature = b64.encode(ring::hmac::sign(&hmac_key, string_to_sign.as_bytes()));
+        let request = format!(
+            "PUT /{AZURITE_ACCOUNT}/{name}?restype=container HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+             x-ms-date: {date}\r\nx-ms-version: {version}\r\n\
+             Authorization: SharedKey {AZURITE_ACCOUNT}:{signature}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            port = self.process.port
+        );
+        let mut stream = TcpStream::connect(("127.0.0.1", self.process.port))
+            .map_err(|e| format!("Azurite: {e}"))?;
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| format!("Azurite: {e}"))?;
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .map_err(|e| format!("Azurite: {e}"))?;
+        let status = answer.split_whitespace().nth(1).unwrap_or_default();
+        if status == "201" {
+            Ok(())
+        } else {
+            Err(format!("create container {name}: {answer}"))
+        }
+    }
+
+    /// The environment that reaches this server (object_store's emulator settings).
+    pub fn options(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AZURE_STORAGE_USE_EMULATOR", "true".to_string()),
+            ("AZURITE_BLOB_STORAGE_URL", self.endpoint.clone()),
+        ]
     }
 }

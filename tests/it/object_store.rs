@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Output;
 
-use weir::storage::test_server::S3Server;
+use weir::storage::test_server::{AzuriteServer, S3Server};
 
 use crate::support::*;
 
@@ -25,6 +25,21 @@ fn server() -> Option<S3Server> {
     match S3Server::start() {
         Ok(s) => Some(s),
         Err(e) => panic!("cannot start the test S3 server: {e}"),
+    }
+}
+
+/// Azurite, under the same rule as [`server`].
+fn azurite() -> Option<AzuriteServer> {
+    let wanted = std::env::var("WEIR_OBJECT_STORE_TESTS").is_ok_and(|v| v == "1");
+    if weir::storage::test_server::azurite_binary().is_none() && !wanted {
+        eprintln!(
+            "skipped: the Azure tests need Azurite (npm install -g azurite; WEIR_OBJECT_STORE_TESTS=1 makes this a failure)"
+        );
+        return None;
+    }
+    match AzuriteServer::start() {
+        Ok(s) => Some(s),
+        Err(e) => panic!("cannot start Azurite: {e}"),
     }
 }
 
@@ -354,5 +369,55 @@ path = "silver"
     assert!(said.contains("DeltaSource[s3://lake/bronze/hop]"), "{said}");
     let silver = table_lines(&dir.path().join("silver"), &["id"], "id", ",").await;
     let want: Vec<String> = (0..90).map(|i| i.to_string()).collect();
+    assert_eq!(silver, want);
+}
+
+/// Both hops on Azurite (Azure Blob Storage): bronze writes `az://lake/bronze/ids`,
+/// silver streams it into a local table; every landed row reaches silver once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_tables_on_azure_hold_every_landed_row_once() {
+    let Some(server) = azurite() else { return };
+    server
+        .create_container("lake")
+        .expect("create the container");
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(dir.path(), "az://lake/bronze/ids");
+    let mut toml = std::fs::read_to_string(&p).unwrap();
+    toml.push_str(
+        r#"
+[[flow]]
+name = "silver"
+trigger = "available_now"
+
+[flow.source]
+type = "delta"
+path = "az://lake/bronze/ids"
+
+[flow.sink]
+type = "delta"
+path = "silver"
+"#,
+    );
+    std::fs::write(&p, toml).unwrap();
+    let run = || {
+        let mut cmd = weir();
+        for (k, v) in server.options() {
+            cmd.env(k, v);
+        }
+        cmd.args(["run", "--headless", "--trigger", "available-now"])
+            .arg(&p)
+            .output()
+            .expect("run weir")
+    };
+    land_ids(dir.path(), "a.csv", 0..60);
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out));
+    land_ids(dir.path(), "b.csv", 60..75);
+    let out = run();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("DeltaSink[az://lake/bronze/ids]"), "{said}");
+    let silver = table_lines(&dir.path().join("silver"), &["id"], "id", ",").await;
+    let want: Vec<String> = (0..75).map(|i| i.to_string()).collect();
     assert_eq!(silver, want);
 }
