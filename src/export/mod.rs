@@ -184,6 +184,17 @@ fn backtick(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
+/// An object-store URL as the target Spark reads it: OSS Spark reaches S3 through
+/// Hadoop's S3A connector (`s3a://`, the hadoop-aws jars), Databricks through `s3://`
+/// (docs/object-storage.md). Other URLs and local paths are kept.
+fn spark_url(target: Target, text: &str) -> String {
+    match (target, text.split_once("://")) {
+        (Target::Oss, Some(("s3", rest))) => format!("s3a://{rest}"),
+        (Target::Databricks, Some(("s3a", rest))) => format!("s3://{rest}"),
+        _ => text.to_string(),
+    }
+}
+
 struct Generator {
     target: Target,
     base: PathBuf,
@@ -214,6 +225,7 @@ impl Generator {
             Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
             _ => path.display().to_string(),
         };
+        let shown = spark_url(self.target, &shown);
         if !self.paths.iter().any(|(k, _)| *k == key) {
             self.paths.push((key.clone(), shown));
         }
@@ -1357,6 +1369,17 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn s3_urls_become_s3a_for_oss_spark_and_s3_for_databricks() {
+        assert_eq!(super::spark_url(Target::Oss, "s3://lake/t"), "s3a://lake/t");
+        assert_eq!(
+            super::spark_url(Target::Databricks, "s3a://lake/t"),
+            "s3://lake/t"
+        );
+        assert_eq!(super::spark_url(Target::Oss, "gs://lake/t"), "gs://lake/t");
+        assert_eq!(super::spark_url(Target::Oss, "lake/t"), "lake/t");
+    }
+
     use super::*;
 
     #[test]
