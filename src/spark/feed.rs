@@ -1030,6 +1030,20 @@ impl Feed {
             ),
         };
         if self.states[q].batches != Some((planned, committed)) {
+            if self.states[q].batches.map(|b| b.0) != Some(planned) {
+                for r in cp.removed_sources() {
+                    let text = format!(
+                        "source {} removed (source evolution) at batch {}; last offset {} in batch {}",
+                        r.name,
+                        r.at_batch,
+                        r.last_offset.map_or("-".to_string(), |o| o.to_string()),
+                        r.last_batch
+                    );
+                    if self.states[q].noted.insert(text.clone()) {
+                        self.note(q, NoteKind::Status, now_ms, text, out);
+                    }
+                }
+            }
             self.states[q].batches = Some((planned, committed));
             let pending = planned.filter(|p| committed.is_none_or(|c| p > &c));
             let pending_since_ms =

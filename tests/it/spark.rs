@@ -1693,6 +1693,16 @@ fn spark_inspect_shows_a_source_removed_by_evolution_and_names_every_offset_colu
     let a_at = head.find("src_a end offset").unwrap();
     assert!(rows[3][a_at..].starts_with("{\"logOffset\":3}"), "{text}");
 
+    // weir attach says so on the query's timeline.
+    let app = spark_app(std::slice::from_ref(&cp), &[], unreachable_map());
+    let line = timeline(&app, 0);
+    assert!(
+        line.contains(
+            "source src_b removed (source evolution) at batch 2; last offset {\"logOffset\":1} in batch 1"
+        ),
+        "{line}"
+    );
+
     // The same in the fixture Spark 4.3 wrote: src_b left at batch 1, after batch 0.
     let out = weir()
         .args(["inspect", "--json"])
