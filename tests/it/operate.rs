@@ -839,6 +839,10 @@ fn the_metrics_endpoint_holds_against_a_thousand_slow_half_open_and_oversized_cl
     );
     trickle.join().unwrap();
 
+    eprintln!(
+        "idle run: {} threads, {} descriptors, {} KiB RSS; under the flood at most {} threads, {} descriptors, {} KiB RSS; slowest scrape {slowest:?}",
+        base.0, base.1, base.2, worst.0, worst.1, worst.2
+    );
     assert!(
         slowest < Duration::from_secs(1),
         "a scrape took {slowest:?} under the flood"
