@@ -34,12 +34,71 @@ pub struct RunArgs {
     /// run, e.g. `127.0.0.1:9464` (port 0: any free port, printed on stderr). docs/operate.md.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub metrics_access: MetricsAccessArgs,
     /// Do not evaluate the pipeline's `[alerts]` rules in this process (`weir watch`
     /// evaluates them elsewhere).
     #[arg(long)]
     pub no_alerts: bool,
     #[command(flatten)]
     pub console: crate::console::ConsoleArgs,
+}
+
+/// Who may read `--metrics` and over what (docs/operate.md has the matching Prometheus
+/// `scrape_config`). Secrets come from files or the environment, never from the command
+/// line, where `ps` would show them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct MetricsAccessArgs {
+    /// Require `Authorization: Bearer <token>`; the token is this file's content
+    /// (whitespace trimmed), else $WEIR_METRICS_BEARER_TOKEN.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_bearer_token_file: Option<PathBuf>,
+    /// Require HTTP basic auth with this user; the password is
+    /// --metrics-basic-auth-password-file's content, else $WEIR_METRICS_BASIC_AUTH_PASSWORD.
+    #[arg(long, value_name = "USER")]
+    pub metrics_basic_auth_user: Option<String>,
+    /// The file holding the basic-auth password (whitespace trimmed).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_basic_auth_password_file: Option<PathBuf>,
+    /// Serve HTTPS with this PEM certificate chain (and --metrics-tls-key's PEM key).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --metrics-tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_tls_key: Option<PathBuf>,
+    /// Require client certificates that chain to this PEM CA (mutual TLS).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_tls_client_ca: Option<PathBuf>,
+}
+
+/// Starts the metrics endpoint on `addr` with `access`, and says where it is (and what
+/// its exposure risks) on stderr.
+pub(crate) fn start_metrics(
+    addr: &str,
+    access: &MetricsAccessArgs,
+    board: Arc<crate::engine::board::Board>,
+) -> Result<crate::metrics::server::MetricsServer, String> {
+    use crate::metrics::server::{AccessFiles, MetricsServer, ServerOptions};
+    let files = AccessFiles {
+        bearer_token_file: access.metrics_bearer_token_file.as_deref(),
+        basic_auth_user: access.metrics_basic_auth_user.as_deref(),
+        basic_auth_password_file: access.metrics_basic_auth_password_file.as_deref(),
+        tls_cert: access.metrics_tls_cert.as_deref(),
+        tls_key: access.metrics_tls_key.as_deref(),
+        tls_client_ca: access.metrics_tls_client_ca.as_deref(),
+    };
+    let options = ServerOptions::load(&files, |k| std::env::var(k).ok())?;
+    let server = MetricsServer::start_with(addr, board, options)?;
+    eprintln!(
+        "weir: metrics at {}://{}/metrics",
+        server.scheme(),
+        server.addr()
+    );
+    if let Some(w) = server.exposure_warning() {
+        eprintln!("warning: {w}");
+        tracing::warn!("{w}");
+    }
+    Ok(server)
 }
 
 fn parse_trigger(s: &str) -> Result<Trigger, String> {
@@ -92,11 +151,8 @@ pub fn run(args: &RunArgs) -> ExitCode {
         board.enable();
     }
     let _metrics = match &args.metrics {
-        Some(addr) => match crate::metrics::server::MetricsServer::start(addr, board.clone()) {
-            Ok(server) => {
-                eprintln!("weir: metrics at http://{}/metrics", server.addr());
-                Some(server)
-            }
+        Some(addr) => match start_metrics(addr, &args.metrics_access, board.clone()) {
+            Ok(server) => Some(server),
             Err(m) => {
                 eprintln!("error: {m}");
                 return ExitCode::from(EXIT_INVALID);

@@ -25,6 +25,8 @@ pub struct WatchArgs {
     /// Also serve the flows' metrics, read from their checkpoints, at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    #[command(flatten)]
+    pub metrics_access: super::run::MetricsAccessArgs,
 }
 
 /// What a flow's files looked like when last read: (length, modified) of
@@ -82,11 +84,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let board_ref: &Board = &board;
     refresh(board_ref);
     let _metrics = match &args.metrics {
-        Some(addr) => match crate::metrics::server::MetricsServer::start(addr, board.clone()) {
-            Ok(server) => {
-                eprintln!("weir: metrics at http://{}/metrics", server.addr());
-                Some(server)
-            }
+        Some(addr) => match super::run::start_metrics(addr, &args.metrics_access, board.clone()) {
+            Ok(server) => Some(server),
             Err(m) => {
                 eprintln!("error: {m}");
                 return ExitCode::from(EXIT_INVALID);

@@ -286,12 +286,80 @@ impl SparkCheckpoint {
         out
     }
 
+    /// Named sources that earlier batches had and the last planned one does not (removed
+    /// at a restart by source evolution), each with the first batch planned without it,
+    /// the last batch with it and its end offset there. Only sources whose log
+    /// (`sources/<name>/`) is still in the checkpoint are looked for, and at most
+    /// [`REMOVED_SOURCE_LOOKBACK`] offsets files are read, newest first.
+    pub fn removed_sources(&self) -> Vec<RemovedSourceAt> {
+        let Ok(ids) = batch_ids(&self.offsets_dir()) else {
+            return Vec::new();
+        };
+        let Some((&last, earlier)) = ids.split_last() else {
+            return Vec::new();
+        };
+        let Ok(plan) = self.read_offsets(last) else {
+            return Vec::new();
+        };
+        if plan.sources.iter().all(|s| s.name.is_none()) {
+            return Vec::new();
+        }
+        let in_plan = |name: &str| plan.sources.iter().any(|s| s.name.as_deref() == Some(name));
+        let mut looked_for: Vec<String> = self
+            .source_logs()
+            .into_iter()
+            .map(|l| l.name)
+            .filter(|n| !in_plan(n))
+            .collect();
+        let mut found = Vec::new();
+        let mut after = last;
+        for &id in earlier.iter().rev().take(REMOVED_SOURCE_LOOKBACK) {
+            if looked_for.is_empty() {
+                break;
+            }
+            if let Ok(o) = self.read_offsets(id) {
+                for so in o.sources {
+                    if let Some(name) = so.name
+                        && let Some(k) = looked_for.iter().position(|n| *n == name)
+                    {
+                        looked_for.swap_remove(k);
+                        found.push(RemovedSourceAt {
+                            name,
+                            at_batch: after,
+                            last_batch: id,
+                            last_offset: so.offset,
+                        });
+                    }
+                }
+            }
+            after = id;
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        found
+    }
+
     /// The source log of source `index` (`name` with named sources).
     pub fn source_log(&self, index: usize, name: Option<&str>) -> Option<SourceLog> {
         let key = name.map_or_else(|| index.to_string(), str::to_string);
         let dir = self.sources_dir().join(&key);
         dir.is_dir().then(|| SourceLog::at(dir, key))
     }
+}
+
+/// Offsets files [`SparkCheckpoint::removed_sources`] reads at most (Spark keeps 100 by
+/// default, `spark.sql.streaming.minBatchesToRetain`).
+pub const REMOVED_SOURCE_LOOKBACK: usize = 1000;
+
+/// A named source removed by source evolution, and where it left the query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RemovedSourceAt {
+    pub name: String,
+    /// The first planned batch without it.
+    pub at_batch: u64,
+    /// The last planned batch with it.
+    pub last_batch: u64,
+    /// Its end offset in that batch (`None`: Spark wrote `-`).
+    pub last_offset: Option<serde_json::Value>,
 }
 
 /// Parses `offsets/N`.

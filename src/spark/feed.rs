@@ -158,7 +158,11 @@ struct QueryState {
     last_health: Option<Health>,
     health_dirty: bool,
     paths: super::errors::Paths,
-    backlogs: BTreeMap<usize, FileBacklog>,
+    /// File sources' backlogs, by the source's description in the progress records (a
+    /// source's index moves when source evolution adds or removes one).
+    backlogs: BTreeMap<String, FileBacklog>,
+    /// The newest batch whose record set which backlogs are followed.
+    backlogs_batch: Option<u64>,
     unreachable_noted: bool,
     checkpoint_findings: Vec<String>,
     checked_at_commit: Option<Option<u64>>,
@@ -870,9 +874,17 @@ impl Feed {
                 self.queries[q].sink_path = self.opts.path_map.local(sink);
             }
         }
-        // File sources: follow their directory against their source log.
+        // File sources: follow their directory against their source log; a source the
+        // newest record no longer has (removed by source evolution) is no longer followed.
+        if s.backlogs_batch.is_some_and(|b| b > p.batch_id) {
+            return;
+        }
+        s.backlogs_batch = Some(p.batch_id);
+        s.backlogs
+            .retain(|d, _| p.sources.iter().any(|x| x.description == *d));
+        let mut names: Option<Vec<Option<String>>> = None;
         for (i, src) in p.sources.iter().enumerate() {
-            if s.backlogs.contains_key(&i)
+            if s.backlogs.contains_key(&src.description)
                 || SourceKind::of_description(&src.description) != SourceKind::File
             {
                 continue;
@@ -883,14 +895,20 @@ impl Feed {
                 continue;
             };
             let log = s.cp.as_ref().and_then(|cp| {
-                let name = cp
-                    .read_offsets_last_names()
-                    .and_then(|names| names.get(i).cloned().flatten());
+                // The record's sources are in the order of its batch's offsets file.
+                let names = names.get_or_insert_with(|| {
+                    cp.read_offsets(p.batch_id)
+                        .map(|o| o.sources.into_iter().map(|s| s.name).collect())
+                        .ok()
+                        .or_else(|| cp.read_offsets_last_names())
+                        .unwrap_or_default()
+                });
+                let name = names.get(i).cloned().flatten();
                 cp.source_log(i, name.as_deref())
             });
             let mut b = FileBacklog::new(dir, log, self.opts.path_map.clone());
             b.refresh_log();
-            s.backlogs.insert(i, b);
+            s.backlogs.insert(src.description.clone(), b);
         }
     }
 
@@ -903,7 +921,7 @@ impl Feed {
         let mut files = 0;
         let mut bytes = 0;
         let mut any = false;
-        for (i, src) in p.sources.iter_mut().enumerate() {
+        for src in p.sources.iter_mut() {
             // Kafka, Delta, rate: Spark's latest offset against the batch's end offset.
             if let Some(b) =
                 OffsetBacklog::of(&src.description, &src.end_offset, &src.latest_offset)
@@ -912,7 +930,7 @@ impl Feed {
                     src.metrics.entry(k.into()).or_insert(v);
                 }
             }
-            let Some(b) = s.backlogs.get_mut(&i) else {
+            let Some(b) = s.backlogs.get_mut(&src.description) else {
                 continue;
             };
             if b.listed_at_ms.is_none() {
@@ -1030,6 +1048,20 @@ impl Feed {
             ),
         };
         if self.states[q].batches != Some((planned, committed)) {
+            if self.states[q].batches.map(|b| b.0) != Some(planned) {
+                for r in cp.removed_sources() {
+                    let text = format!(
+                        "source {} removed (source evolution) at batch {}; last offset {} in batch {}",
+                        r.name,
+                        r.at_batch,
+                        r.last_offset.map_or("-".to_string(), |o| o.to_string()),
+                        r.last_batch
+                    );
+                    if self.states[q].noted.insert(text.clone()) {
+                        self.note(q, NoteKind::Status, now_ms, text, out);
+                    }
+                }
+            }
             self.states[q].batches = Some((planned, committed));
             let pending = planned.filter(|p| committed.is_none_or(|c| p > &c));
             let pending_since_ms =

@@ -60,6 +60,21 @@ pub struct SourceReport {
     pub committed_offset: Option<serde_json::Value>,
     /// `sources/<index|name>/`.
     pub log: Option<SourceLogSummary>,
+    /// Set when the source is no longer in the last planned batch (a named source
+    /// dropped at a restart, Spark's `queryEvolution.enableSourceEvolution`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<RemovedSource>,
+}
+
+/// Where a source removed by source evolution left the query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RemovedSource {
+    /// The first planned batch without it (`None`: the offsets that name it are purged).
+    pub at_batch: Option<u64>,
+    /// The last planned batch with it.
+    pub last_batch: Option<u64>,
+    /// Its end offset in that batch: where it stopped.
+    pub last_offset: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,6 +85,8 @@ pub struct BatchReport {
     pub watermark_ms: Option<i64>,
     pub next_watermark_ms: Option<i64>,
     pub end_offsets: Vec<Option<serde_json::Value>>,
+    /// The source of each end offset: its name (named sources), else its index.
+    pub end_offset_sources: Vec<String>,
     /// File source: files of this batch in the source log.
     pub num_files: Option<u64>,
 }
@@ -180,6 +197,8 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
     let mut last_offsets = None;
     let mut last_commit = None;
     let mut committed_offsets: Option<Vec<Option<serde_json::Value>>> = None;
+    // (batch, source name, end offset) of every named source, batch by batch.
+    let mut named_history: Vec<(u64, String, Option<serde_json::Value>)> = Vec::new();
     for &id in &offsets {
         let seq = cp.read_offsets(id).map_err(|p| problems.push(p)).ok();
         let committed = commits.binary_search(&id).is_ok();
@@ -192,6 +211,23 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
             .as_ref()
             .map(|s| s.sources.iter().map(|o| o.offset.clone()).collect())
             .unwrap_or_default();
+        let end_offset_sources: Vec<String> = seq
+            .as_ref()
+            .map(|s| {
+                s.sources
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| source_label(i, o.name.as_deref()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(seq) = &seq {
+            named_history.extend(
+                seq.sources
+                    .iter()
+                    .filter_map(|o| o.name.as_ref().map(|n| (id, n.clone(), o.offset.clone()))),
+            );
+        }
         if committed && seq.is_some() {
             committed_offsets = Some(end_offsets.clone());
         }
@@ -202,6 +238,7 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
             watermark_ms: seq.as_ref().map(|s| s.batch_watermark_ms),
             next_watermark_ms: commit.as_ref().map(|c| c.next_batch_watermark_ms),
             end_offsets,
+            end_offset_sources,
             num_files: None,
         });
         if seq.is_some() {
@@ -295,7 +332,50 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
                     .as_ref()
                     .and_then(|c| c.get(i).cloned().flatten()),
                 log: summary,
+                removed: None,
             });
+        }
+    }
+    // Named sources of earlier batches that the last planned one no longer has.
+    for (batch, name, offset) in &named_history {
+        let (batch, label) = (*batch, name.as_str());
+        let listed = sources.iter().any(|s| s.name.as_deref() == Some(label));
+        if let Some(gone) = sources
+            .iter_mut()
+            .find(|s| s.removed.is_some() && s.name.as_deref() == Some(label))
+        {
+            gone.removed = Some(RemovedSource {
+                at_batch: None,
+                last_batch: Some(batch),
+                last_offset: offset.clone(),
+            });
+            gone.kind = offset.as_ref().map_or(gone.kind, SourceKind::of);
+        } else if !listed {
+            sources.push(SourceReport {
+                index: sources.len(),
+                name: Some(label.to_string()),
+                kind: offset.as_ref().map_or(SourceKind::Unknown, SourceKind::of),
+                latest_offset: None,
+                committed_offset: None,
+                log: None,
+                removed: Some(RemovedSource {
+                    at_batch: None,
+                    last_batch: Some(batch),
+                    last_offset: offset.clone(),
+                }),
+            });
+        }
+    }
+    for s in sources.iter_mut() {
+        if let Some(r) = &mut s.removed {
+            r.at_batch = r
+                .last_batch
+                .and_then(|last| batches.iter().map(|b| b.batch_id).find(|id| *id > last));
+            if s.log.is_none()
+                && let Some(l) = cp.source_log(s.index, s.name.as_deref())
+            {
+                s.log = Some(l.summary(s.kind, &mut Vec::new()));
+            }
         }
     }
     // Logs of sources no longer in the plan (named sources dropped at a restart).
@@ -317,6 +397,11 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
                 latest_offset: None,
                 committed_offset: None,
                 log: Some(l.summary(kind, &mut Vec::new())),
+                removed: Some(RemovedSource {
+                    at_batch: None,
+                    last_batch: None,
+                    last_offset: None,
+                }),
             });
         }
     }
@@ -354,6 +439,11 @@ pub fn inspect(root: &Path) -> crate::Result<SparkInspection> {
         state_operators: ops.iter().map(StateOperatorReport::of).collect(),
         problems,
     })
+}
+
+/// A source as the batch table and `end_offset_sources` name it: its name, else its index.
+fn source_label(index: usize, name: Option<&str>) -> String {
+    name.map_or_else(|| index.to_string(), str::to_string)
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -400,6 +490,93 @@ fn ranges(v: &[u64]) -> String {
 /// Batches shown in the text form (the JSON has all).
 const TEXT_BATCHES: usize = 20;
 
+/// The batch table of the text form: one named column per source's end offset (`src_a
+/// end offset`, or `0 end offset` for an unnamed source), `n/a` where a batch's plan does
+/// not have that source (added later, or removed by source evolution), `-` where it has
+/// no offset yet (Spark writes `-`).
+fn batch_table(i: &SparkInspection) -> String {
+    let skip = i.batches.len().saturating_sub(TEXT_BATCHES);
+    let shown = &i.batches[skip..];
+    let mut columns: Vec<String> = Vec::new();
+    for s in &i.sources {
+        let label = source_label(s.index, s.name.as_deref());
+        if shown.iter().any(|b| b.end_offset_sources.contains(&label)) && !columns.contains(&label)
+        {
+            columns.push(label);
+        }
+    }
+    for b in shown {
+        for label in &b.end_offset_sources {
+            if !columns.contains(label) {
+                columns.push(label.clone());
+            }
+        }
+    }
+    let headers: Vec<String> = columns.iter().map(|c| format!("{c} end offset")).collect();
+    let cells: Vec<Vec<String>> = shown
+        .iter()
+        .map(|b| {
+            columns
+                .iter()
+                .map(|c| {
+                    b.end_offset_sources
+                        .iter()
+                        .position(|l| l == c)
+                        .map_or("n/a".to_string(), |k| {
+                            opt_json(b.end_offsets.get(k).and_then(Option::as_ref))
+                        })
+                })
+                .collect()
+        })
+        .collect();
+    let widths: Vec<usize> = headers
+        .iter()
+        .enumerate()
+        .map(|(k, h)| {
+            cells
+                .iter()
+                .map(|row| row[k].chars().count())
+                .chain([h.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let row = |fixed: String, offsets: &[String]| {
+        let mut line = fixed;
+        for (k, o) in offsets.iter().enumerate() {
+            line.push_str(&format!("  {o:<w$}", w = widths[k]));
+        }
+        format!("{}\n", line.trim_end())
+    };
+    let mut out = String::from("\n");
+    out.push_str(&row(
+        format!(
+            " {:<6} {:<10} {:<26} {:<15} {:<5}",
+            "batch", "state", "planned (UTC)", "watermark ms", "files"
+        ),
+        &headers,
+    ));
+    if skip > 0 {
+        out.push_str(&format!(
+            " ... {skip} earlier batch(es) (--json lists all)\n"
+        ));
+    }
+    for (b, offsets) in shown.iter().zip(&cells) {
+        out.push_str(&row(
+            format!(
+                " {:<6} {:<10} {:<26} {:<15} {:<5}",
+                b.batch_id,
+                if b.committed { "committed" } else { "pending" },
+                b.batch_timestamp_ms.map_or("-".into(), super::iso),
+                opt(b.watermark_ms),
+                opt(b.num_files),
+            ),
+            offsets,
+        ));
+    }
+    out
+}
+
 /// The human form.
 pub fn render_text(i: &SparkInspection) -> String {
     let mut out = String::new();
@@ -431,12 +608,29 @@ pub fn render_text(i: &SparkInspection) -> String {
     ));
     for s in &i.sources {
         let name = s.name.clone().unwrap_or_else(|| s.index.to_string());
-        out.push_str(&format!(
-            "source {name:<4} {:?}: latest offset {}, committed {}\n",
-            s.kind,
-            opt_json(s.latest_offset.as_ref()),
-            opt_json(s.committed_offset.as_ref())
-        ));
+        match &s.removed {
+            None => out.push_str(&format!(
+                "source {name:<4} {:?}: latest offset {}, committed {}\n",
+                s.kind,
+                opt_json(s.latest_offset.as_ref()),
+                opt_json(s.committed_offset.as_ref())
+            )),
+            Some(RemovedSource {
+                at_batch,
+                last_batch: Some(last),
+                last_offset,
+            }) => out.push_str(&format!(
+                "source {name:<4} {:?}: removed (source evolution){}; last offset {} in batch {last}\n",
+                s.kind,
+                at_batch.map_or(String::new(), |b| format!(" at batch {b}")),
+                opt_json(last_offset.as_ref()),
+            )),
+            Some(_) => out.push_str(&format!(
+                "source {name:<4} {:?}: removed (source evolution) before batch {}: no offsets file left names it\n",
+                s.kind,
+                opt(i.batches.first().map(|b| b.batch_id)),
+            )),
+        }
         if let Some(l) = &s.log {
             let mut parts = vec![format!("batch files {}", ranges(&l.batch_files))];
             if !l.compact_files.is_empty() {
@@ -455,27 +649,7 @@ pub fn render_text(i: &SparkInspection) -> String {
             ));
         }
     }
-    out.push_str(
-        "\n batch  state      planned (UTC)              watermark ms    files  end offsets\n",
-    );
-    let skip = i.batches.len().saturating_sub(TEXT_BATCHES);
-    if skip > 0 {
-        out.push_str(&format!(
-            " ... {skip} earlier batch(es) (--json lists all)\n"
-        ));
-    }
-    for b in &i.batches[skip..] {
-        let offsets: Vec<String> = b.end_offsets.iter().map(|o| opt_json(o.as_ref())).collect();
-        out.push_str(&format!(
-            " {:<6} {:<10} {:<26} {:<15} {:<6} {}\n",
-            b.batch_id,
-            if b.committed { "committed" } else { "pending" },
-            b.batch_timestamp_ms.map_or("-".into(), super::iso),
-            opt(b.watermark_ms),
-            opt(b.num_files),
-            offsets.join(" ")
-        ));
-    }
+    out.push_str(&batch_table(i));
     for op in &i.state_operators {
         out.push_str(&format!(
             "\nstate {}: {} ({:?} store, checkpoint format v{}), stores [{}], {} partition(s), versions {}..{}, {} bytes\n",

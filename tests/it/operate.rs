@@ -669,3 +669,215 @@ command = ["true"]
     let p = weir::pipeline::parse(Path::new("/etc/weir/pipeline.toml"), bare).unwrap();
     assert!(p.alerts.rules.is_empty());
 }
+
+/// Threads, open descriptors, RSS (KiB) of a process, and how many of its threads are
+/// named `name`, from /proc.
+fn proc_figures(pid: u32, name: &str) -> (usize, usize, u64, usize) {
+    let count = |d: String| std::fs::read_dir(d).map_or(0, |e| e.count());
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let named = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    (
+        count(format!("/proc/{pid}/task")),
+        count(format!("/proc/{pid}/fd")),
+        rss,
+        named,
+    )
+}
+
+/// One scrape on a new connection: (status line, body, how long it took).
+fn timed_scrape(addr: std::net::SocketAddr) -> (String, String, Duration) {
+    let started = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: weir\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let took = started.elapsed();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+        took,
+    )
+}
+
+#[test]
+fn the_metrics_endpoint_holds_against_a_thousand_slow_half_open_and_oversized_clients() {
+    // The endpoint's bounds (src/metrics/server.rs, Limits::default): one thread of its
+    // own, at most 64 connections (so at most 64 descriptors beyond the listener), a
+    // request head of at most 8 KiB read within 5 s.
+    const MAX_CONNECTIONS: usize = 64;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "", "").to_path_buf();
+    land_rows(dir, 0, 3, chrono::Duration::zero());
+    let mut child = weir()
+        .arg("run")
+        .arg(&p)
+        .args([
+            "--headless",
+            "--trigger",
+            "100ms",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, addr) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("weir: metrics at http://") {
+                let _ = tx.send(rest.trim().trim_end_matches("/metrics").to_string());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let addr: std::net::SocketAddr = addr
+        .recv_timeout(PATIENCE)
+        .expect("the run printed no metrics address")
+        .parse()
+        .unwrap();
+    let batches = |body: &str| sample(body, "weir_flow_batches_total{flow=\"f\"}");
+    let start = Instant::now();
+    while batches(&timed_scrape(addr).1) != Some(3.0) {
+        assert!(start.elapsed() < PATIENCE, "three batches never showed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The figures before: the most seen over a second of the idle run.
+    let mut base = (0, 0, 0);
+    for _ in 0..10 {
+        let (threads, fds, rss, _) = proc_figures(pid, "weir-metrics");
+        base = (base.0.max(threads), base.1.max(fds), base.2.max(rss));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // 1,000 clients: 500 connect and send nothing, 400 send a head byte by byte, 100
+    // send a 64 KiB header line at once.
+    let huge = format!(
+        "GET /metrics HTTP/1.1\r\nX-Huge: {}\r\n\r\n",
+        "h".repeat(64 * 1024)
+    );
+    let mut held = Vec::new();
+    let mut slow = Vec::new();
+    for i in 0..1000 {
+        let Ok(mut c) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+            continue;
+        };
+        c.set_write_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        match i % 10 {
+            0 => {
+                let _ = c.write_all(huge.as_bytes());
+            }
+            1..=4 => {
+                let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nHost: weir\r\nX-Slow: ");
+                slow.push(c.try_clone().unwrap());
+            }
+            _ => {}
+        }
+        held.push(c);
+    }
+    assert!(held.len() >= 900, "only {} connections opened", held.len());
+    // The slow clients keep sending a byte every 100 ms for 4 s.
+    let trickle = std::thread::spawn(move || {
+        for _ in 0..40 {
+            for c in &mut slow {
+                let _ = c.write(b"x");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // New data meanwhile: the engine must keep committing batches.
+    land_rows(dir, 3, 3, chrono::Duration::zero());
+
+    let mut worst = (0, 0, 0);
+    let mut slowest = Duration::ZERO;
+    let mut caught_up = false;
+    for _ in 0..20 {
+        let (threads, fds, rss, endpoint_threads) = proc_figures(pid, "weir-metrics");
+        assert_eq!(endpoint_threads, 1, "the endpoint runs on one thread");
+        worst = (worst.0.max(threads), worst.1.max(fds), worst.2.max(rss));
+        let (status, body, took) = timed_scrape(addr);
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        assert!(body.contains("# EOF"), "{body}");
+        slowest = slowest.max(took);
+        caught_up |= batches(&body) == Some(6.0);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    // An oversized head on a fresh connection is refused with 431, flood or not.
+    let mut big = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    big.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = big.write_all(huge.as_bytes());
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "an oversized head got: {answer:.200}"
+    );
+    trickle.join().unwrap();
+
+    eprintln!(
+        "idle run: {} threads, {} descriptors, {} KiB RSS; under the flood at most {} threads, {} descriptors, {} KiB RSS; slowest scrape {slowest:?}",
+        base.0, base.1, base.2, worst.0, worst.1, worst.2
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a scrape took {slowest:?} under the flood"
+    );
+    assert!(
+        worst.0 <= base.0 + 8,
+        "threads grew from {} to {} (the endpoint adds none; 8 spare for the engine's pools)",
+        base.0,
+        worst.0
+    );
+    assert!(
+        worst.1 <= base.1 + MAX_CONNECTIONS + 16,
+        "descriptors grew from {} to {} (at most {MAX_CONNECTIONS} connections + 16)",
+        base.1,
+        worst.1
+    );
+    assert!(
+        worst.2 <= base.2 + 64 * 1024,
+        "RSS grew from {} KiB to {} KiB (bound: + 64 MiB)",
+        base.2,
+        worst.2
+    );
+    // The flood did not stop the engine: the three new files are committed.
+    let start = Instant::now();
+    while !caught_up {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the new files were never committed"
+        );
+        caught_up = batches(&timed_scrape(addr).1) == Some(6.0);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(held);
+    terminate(&mut child);
+    let status = child.wait().unwrap();
+    let logs = logs.join().unwrap();
+    assert!(status.success(), "{logs}");
+}

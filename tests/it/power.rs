@@ -71,6 +71,9 @@ enum Call {
     Fsync(String),
     /// rename, renameat2, link, linkat: (syscall, from, to, last argument).
     Move(String, String, String, String),
+    /// A name made: `open`/`openat`/`creat` with `O_CREAT` (the path the returned
+    /// descriptor names), `mkdir`/`mkdirat` (the path, made absolute).
+    Create(String),
 }
 
 /// Parses `strace -f -y -e trace=fsync,fdatasync,rename,renameat2,link,linkat` output into
@@ -80,6 +83,8 @@ fn parse_trace(text: &str) -> Vec<Call> {
     let fd_path = regex::Regex::new(r"^\d+<(.*)>$").unwrap();
     let quoted = regex::Regex::new(r#""((?:[^"\\]|\\.)*)""#).unwrap();
     let call = regex::Regex::new(r"^(\w+)\((.*)\)\s+=\s+(-?\d+)").unwrap();
+    let opened = regex::Regex::new(r"\)\s+=\s+\d+<(.*)>$").unwrap();
+    let cwd = regex::Regex::new(r"^AT_FDCWD<([^>]*)>").unwrap();
     let mut pending: HashMap<String, String> = HashMap::new();
     let mut calls = Vec::new();
     for line in text.lines() {
@@ -101,7 +106,26 @@ fn parse_trace(text: &str) -> Vec<Call> {
             continue;
         };
         let (name, args) = (&c[1], &c[2]);
+        if matches!(name, "open" | "openat" | "creat") {
+            if (name == "creat" || args.contains("O_CREAT"))
+                && let Some(o) = opened.captures(&full)
+            {
+                calls.push(Call::Create(o[1].to_string()));
+            }
+            continue;
+        }
         if &c[3] != "0" {
+            continue;
+        }
+        if matches!(name, "mkdir" | "mkdirat") {
+            if let Some(q) = quoted.captures(args) {
+                let made = Path::new(&q[1]);
+                let made = match cwd.captures(args.trim_start()) {
+                    Some(d) if made.is_relative() => Path::new(&d[1]).join(made),
+                    _ => made.to_path_buf(),
+                };
+                calls.push(Call::Create(made.display().to_string()));
+            }
             continue;
         }
         match name {
@@ -549,16 +573,18 @@ async fn a_power_cut_at_any_point_loses_nothing_and_duplicates_nothing() {
 
 /// Runs `args` under strace (durability syscalls only) in `dir`; returns the calls.
 fn traced(dir: &Path, args: &[&str]) -> Vec<Call> {
+    traced_calls(
+        dir,
+        "trace=fsync,fdatasync,rename,renameat2,link,linkat",
+        args,
+    )
+}
+
+/// [`traced`] with the syscalls of `trace` (an `strace -e` expression).
+fn traced_calls(dir: &Path, trace_expr: &str, args: &[&str]) -> Vec<Call> {
     let trace = dir.join("trace.txt");
     let out = Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-qq",
-            "-e",
-            "trace=fsync,fdatasync,rename,renameat2,link,linkat",
-            "-o",
-        ])
+        .args(["-f", "-y", "-qq", "-e", trace_expr, "-o"])
         .arg(&trace)
         .arg(env!("CARGO_BIN_EXE_weir"))
         .args(args)
@@ -574,6 +600,87 @@ fn traced(dir: &Path, args: &[&str]) -> Vec<Call> {
         String::from_utf8_lossy(&out.stderr)
     );
     parse_trace(&std::fs::read_to_string(&trace).unwrap())
+}
+
+/// Index of the first call at or after `from` matching `pred`, if any.
+fn next_at(calls: &[Call], from: usize, pred: impl Fn(&Call) -> bool) -> Option<usize> {
+    calls
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, c)| pred(c))
+        .map(|(i, _)| i)
+}
+
+#[test]
+fn new_ledger_and_state_files_are_named_durably_before_a_batch_counts_on_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    input(&dir, 2, 3);
+    // A stateful flow: each batch commits a state version beside its ledger rows.
+    write_pipeline(
+        &dir,
+        &PIPELINE.replace(
+            "trigger = \"available_now\"\n",
+            "trigger = \"available_now\"\ngroup_by = [\"name\"]\naggregates = [\"count(*) AS n\"]\noutput_mode = \"complete\"\n",
+        ),
+    );
+    let calls = traced_calls(
+        &dir,
+        "trace=fsync,fdatasync,rename,renameat2,link,linkat,open,openat,creat,mkdir,mkdirat",
+        &["run", "--headless", "pipeline.toml"],
+    );
+    let ckpt = dir.join("_checkpoints/bronze");
+    let sources = ckpt.join("sources/0");
+    let made = |c: &Call, path: &Path| matches!(c, Call::Create(p) if Path::new(p) == path);
+    let moved_in = |c: &Call, log: &str| matches!(c, Call::Move(_, _, to, _) if Path::new(to).parent() == Some(&ckpt.join(log)));
+
+    // The ledger and its WAL: the directory entry of each is synced after it is made
+    // and before the next offsets/N (a batch planned on the ledger's rows).
+    for name in ["ledger.sqlite", "ledger.sqlite-wal"] {
+        let path = sources.join(name);
+        let at = position(&calls, 0, &format!("the creation of {name}"), |c| {
+            made(c, &path)
+        });
+        let planned = position(&calls, at, "an offsets/N after it", |c| {
+            moved_in(c, "offsets")
+        });
+        assert!(
+            calls[at..planned].iter().any(fsync_of(&sources)),
+            "{name} is made at call {at} but sources/0 is not synced before offsets/ at call {planned}:\n{:#?}",
+            &calls[at..=planned]
+        );
+    }
+
+    // Every name made under state/ (directories, version files, the schema) is synced in
+    // its directory before the next commits/N.
+    let state = ckpt.join("state");
+    let mut checked = 0;
+    for (at, c) in calls.iter().enumerate() {
+        let name = match c {
+            Call::Create(p) => p,
+            Call::Move(_, _, to, _) => to,
+            Call::Fsync(_) => continue,
+        };
+        let name = Path::new(name);
+        if !name.starts_with(&state) || name == state {
+            continue;
+        }
+        let parent = name.parent().unwrap();
+        let committed = next_at(&calls, at, |c| moved_in(c, "commits"))
+            .unwrap_or_else(|| panic!("{} is made after the last commits/N", name.display()));
+        assert!(
+            calls[at..committed].iter().any(fsync_of(parent)),
+            "{} is made at call {at} but its directory is not synced before commits/ at call {committed}",
+            name.display()
+        );
+        checked += 1;
+    }
+    // state/, state/0/, schema and two versions, each through a temp file and a rename.
+    assert!(
+        checked >= 6,
+        "only {checked} names made under state/:\n{calls:#?}"
+    );
 }
 
 #[test]

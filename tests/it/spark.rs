@@ -1574,3 +1574,150 @@ fn spark_first_frame_is_drawn_before_a_long_event_log_is_read() {
     assert_eq!(done, screen(&b, 120, 40));
     assert!(!done.contains("loading event log"), "{done}");
 }
+
+/// A Spark 4.x checkpoint with named sources where `src_b` was dropped at a restart
+/// (source evolution) before batch 2: offsets v2 name `src_a` and `src_b` in batches 0
+/// and 1, only `src_a` from batch 2 on; both source logs stay.
+fn source_removed_checkpoint(root: &Path) {
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "metadata",
+        r#"{"id":"0b7c1c9e-5a34-4c1e-9a57-0e9b1f3c2d11"}"#,
+    );
+    let meta = |b: u64| {
+        format!(
+            r#"{{"batchWatermarkMs":0,"batchTimestampMs":{},"conf":{{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true","spark.sql.shuffle.partitions":"2"}},"sourceMetadataInfo":{{}}}}"#,
+            1_796_187_437_000 + b * 1000
+        )
+    };
+    for b in 0..4u64 {
+        let mut text = format!("v2\n{}\nsrc_a:{{\"logOffset\":{b}}}", meta(b));
+        if b < 2 {
+            text.push_str(&format!("\nsrc_b:{{\"logOffset\":{b}}}"));
+        }
+        write(&format!("offsets/{b}"), &text);
+        write(&format!("commits/{b}"), "v1\n{\"nextBatchWatermarkMs\":0}");
+        let entry = |src: &str| {
+            format!(
+                "v1\n{{\"path\":\"file:///data/in_{src}/part_{b}.json\",\"timestamp\":1796187436743,\"batchId\":{b}}}"
+            )
+        };
+        write(&format!("sources/src_a/{b}"), &entry("a"));
+        if b < 2 {
+            write(&format!("sources/src_b/{b}"), &entry("b"));
+        }
+    }
+}
+
+#[test]
+fn spark_inspect_shows_a_source_removed_by_evolution_and_names_every_offset_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cp = tmp.path().join("checkpoint");
+    source_removed_checkpoint(&cp);
+
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(&cp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sources = j["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 2, "{sources:#?}");
+    assert_eq!(sources[0]["name"], "src_a");
+    assert!(sources[0].get("removed").is_none(), "{}", sources[0]);
+    assert_eq!(
+        sources[0]["latest_offset"],
+        serde_json::json!({"logOffset": 3})
+    );
+    assert_eq!(sources[1]["name"], "src_b");
+    assert_eq!(sources[1]["kind"], "file");
+    assert_eq!(
+        sources[1]["removed"],
+        serde_json::json!({"at_batch": 2, "last_batch": 1, "last_offset": {"logOffset": 1}})
+    );
+    assert_eq!(sources[1]["log"]["batch_files"], serde_json::json!([0, 1]));
+    assert_eq!(
+        j["batches"][1]["end_offset_sources"],
+        serde_json::json!(["src_a", "src_b"])
+    );
+    assert_eq!(
+        j["batches"][3]["end_offset_sources"],
+        serde_json::json!(["src_a"])
+    );
+    assert!(
+        j["problems"].as_array().unwrap().is_empty(),
+        "{}",
+        j["problems"]
+    );
+
+    let out = weir().arg("inspect").arg(&cp).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "source src_b File: removed (source evolution) at batch 2; last offset {\"logOffset\":1} in batch 1"
+        ),
+        "{text}"
+    );
+    // Every column of the batch table has a name, and the rows line up under them.
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("batch "))
+        .unwrap_or_else(|| panic!("no batch table:\n{text}"));
+    let head = lines[header];
+    for column in [
+        "batch",
+        "state",
+        "planned (UTC)",
+        "watermark ms",
+        "files",
+        "src_a end offset",
+        "src_b end offset",
+    ] {
+        assert!(head.contains(column), "no column {column:?} in {head:?}");
+    }
+    let b_at = head.find("src_b end offset").unwrap();
+    let rows = &lines[header + 1..header + 5];
+    assert_eq!(&rows[1][b_at..], "{\"logOffset\":1}", "{text}");
+    assert_eq!(&rows[3][b_at..], "n/a", "{text}");
+    let a_at = head.find("src_a end offset").unwrap();
+    assert!(rows[3][a_at..].starts_with("{\"logOffset\":3}"), "{text}");
+
+    // weir attach says so on the query's timeline.
+    let app = spark_app(std::slice::from_ref(&cp), &[], unreachable_map());
+    let line = timeline(&app, 0);
+    assert!(
+        line.contains(
+            "source src_b removed (source evolution) at batch 2; last offset {\"logOffset\":1} in batch 1"
+        ),
+        "{line}"
+    );
+
+    // The same in the fixture Spark 4.3 wrote: src_b left at batch 1, after batch 0.
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(sq("named_sources/checkpoint"))
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = j["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "src_b")
+        .unwrap();
+    assert_eq!(
+        b["removed"],
+        serde_json::json!({"at_batch": 1, "last_batch": 0, "last_offset": {"logOffset": 0}})
+    );
+}

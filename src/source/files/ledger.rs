@@ -178,6 +178,7 @@ CREATE INDEX IF NOT EXISTS files_by_batch ON files(batch_id);
 impl Ledger {
     /// Opens (creating if needed) the ledger for writing.
     pub fn open(path: &Path) -> Result<Self> {
+        let created = !path.exists();
         let conn = Connection::open(path).map_err(|e| ledger_error(path, e))?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000;",
@@ -197,6 +198,16 @@ impl Ledger {
                 conn.execute_batch(&format!("ALTER TABLE files ADD COLUMN {column} {kind}"))
                     .map_err(|e| ledger_error(path, e))?;
             }
+        }
+        if created {
+            // SQLite fsyncs the directory when it creates a WAL or a rollback journal,
+            // never when it creates the database file: without this a power cut could
+            // lose the ledger's name while offsets/ names batches it holds.
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            crate::durable::sync_dir(dir).map_err(|e| Error::io(dir, e))?;
         }
         Ok(Ledger {
             conn,
