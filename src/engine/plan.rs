@@ -622,14 +622,12 @@ mod tests {
         let partitioned = "type = \"delta\"\npath = \"out\"\npartition_by = [\"id\"]";
         let quarantined = format!("{FILES}\nbad_records_path = \"bad\"");
         let watermark = "watermark = { column = \"ts\", delay = \"1 minute\" }";
-        let dedup =
-            "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\"]";
+        let dedup = "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\", \"ts\"]";
         for (flow, source, sink) in [
             ("", FILES, partitioned),
             ("", quarantined.as_str(), DELTA_SINK),
             (watermark, FILES, DELTA_SINK),
             (dedup, FILES, DELTA_SINK),
-            ("late_rows = \"late\"", FILES, DELTA_SINK),
             (
                 "",
                 FILES,
@@ -649,8 +647,7 @@ mod tests {
     fn a_replay_whose_rows_feed_the_next_batch_is_read_again() {
         let watermark = "watermark = { column = \"ts\", delay = \"1 minute\" }";
         assert_eq!(path_of(watermark, FILES, DELTA_SINK).replay, Replay::Reads);
-        let dedup =
-            "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\"]";
+        let dedup = "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\", \"ts\"]";
         assert_eq!(path_of(dedup, FILES, DELTA_SINK).replay, Replay::Reads);
         // A sink without a transaction log cannot say it holds the batch.
         let memory = "type = \"memory\"\nname = \"m\"";
