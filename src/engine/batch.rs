@@ -433,9 +433,10 @@ async fn replay(
 /// history, then stop the flow before anything is written (Auto Loader): the next
 /// start re-runs this batch with the wider schema.
 ///
-/// `written`: the batch is a re-run the sink already holds, of a flow that keeps no
-/// state and no watermark: nothing is read; each file ends as its first attempt
-/// recorded ([`Input::recorded_read`]).
+/// `written`: the batch is a re-run the sink already holds, of a flow whose path skips
+/// such a read ([`Replay::SkipsReadWhenHeld`](super::plan::Replay::SkipsReadWhenHeld)):
+/// nothing is read; each file ends as its first attempt recorded
+/// ([`Input::recorded_read`]).
 pub async fn read(
     flow: &mut FlowPlan,
     mut batch: PlannedBatch,
