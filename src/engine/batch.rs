@@ -15,13 +15,12 @@
 
 use std::time::Instant;
 
-use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
 use super::control::FlowEvents;
 use super::failpoint;
 use super::input::{Backlog, BatchFiles, Input, Planned};
-use super::plan::FlowPlan;
+use super::plan::{CommitPath, FlowPlan};
 use super::recover::Recovered;
 use super::retry::Retry;
 use super::sinks::Sinks;
@@ -36,8 +35,7 @@ use crate::sink::SinkCommit;
 use crate::sink::quarantine::{QuarantineWriter, QuarantinedRecord, split_batches};
 use crate::source::files::BatchRead;
 use crate::source::files::ledger::FileOutcome;
-use crate::spec::OutputMode;
-use crate::spec::{FlowSpec, Trigger};
+use crate::spec::Trigger;
 
 /// Where the next batch starts.
 #[derive(Debug, Clone)]
@@ -59,6 +57,15 @@ impl From<&Recovered> for Next {
             replay: r.replay.clone(),
             source_watermarks_ms: r.source_watermarks_ms.clone(),
         }
+    }
+}
+
+impl Next {
+    /// Moves on to the batch after `c`, with the watermarks `c` left.
+    pub fn follow(&mut self, c: &Committed) {
+        self.batch_id = c.batch_id() + 1;
+        self.watermark_ms = c.next_watermark_ms;
+        self.source_watermarks_ms = c.source_watermarks_ms.clone();
     }
 }
 
@@ -266,7 +273,6 @@ fn ms_since(t: Instant) -> u64 {
 /// batch planned from the sources and recorded (ledger rows, then `offsets/N`).
 /// `Ok(None)`: no source has new data and the operator needs no no-data batch.
 pub async fn plan(
-    spec: &FlowSpec,
     flow: &mut FlowPlan,
     next: &mut Next,
     trigger: Trigger,
@@ -284,7 +290,7 @@ pub async fn plan(
     let mut planned: Vec<Option<Planned>> = Vec::with_capacity(flow.inputs.len());
     for (i, input) in flow.inputs.iter_mut().enumerate() {
         let start = prev.get(i).cloned().flatten();
-        let mut retry = Retry::new(&spec.health, "plan the batch from the source");
+        let mut retry = Retry::new(&flow.retry, "plan the batch from the source");
         planned.push(loop {
             match input.plan(trigger, start.as_ref(), batch_id, now).await {
                 Ok(p) => break p,
@@ -341,10 +347,10 @@ pub async fn plan(
     .collect();
     // Spark records the policy in the offsets' conf: changing it between restarts would
     // move the watermark unpredictably (SPARK-24730).
-    if spec.is_union() {
+    if flow.is_union() {
         conf.insert(
             crate::checkpoint::MULTIPLE_WATERMARK_POLICY.to_string(),
-            spec.multiple_watermark_policy.as_str().to_string(),
+            flow.watermark_policy.as_str().to_string(),
         );
     }
     let seq = OffsetSeq {
@@ -356,7 +362,7 @@ pub async fn plan(
         offsets,
     };
     wal.write_offsets(batch_id, &seq)?;
-    failpoint::hit("after_offsets", &spec.name, batch_id);
+    failpoint::hit("after_offsets", &flow.name, batch_id);
     Ok(Some(PlannedBatch {
         batch_id,
         replayed: false,
@@ -427,11 +433,11 @@ async fn replay(
 /// history, then stop the flow before anything is written (Auto Loader): the next
 /// start re-runs this batch with the wider schema.
 ///
-/// `written`: the batch is a re-run the sink already holds, of a flow that keeps no
-/// state and no watermark: nothing is read; each file ends as its first attempt
-/// recorded ([`Input::recorded_read`]).
+/// `written`: the batch is a re-run the sink already holds, of a flow whose path skips
+/// such a read ([`Replay::SkipsReadWhenHeld`](super::plan::Replay::SkipsReadWhenHeld)):
+/// nothing is read; each file ends as its first attempt recorded
+/// ([`Input::recorded_read`]).
 pub async fn read(
-    spec: &FlowSpec,
     flow: &mut FlowPlan,
     mut batch: PlannedBatch,
     events: &FlowEvents,
@@ -500,7 +506,7 @@ pub async fn read(
                     events.schema(event);
                 }
                 return Err(Error::SchemaChanged {
-                    flow: spec.name.clone(),
+                    flow: flow.name.clone(),
                     batch_id: batch.batch_id,
                     added: added.clone(),
                     file: files.first().cloned().unwrap_or_default(),
@@ -509,7 +515,7 @@ pub async fn read(
             }
             Decision::Fail { message } => {
                 return Err(Error::SchemaMismatch {
-                    flow: spec.name.clone(),
+                    flow: flow.name.clone(),
                     message: message.clone(),
                 });
             }
@@ -520,7 +526,7 @@ pub async fn read(
     for (read, input) in reads.iter().zip(flow.inputs.iter_mut()) {
         input.record_outcomes(batch.batch_id, read)?;
     }
-    failpoint::hit("after_read", &spec.name, batch.batch_id);
+    failpoint::hit("after_read", &flow.name, batch.batch_id);
     Ok(ReadBatch {
         planned: batch,
         reads,
@@ -531,11 +537,7 @@ pub async fn read(
 /// Step 5a (`addBatch`, in memory): records that cannot be parsed at all set apart for
 /// the quarantine, `where`/`select` (DataFusion), the watermark split, and the operator
 /// against state version N-1.
-pub async fn transform(
-    spec: &FlowSpec,
-    flow: &mut FlowPlan,
-    mut read: ReadBatch,
-) -> Result<Output> {
+pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Output> {
     let started = Instant::now();
     let batch_id = read.planned.batch_id;
     let watermark_ms = read.planned.watermark_ms();
@@ -607,7 +609,7 @@ pub async fn transform(
             corrupt.extend(flow.projection.apply(bad).await?);
         }
         let projected = flow.projection.apply(left).await?;
-        match spec.source_watermark(i) {
+        match flow.watermark(i) {
             None => {
                 source_event_time.push(None);
                 on_time.extend(projected);
@@ -626,13 +628,13 @@ pub async fn transform(
                 if split.num_future > 0 {
                     tracing::warn!(batch_id, rows = split.num_future, column = %wm.column,
                         "rows with an event time beyond max_future ahead of the wall clock: set apart, the watermark does not move for them{}",
-                        if spec.late_rows.is_some() { "; written to the late-rows table" } else if flow.operator.is_stateful() { "; counted (numRowsFutureEventTime) and not aggregated; set late_rows to keep them" } else { "" });
+                        if flow.late_rows.is_some() { "; written to the late-rows table" } else if flow.operator.is_stateful() { "; counted (numRowsFutureEventTime) and not aggregated; set late_rows to keep them" } else { "" });
                 }
                 if !flow.operator.is_stateful() {
                     let mut split = split;
                     // A stateless flow keeps them (nothing drops rows there), but they
                     // never move the watermark; with late_rows they go there instead.
-                    if spec.late_rows.is_some() {
+                    if flow.late_rows.is_some() {
                         late.append(&mut split.future);
                     }
                     on_time.extend(passthrough(split));
@@ -645,7 +647,7 @@ pub async fn transform(
                     if split.num_invalid > 0 {
                         tracing::warn!(batch_id, rows = split.num_invalid, column = %wm.column,
                             "rows with a null or unparseable event time{}",
-                            if spec.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
+                            if flow.late_rows.is_some() { "; written to the late-rows table" } else { "; counted (numRowsInvalidEventTime) and not aggregated; set late_rows to keep them" });
                         late.extend(split.invalid);
                     }
                     on_time.extend(split.on_time);
@@ -689,12 +691,7 @@ fn passthrough(split: Split) -> Vec<RecordBatch> {
 /// Step 5b (`addBatch`, the write): quarantined records, then the sink's one commit for
 /// the batch, then late rows, each carrying txn(app id, N) so a re-run writes at most
 /// once (the sink's app id is the query id, each side table's its own). Flows of this process streaming from the sink's table are told at once.
-pub async fn write(
-    spec: &FlowSpec,
-    output_schema: &SchemaRef,
-    mut output: Output,
-    sinks: &mut Sinks,
-) -> Result<Written> {
+pub async fn write(flow: &mut FlowPlan, mut output: Output, sinks: &mut Sinks) -> Result<Written> {
     let batch_id = output.read.planned.batch_id;
     for q in std::mem::take(&mut output.quarantine) {
         if let Some(dir) = &q.dir {
@@ -714,27 +711,34 @@ pub async fn write(
                 .await?;
         }
     }
-    let overwrite = spec.stateful.output_mode == OutputMode::Complete;
+    let overwrite = flow.path.commit == CommitPath::Overwrite;
     let rows = std::mem::take(&mut output.rows);
     let sink = sinks
-        .write(batch_id, rows, overwrite, output_schema)
+        .write(batch_id, rows, overwrite, &flow.output_schema)
         .await?;
     let late = std::mem::take(&mut output.late);
-    if let Some(path) = &spec.late_rows
+    if let Some(path) = &flow.late_rows
         && !late.is_empty()
     {
         sinks
             .write_side(path, "late_rows", batch_id, late, None)
             .await?;
     }
+    sink_committed(flow, batch_id, &sink);
+    Ok(Written { output, sink })
+}
+
+/// The sink committed batch `batch_id` (staged or [streamed](super::streamed)): the flows
+/// of this process streaming from its table are told at once, then the
+/// `after_sink_commit` failpoint.
+pub(super) fn sink_committed(flow: &FlowPlan, batch_id: u64, sink: &SinkCommit) {
     if !sink.skipped
         && sink.delta_version.is_some()
-        && let Some(table) = spec.writes()
+        && let Some(table) = &flow.sink_table
     {
-        super::notify::published(&table);
+        super::notify::published(table);
     }
-    failpoint::hit("after_sink_commit", &spec.name, batch_id);
-    Ok(Written { output, sink })
+    failpoint::hit("after_sink_commit", &flow.name, batch_id);
 }
 
 /// Step 6 (`commitOffsets`): state version N, then `commits/N` with the next batch's
@@ -742,26 +746,21 @@ pub async fn write(
 /// files that could not be read for a retryable reason are forgotten, so a later batch
 /// retries them), then the checkpoint's retention (`min_batches_to_retain`) purges the
 /// log entries and state versions of older batches.
-pub fn commit(
-    spec: &FlowSpec,
-    flow: &mut FlowPlan,
-    mut written: Written,
-    wal: &Checkpoint,
-) -> Result<Committed> {
+pub fn commit(flow: &mut FlowPlan, mut written: Written, wal: &Checkpoint) -> Result<Committed> {
     let batch_id = written.output.read.planned.batch_id;
     flow.operator.commit(batch_id)?;
-    failpoint::hit("after_state", &spec.name, batch_id);
-    failpoint::hit("before_commit", &spec.name, batch_id);
+    failpoint::hit("after_state", &flow.name, batch_id);
+    failpoint::hit("before_commit", &flow.name, batch_id);
     let output = &mut written.output;
     output.read.planned.timings.add_batch = ms_since(output.started);
     // A union: each source's own watermark, combined by the flow's policy (Spark's
     // multipleWatermarkPolicy); else the operator's rule.
-    let (next_watermark_ms, source_watermarks_ms, watermark_held_by) = if spec.is_union() {
+    let (next_watermark_ms, source_watermarks_ms, watermark_held_by) = if flow.is_union() {
         let delays: Vec<Option<i64>> = (0..flow.inputs.len())
-            .map(|i| spec.source_watermark(i).map(|w| w.delay_ms))
+            .map(|i| flow.watermark(i).map(|w| w.delay_ms))
             .collect();
         let w = crate::ops::watermark::combine_watermarks(
-            spec.multiple_watermark_policy,
+            flow.watermark_policy,
             output.read.planned.watermark_ms(),
             &output.read.planned.source_watermarks_ms,
             &output.source_event_time,
@@ -774,7 +773,7 @@ pub fn commit(
         }
     } else {
         let next = flow.operator.next_watermark(
-            spec,
+            flow.watermark(0),
             output.read.planned.watermark_ms(),
             output.event_time.as_ref(),
         );
@@ -782,7 +781,7 @@ pub fn commit(
     };
     // A stream-stream join: each side's own watermark, the lower one holding the flow's.
     let (input_watermarks_ms, watermark_held_by) = match flow.operator.side_watermarks() {
-        Some(sides) if !spec.is_union() => {
+        Some(sides) if !flow.is_union() => {
             let at = |i: usize| sides.get(i).copied().flatten().unwrap_or(0);
             let held = if at(0) <= at(1) { 0 } else { 1 };
             (sides, Some(held))
@@ -803,13 +802,13 @@ pub fn commit(
     }
     // Retention (Spark's minBatchesToRetain): only now that commits/N is durable and the
     // sources settled. A failed removal leaves old entries behind, never the batch undone.
-    match crate::checkpoint::retention::purge(wal, batch_id, spec.min_batches_to_retain) {
+    match crate::checkpoint::retention::purge(wal, batch_id, flow.min_batches_to_retain) {
         Ok(purged) if !purged.is_empty() => tracing::debug!(
-            flow = %spec.name, batch_id, offsets = purged.offsets, commits = purged.commits,
+            flow = %flow.name, batch_id, offsets = purged.offsets, commits = purged.commits,
             state_files = purged.state_files, "checkpoint retention"
         ),
         Ok(_) => {}
-        Err(e) => tracing::warn!(flow = %spec.name, batch_id, error = %e,
+        Err(e) => tracing::warn!(flow = %flow.name, batch_id, error = %e,
             "checkpoint retention: old entries are left in place"),
     }
     output.read.planned.timings.commit_offsets = ms_since(started);

@@ -1,19 +1,17 @@
 //! Micro-batch execution of one flow: the batch protocol (DESIGN.md §5), triggers,
-//! stop, and progress records. Read top to bottom:
+//! stop, and progress records. `run` reads as the protocol, top to bottom:
 //!
 //! ```text
-//!  run_flow ─► lock ─► refuse an incompatible checkpoint ─► recover ─► trigger loop
-//!                                                           recover.rs
-//!  trigger loop, one turn per trigger (run_flow's loop is only this):
-//!    FlowPlan::build     once every source's schema is known        plan.rs, input/
-//!    batch::plan      ─► PlannedBatch   writes the ledgers, offsets/N    batch.rs
-//!    batch::read      ─► ReadBatch      writes schema history (a wider schema stops)
-//!    batch::transform ─► Output         operator state, in memory
-//!    batch::write     ─► Written        writes the sink and side tables (Delta txn)    sinks.rs
-//!      (files → Delta, stateless: streamed::read_transform_write does read, transform
-//!       and write in one pass, file by file, or declines and the three run)   streamed.rs
-//!    batch::commit    ─► Committed      writes state N, commits/N, the ledgers
-//!    report::progress(Committed, timings) ─► _weir/progress.jsonl, health, events   report.rs
+//!  steps 1-2  start: lock ─► refuse an incompatible checkpoint or sink table ─► recover   recover.rs
+//!  trigger loop, one turn per trigger:
+//!    FlowPlan::build     once every source's schema is known; BatchPath::of decides   plan.rs, input/
+//!                        every batch's path: streamed or staged, replay, commit path
+//!    3    batch::plan      ─► PlannedBatch   writes the ledgers, offsets/N              batch.rs
+//!    4-5  execute, on the plan's path:
+//!           streamed::read_transform_write ─► Written (or declined: staged)           streamed.rs
+//!           staged: batch::read ─► ReadBatch ─ transform ─► Output ─ write ─► Written  sinks.rs
+//!    6    batch::commit    ─► Committed      writes state N, commits/N, the ledgers
+//!    7    report::Reporter ─► _weir/progress.jsonl, health, events; the run's summary    report.rs
 //!    nothing to run (no schema yet, no new data): the one idle wait
 //! ```
 //!
@@ -46,7 +44,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
-use crate::checkpoint::progress::ProgressLog;
 use crate::checkpoint::{Checkpoint, CheckpointLock, PlanRecord};
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
@@ -55,11 +52,11 @@ use crate::records::StreamingQueryProgress;
 use crate::schema::events::SchemaEvent;
 use crate::source::files::IDLE_POLL_INTERVAL;
 use crate::spec::{FlowSpec, SinkSpec, SourceSpec, Trigger};
-use batch::Next;
+use batch::{Next, PlannedBatch, Written};
 use control::{Control, FlowEvents, Wake};
 pub use control::{ControlCommand, EventSink, FlowEvent, FlowStatus};
 use input::Input;
-use plan::{FlowPlan, StateAt};
+use plan::{Execution, FlowPlan, Replay, StateAt};
 use recover::Recovered;
 use sinks::Sinks;
 
@@ -140,33 +137,161 @@ pub async fn run_flow(spec: &FlowSpec, mut options: RunOptions) -> Result<FlowSu
     result
 }
 
-/// The trigger loop: each turn runs one batch through its stages ([`batch`]), or waits
-/// when there is nothing to run.
+/// The batch protocol of one flow (docs/architecture.md, "The batch protocol"): steps 1-2
+/// once, then one batch per trigger through steps 3-7 on the path its plan decided
+/// ([`plan::BatchPath`]), or a wait when there is nothing to run.
 async fn run(
     spec: &FlowSpec,
     mut options: RunOptions,
     events: &FlowEvents,
     tracker: &mut HealthTracker,
 ) -> Result<FlowSummary> {
+    let run_start = Instant::now();
+    let trigger = options.trigger.unwrap_or(spec.trigger);
     let mut control = Control::new(options.stop.take(), options.commands.take());
     if let SourceSpec::Delta(d) = &spec.source {
         control.upstream = Some(notify::subscribe(&d.path));
     }
-    let run_start = Instant::now();
-    let trigger = options.trigger.unwrap_or(spec.trigger);
-
-    // Lock and recover (DESIGN.md §5 steps 1-2).
+    // Steps 1-2: the lock, a checkpoint and sink table the flow can use, recovery.
     let checkpoint = Checkpoint::at(&spec.checkpoint);
-    let lock = CheckpointLock::acquire(&checkpoint)?;
+    let Started {
+        lock,
+        query_id,
+        recovered,
+    } = start(spec, &checkpoint).await?;
+    let mut next = Next::from(&recovered);
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let ids = report::RunIds {
+        query_id: &query_id,
+        run_id: &run_id,
+        trigger,
+    };
+    let mut progress = report::Reporter::new(ids, &checkpoint, options.on_progress.take());
+    let mut summary = FlowSummary {
+        flow: spec.name.clone(),
+        query_id: query_id.clone(),
+        checkpoint: spec.checkpoint.clone(),
+        sink: spec.sink.describe(),
+        ..Default::default()
+    };
+    let mut opened: Vec<Option<Input>> = spec.sources().iter().map(|_| None).collect();
+    let mut flow: Option<FlowPlan> = None;
+    let mut sinks = Sinks::new(&spec.sink, &query_id, &spec.health);
+    let mut waits = Waits::default();
+    loop {
+        if stop_before_trigger(&mut control, &mut waits.idle, events).await {
+            summary.stopped_by_request = true;
+            break;
+        }
+        let trigger_start = Instant::now();
+        control.upstream_seen();
+        // The plan, once every source's schema is known; it decides every batch's path.
+        if flow.is_none() {
+            flow = open_plan(spec, &checkpoint, &recovered, &mut opened).await?;
+            waits.planned(spec, flow.as_ref(), &mut control);
+        }
+        // Step 3: the batch to re-run, or the next one, in the ledgers and `offsets/N`.
+        let planned = match flow.as_mut() {
+            Some(f) => batch::plan(f, &mut next, trigger, trigger_start, &checkpoint).await?,
+            None => None,
+        };
+        let (Some(f), Some(planned)) = (flow.as_mut(), planned) else {
+            waits.nothing_to_run(spec, events, tracker);
+            let Trigger::ProcessingTime(interval) = trigger else {
+                break;
+            };
+            if idle_wait(&mut control, &mut waits.idle, interval, events).await {
+                summary.stopped_by_request = true;
+                break;
+            }
+            continue;
+        };
+        if waits.idle || summary.batches == 0 {
+            events.status(FlowStatus::Running);
+            waits.idle = false;
+        }
+        // Steps 4-5: read, transform, the sink's commit.
+        let written = execute(f, planned, events, &mut sinks).await?;
+        // Step 6: state version N, `commits/N`, the ledgers.
+        let committed = batch::commit(f, written, &checkpoint)?;
+        // Step 7: the progress record.
+        let record = progress.committed(
+            spec,
+            &committed,
+            sinks.description(),
+            trigger_start,
+            tracker,
+            events,
+        )?;
+        summary.add(&record, committed.next_watermark_ms);
+        next.follow(&committed);
+        optimize_if_due(spec).await;
+        match trigger {
+            Trigger::Once => break,
+            Trigger::AvailableNow => {}
+            Trigger::ProcessingTime(interval) => {
+                if wait_for_trigger(
+                    &mut control,
+                    &mut waits.idle,
+                    interval,
+                    trigger_start,
+                    events,
+                )
+                .await
+                {
+                    summary.stopped_by_request = true;
+                    break;
+                }
+            }
+        }
+    }
+    sinks.settle().await;
+    if summary.delta_version.is_none() {
+        summary.delta_version = table_version(spec, &sinks).await;
+    }
+    summary.elapsed_ms = ms_since(run_start);
+    drop(lock);
+    Ok(summary)
+}
+
+/// What steps 1 and 2 leave the run: the checkpoint's lock (held to the run's end), the
+/// query id and where the flow stopped.
+struct Started {
+    lock: CheckpointLock,
+    query_id: String,
+    recovered: Recovered,
+}
+
+/// Steps 1 and 2: takes the checkpoint's lock, refuses a checkpoint the flow cannot use
+/// and a sink table that does not fit it, records the flow's plan and recovers.
+async fn start(spec: &FlowSpec, checkpoint: &Checkpoint) -> Result<Started> {
+    let lock = CheckpointLock::acquire(checkpoint)?;
     if let Some(prev) = &lock.taken_over_from {
         tracing::warn!(pid = prev.pid, host = %prev.host, started_at = %prev.started_at,
             "took over the checkpoint lock left by a process that is no longer running");
     }
-    crate::checkpoint::compat::refuse_incompatible(spec, &checkpoint).await?;
+    crate::checkpoint::compat::refuse_incompatible(spec, checkpoint).await?;
     let metadata = checkpoint.open_or_create()?;
     let query_id = metadata.id.to_string();
-    let run_id = uuid::Uuid::new_v4().to_string();
-    checkpoint.write_plan(&PlanRecord {
+    checkpoint.write_plan(&plan_record(spec))?;
+    // Before recovery touches any source record (the ledger).
+    let last_planned = checkpoint.latest_offsets()?.map(|(id, _)| id);
+    refuse_table_ahead(spec, checkpoint, &query_id, last_planned).await?;
+    let recovered = recover::recover(checkpoint, &spec.sources(), now_ms())?;
+    if recovered.last_planned.is_none() {
+        refuse_existing_table(spec, checkpoint, &query_id).await?;
+    }
+    Ok(Started {
+        lock,
+        query_id,
+        recovered,
+    })
+}
+
+/// `_weir/plan.json`: the flow's sources, sink and side tables, for restart checks and
+/// attach's graph.
+fn plan_record(spec: &FlowSpec) -> PlanRecord {
+    PlanRecord {
         flow: spec.name.clone(),
         source: spec.source.kind(),
         source_path: spec.source.path().to_path_buf(),
@@ -208,238 +333,166 @@ async fn run(
                 path,
             })
             .collect(),
-    })?;
-    // Before recovery touches any source record (the ledger).
-    let last_planned = checkpoint.latest_offsets()?.map(|(id, _)| id);
-    refuse_table_ahead(spec, &checkpoint, &query_id, last_planned).await?;
-    let recovered = recover::recover(&checkpoint, &spec.sources(), now_ms())?;
-    if recovered.last_planned.is_none() {
-        refuse_existing_table(spec, &checkpoint, &query_id).await?;
     }
-    let mut next = Next::from(&recovered);
+}
 
-    let run_ids = report::RunIds {
-        query_id: &query_id,
-        run_id: &run_id,
-        trigger,
+/// Steps 4 and 5 of a planned batch on the flow's path ([`plan::BatchPath`]): a re-run
+/// batch the sink already holds is settled from its recorded outcomes without a read
+/// ([`Replay::SkipsReadWhenHeld`]); a streamed flow's batch runs in one pass
+/// ([`streamed`]); any other, and a streamed batch declined, stage by stage.
+async fn execute(
+    f: &mut FlowPlan,
+    planned: PlannedBatch,
+    events: &FlowEvents,
+    sinks: &mut Sinks,
+) -> Result<Written> {
+    let held = planned.replayed
+        && f.path.replay == Replay::SkipsReadWhenHeld
+        && sinks.holds_batch(planned.batch_id).await;
+    let planned = match f.path.execution {
+        Execution::Streamed if !held => {
+            match streamed::read_transform_write(f, planned, events, sinks).await? {
+                streamed::Streamed::Written(written) => return Ok(*written),
+                streamed::Streamed::Declined(planned) => planned,
+            }
+        }
+        _ => planned,
     };
-    let mut summary = FlowSummary {
-        flow: spec.name.clone(),
-        query_id: query_id.clone(),
-        checkpoint: spec.checkpoint.clone(),
-        sink: spec.sink.describe(),
-        ..Default::default()
+    let read = batch::read(f, planned, events, held).await?;
+    let output = batch::transform(f, read).await?;
+    batch::write(f, output, sinks).await
+}
+
+/// What a flow with nothing to run has said, so that each is said once.
+#[derive(Default)]
+struct Waits {
+    /// The status `idle` is published.
+    idle: bool,
+    /// A files source's landing directory does not exist.
+    landing: bool,
+    /// A source's schema is not known yet.
+    schema: bool,
+}
+
+impl Waits {
+    /// After an attempt to plan the flow (`flow`: the plan, when every schema is known).
+    fn planned(&mut self, spec: &FlowSpec, flow: Option<&FlowPlan>, control: &mut Control) {
+        // An inferred schema with no file to infer it from, a Delta table not created
+        // yet. File notifications start with the source, so until then the flow looks
+        // again each trigger.
+        if flow.is_none() && !self.schema && missing_landing(spec).is_none() {
+            self.schema = true;
+            tracing::info!(flow = %spec.name, "a source's schema is not known yet (no file to infer it from, or no Delta table yet); the flow looks again each trigger");
+        }
+        // A files source with notifications wakes the idle flow on each notice.
+        if control.upstream.is_none()
+            && let Some(rx) = flow.and_then(|f| f.inputs.iter().find_map(Input::notices))
+        {
+            control.upstream = Some(rx);
+        }
+    }
+
+    /// No batch to run. A files source whose landing directory does not exist yet has
+    /// nothing to read: the flow waits for it (processing time) or has nothing to do
+    /// (available_now), and its health says source_unavailable with the path.
+    fn nothing_to_run(
+        &mut self,
+        spec: &FlowSpec,
+        events: &FlowEvents,
+        tracker: &mut HealthTracker,
+    ) {
+        let missing = missing_landing(spec);
+        if missing.is_some() == self.landing {
+            return;
+        }
+        self.landing = missing.is_some();
+        if let Some(path) = missing {
+            tracing::warn!(path = %path.display(), "the source's landing directory does not exist yet; waiting for it");
+            let e = Error::SourceIo {
+                path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the landing directory does not exist yet; the flow waits for it (nothing is lost: files are read once it appears)",
+                ),
+            };
+            events.health(tracker.wait(&e, now_ms()));
+        }
+    }
+}
+
+/// Operator commands before a trigger; `true` when the flow is to stop. A paused flow
+/// waits here: resumed, or told to trigger now (one batch runs, then it pauses again).
+async fn stop_before_trigger(control: &mut Control, idle: &mut bool, events: &FlowEvents) -> bool {
+    for c in control.drain() {
+        events.command(c);
+    }
+    if control.stop_requested() {
+        return true;
+    }
+    if control.paused {
+        events.status(FlowStatus::Paused);
+        if control.wait(Duration::MAX, |c| events.command(c)).await == Wake::Stop {
+            return true;
+        }
+        *idle = false;
+    }
+    false
+}
+
+/// The sink's `optimize_every`: between batches, never during a commit. A failure is
+/// logged and the flow goes on.
+async fn optimize_if_due(spec: &FlowSpec) {
+    let (Some(every), Some(table)) = (spec.optimize_every, spec.writes()) else {
+        return;
     };
-    let mut opened: Vec<Option<Input>> = spec.sources().iter().map(|_| None).collect();
-    let mut flow: Option<FlowPlan> = None;
-    let mut sinks = Sinks::new(&spec.sink, &query_id, &spec.health);
-    let mut progress_log = ProgressLog::open(&checkpoint.progress_path());
-    let mut last_trigger_start: Option<Instant> = None;
-    let mut idle = false;
-    let mut waiting_for_landing = false;
-    let mut waiting_for_schema = false;
-    loop {
-        for c in control.drain() {
-            events.command(c);
+    match crate::maintenance::optimize_if_due(&spec.checkpoint, &table, every, now_ms()).await {
+        Ok(Some(done)) => {
+            tracing::info!(table = %table.display(), version = done.version_after,
+                files_removed = done.files_removed, files_added = done.files_added,
+                "OPTIMIZE (optimize_every) committed")
         }
-        if control.stop_requested() {
-            summary.stopped_by_request = true;
-            break;
-        }
-        if control.paused {
-            events.status(FlowStatus::Paused);
-            if control.wait(Duration::MAX, |c| events.command(c)).await == Wake::Stop {
-                summary.stopped_by_request = true;
-                break;
-            }
-            // Resumed, or trigger-now while paused: one batch runs, then the flow pauses again.
-            idle = false;
-        }
-        let trigger_start = Instant::now();
-        control.upstream_seen();
+        Ok(None) => {}
+        Err(e) => tracing::warn!(table = %table.display(), error = %e,
+            "OPTIMIZE (optimize_every) failed; the flow goes on, next try after optimize_every"),
+    }
+}
 
-        // The plan, once every source's schema is known; then the next batch, if any.
-        if flow.is_none() {
-            flow = open_plan(spec, &checkpoint, &recovered, &mut opened).await?;
-            // Said once: a source has no schema yet (an inferred schema with no file to
-            // infer it from, a Delta table not created yet). File notifications start with
-            // the source, so until then the flow looks again each trigger.
-            if flow.is_none() && !waiting_for_schema && missing_landing(spec).is_none() {
-                waiting_for_schema = true;
-                tracing::info!(flow = %spec.name, "a source's schema is not known yet (no file to infer it from, or no Delta table yet); the flow looks again each trigger");
-            }
-            // A files source with notifications wakes the idle flow on each notice.
-            if control.upstream.is_none()
-                && let Some(rx) = flow
-                    .as_ref()
-                    .and_then(|f| f.inputs.iter().find_map(Input::notices))
-            {
-                control.upstream = Some(rx);
-            }
-        }
-        let planned = match flow.as_mut() {
-            Some(f) => batch::plan(spec, f, &mut next, trigger, trigger_start, &checkpoint).await?,
-            None => None,
-        };
-        let (Some(f), Some(planned)) = (flow.as_mut(), planned) else {
-            // A files source whose landing directory does not exist yet: nothing to
-            // read, the flow waits for it (processing time) or has nothing to do
-            // (available_now), and its health says source_unavailable with the path.
-            let missing = missing_landing(spec);
-            if missing.is_some() != waiting_for_landing {
-                waiting_for_landing = missing.is_some();
-                if let Some(path) = missing {
-                    tracing::warn!(path = %path.display(), "the source's landing directory does not exist yet; waiting for it");
-                    let e = Error::SourceIo {
-                        path,
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            "the landing directory does not exist yet; the flow waits for it (nothing is lost: files are read once it appears)",
-                        ),
-                    };
-                    events.health(tracker.wait(&e, now_ms()));
-                }
-            }
-            match trigger {
-                Trigger::AvailableNow | Trigger::Once => break,
-                Trigger::ProcessingTime(interval) => {
-                    if idle_wait(&mut control, &mut idle, interval, events).await {
-                        summary.stopped_by_request = true;
-                        break;
-                    }
-                    continue;
-                }
-            }
-        };
+/// Waits for a processing-time trigger's next start after a batch that began at
+/// `trigger_start`; `true` when a stop was requested.
+async fn wait_for_trigger(
+    control: &mut Control,
+    idle: &mut bool,
+    interval: Duration,
+    trigger_start: Instant,
+    events: &FlowEvents,
+) -> bool {
+    let elapsed = trigger_start.elapsed();
+    if interval <= elapsed {
+        return false;
+    }
+    events.status(FlowStatus::Idle);
+    *idle = true;
+    control
+        .wait(interval - elapsed, |c| events.command(c))
+        .await
+        == Wake::Stop
+}
 
-        if idle || summary.batches == 0 {
-            events.status(FlowStatus::Running);
-            idle = false;
-        }
-        // A re-run batch the sink already holds, of a flow whose next batch does not
-        // depend on this one's rows (no state, no watermark), is not read again: its
-        // files may be gone (retention, VACUUM) and their rows are in the table.
-        let written = planned.replayed
-            && !spec.stateful.is_stateful()
-            && spec.stateful.watermark.is_none()
-            && spec.stream_join.is_none()
-            && spec.union.iter().all(|u| u.watermark.is_none())
-            && spec
-                .sources()
-                .iter()
-                .all(|s| matches!(s, SourceSpec::Files(_)))
-            && sinks.holds_batch(planned.batch_id).await;
-        // A flow that only moves rows from files to a Delta table streams its batch
-        // file by file (docs/architecture.md, "Streamed batches"); a batch it declines,
-        // and every other, runs step by step.
-        let streams = streamed::applies(spec, f);
-        if streams && let Some(Input::Files(input)) = f.inputs.first_mut() {
-            // A batch the streamed path declines reads no batch ahead: the next one
-            // streams again.
-            input.set_reads_ahead(false);
-        }
-        let planned = if !written && streams {
-            match streamed::read_transform_write(spec, f, planned, events, &mut sinks).await? {
-                streamed::Streamed::Written(w) => Ok(*w),
-                streamed::Streamed::Declined(planned) => Err(planned),
-            }
-        } else {
-            Err(planned)
-        };
-        let written = match planned {
-            Ok(written) => written,
-            Err(planned) => {
-                let read = batch::read(spec, f, planned, events, written).await?;
-                let output = batch::transform(spec, f, read).await?;
-                batch::write(spec, &f.output_schema, output, &mut sinks).await?
-            }
-        };
-        let committed = batch::commit(spec, f, written, &checkpoint)?;
-
-        // Progress (DESIGN.md §5 step 7).
-        let trigger_ms = ms_since(trigger_start);
-        let since_last_ms = last_trigger_start.map_or(trigger_ms, ms_since);
-        last_trigger_start = Some(trigger_start);
-        let mut record = report::progress(
-            spec,
-            &run_ids,
-            sinks.description(),
-            &committed,
-            report::TriggerTimes {
-                trigger_ms,
-                since_last_ms,
-                now_ms: now_ms(),
-            },
-        );
-        let health_change = tracker.observe(&mut record, now_ms());
-        progress_log.append(&record)?;
-        if let Some(cb) = options.on_progress.as_mut() {
-            cb(&record);
-        }
-        events.progress(&record);
-        if let Some(health) = health_change {
-            events.health(health);
-        }
-        tracing::info!(batch_id = committed.batch_id(), rows = committed.num_input_rows(), files = committed.num_files(), ms = trigger_ms, delta_version = ?committed.written.sink.delta_version, "batch committed");
-        // The sink's optimize_every: between batches, never during a commit.
-        if let (Some(every), Some(table)) = (spec.optimize_every, spec.writes()) {
-            match crate::maintenance::optimize_if_due(&spec.checkpoint, &table, every, now_ms())
+/// The sink table's version at the end of a run: the sink's own once it is open, else
+/// (no batch ran) the table's current one.
+async fn table_version(spec: &FlowSpec, sinks: &Sinks) -> Option<i64> {
+    match &spec.sink {
+        _ if sinks.is_open() => sinks.delta_version(),
+        SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
+            crate::delta::open_existing(path)
                 .await
-            {
-                Ok(Some(done)) => {
-                    tracing::info!(table = %table.display(), version = done.version_after,
-                    files_removed = done.files_removed, files_added = done.files_added,
-                    "OPTIMIZE (optimize_every) committed")
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(table = %table.display(), error = %e,
-                    "OPTIMIZE (optimize_every) failed; the flow goes on, next try after optimize_every"),
-            }
+                .ok()
+                .flatten()
+                .and_then(|t| t.version())
+                .map(|v| v as i64)
         }
-        summary.add(&committed);
-        next.batch_id = committed.batch_id() + 1;
-        next.watermark_ms = committed.next_watermark_ms;
-        next.source_watermarks_ms = committed.source_watermarks_ms.clone();
-
-        match trigger {
-            Trigger::Once => break,
-            Trigger::AvailableNow => {}
-            Trigger::ProcessingTime(interval) => {
-                let elapsed = trigger_start.elapsed();
-                if interval > elapsed {
-                    events.status(FlowStatus::Idle);
-                    idle = true;
-                    if control
-                        .wait(interval - elapsed, |c| events.command(c))
-                        .await
-                        == Wake::Stop
-                    {
-                        summary.stopped_by_request = true;
-                        break;
-                    }
-                }
-            }
-        }
+        _ => None,
     }
-    sinks.settle().await;
-    if summary.delta_version.is_none() {
-        summary.delta_version = match &spec.sink {
-            _ if sinks.is_open() => sinks.delta_version(),
-            // No batch ran: report the table's current version.
-            SinkSpec::Delta { path, .. } | SinkSpec::DeltaMerge { path, .. } => {
-                crate::delta::open_existing(path)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|t| t.version())
-                    .map(|v| v as i64)
-            }
-            _ => None,
-        };
-    }
-    summary.elapsed_ms = ms_since(run_start);
-    drop(lock);
-    Ok(summary)
 }
 
 /// Refuses to start when the sink table records a batch of this query past the

@@ -12,6 +12,12 @@
 //! [`crate::ops::union`]), then each input's rows go through the projection and their
 //! own watermark split, and the operator sees them as one stream.
 //!
+//! The plan also decides, once, the path every batch of the flow takes ([`BatchPath`]):
+//! streamed file by file or staged, whether a batch re-run after a restart may skip its
+//! read, and which commit path of the sink (`src/sink/delta.rs`) it ends in. The trigger
+//! loop and the stages read the plan, never the spec (docs/architecture.md, "The batch
+//! protocol").
+//!
 //! The same functions plan a flow for a run ([`FlowPlan::build`]), for `weir check`
 //! ([`plan_operator`] against the saved state, read-only) and for `weir validate`
 //! ([`plan_projection`] and [`check_operator`], without state), so the three cannot
@@ -30,10 +36,15 @@ use crate::ops::stateful::StatefulOperator;
 use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, next_watermark};
 use crate::records::StateOperatorMetrics;
-use crate::spec::{FlowSpec, SourceSpec};
+use crate::spec::{
+    FlowSpec, HealthConfig, OutputMode, SinkSpec, SourceSpec, WatermarkPolicy, WatermarkSpec,
+};
 
-/// A flow, planned: what each batch runs through.
+/// A flow, planned: what each batch runs through, the path it takes, and what of the
+/// flow's spec the stages need.
 pub struct FlowPlan {
+    /// The flow's name (errors, failpoints, logs).
+    pub name: String,
     /// Source `i` of the flow (offset `i` of `offsets/N`): 0 is the flow's source, 1 a
     /// stream-stream join's right side.
     pub inputs: Vec<Input>,
@@ -45,6 +56,122 @@ pub struct FlowPlan {
     pub output_schema: SchemaRef,
     /// A union of sources: the columns every input's rows are given before the projection.
     pub union_schema: Option<SchemaRef>,
+    /// The path every batch takes, decided with the plan.
+    pub path: BatchPath,
+    /// Input `i`'s watermark: input 0's is the flow's, a union source's its own (or the
+    /// flow's); `None` without event time.
+    pub watermarks: Vec<Option<WatermarkSpec>>,
+    /// How a union's sources' watermarks make the flow's (Spark's
+    /// `multipleWatermarkPolicy`); unused without a union.
+    pub watermark_policy: WatermarkPolicy,
+    /// The Delta table rows behind the watermark go to (`late_rows`).
+    pub late_rows: Option<PathBuf>,
+    /// The sink's Delta table, whose commits this process's downstream flows are told of.
+    pub sink_table: Option<PathBuf>,
+    /// Spark's `minBatchesToRetain`: the checkpoint's retention after each commit.
+    pub min_batches_to_retain: u64,
+    /// The flow's retry budget for transient errors.
+    pub retry: HealthConfig,
+}
+
+/// The path every batch of a flow takes, decided once when the flow is planned
+/// ([`BatchPath::of`]): `run` and the stages follow it instead of asking the spec again
+/// at each trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPath {
+    pub execution: Execution,
+    pub replay: Replay,
+    /// How a staged batch's rows reach the sink.
+    pub commit: CommitPath,
+}
+
+/// How steps 4 and 5 of the batch protocol (read, transform and write) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Execution {
+    /// In one pass, file by file ([`super::streamed`]), committed as a streamed append
+    /// (`DeltaSink::begin_streamed_append`, `commit_streamed_append`): a flow that only
+    /// moves rows from files to an unpartitioned Delta table. A batch the streamed path
+    /// declines, and a batch re-run after a restart, run staged.
+    Streamed,
+    /// Stage by stage ([`super::batch`]): read, transform, write.
+    Staged,
+}
+
+/// What a batch re-run after a restart (planned, not committed) does when the sink
+/// already holds it (its Delta `txn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Its files are not read again: each ends as its first attempt recorded. The next
+    /// batch does not depend on this one's rows (no state, no watermark, files sources
+    /// only), and the files may be gone (retention, VACUUM) while their rows are in the
+    /// table.
+    SkipsReadWhenHeld,
+    /// Read and transformed again (its rows feed state or a watermark, or its sources
+    /// re-derive it from their own offsets); the sink's txn skips the write.
+    Reads,
+}
+
+/// The sink's commit path for a staged batch (`src/sink/delta.rs`; the memory and
+/// console sinks take every batch as an append).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitPath {
+    /// `DeltaSink::add_batch`: one commit with txn(query id, N); the sink chooses per
+    /// batch between its direct append and delta-rs's write operation, by the table.
+    Append,
+    /// Output mode complete: `DeltaSink::add_batch` replacing the table's content.
+    Overwrite,
+    /// A `delta_merge` sink: `DeltaSink::merge_batch` (Delta MERGE on its keys).
+    Merge,
+}
+
+impl BatchPath {
+    /// The path of the flow `spec`'s batches.
+    pub fn of(spec: &FlowSpec) -> BatchPath {
+        // The operator `plan_operator` builds is stateless exactly when the flow has
+        // neither a stream-stream join nor a stateful query.
+        let only_moves_rows = !spec.stateful.is_stateful()
+            && !spec.is_union()
+            && spec.joins.is_empty()
+            && spec.stream_join.is_none()
+            && spec.source_watermark(0).is_none()
+            && spec.late_rows.is_none()
+            && spec.stateful.output_mode == OutputMode::Append;
+        let streams = only_moves_rows
+            && matches!(spec.sources().as_slice(), [source @ SourceSpec::Files(_)] if source.quarantine() == (None, None))
+            && matches!(&spec.sink, SinkSpec::Delta { partition_by, idempotent: true, .. } if partition_by.is_empty());
+        let sink_records_batches = matches!(
+            &spec.sink,
+            SinkSpec::Delta {
+                idempotent: true,
+                ..
+            } | SinkSpec::DeltaMerge { .. }
+        );
+        let rows_feed_next_batch = spec.stateful.is_stateful()
+            || spec.stateful.watermark.is_some()
+            || spec.stream_join.is_some()
+            || spec.union.iter().any(|u| u.watermark.is_some());
+        let files_only = spec
+            .sources()
+            .iter()
+            .all(|s| matches!(s, SourceSpec::Files(_)));
+        BatchPath {
+            execution: if streams {
+                Execution::Streamed
+            } else {
+                Execution::Staged
+            },
+            replay: if sink_records_batches && !rows_feed_next_batch && files_only {
+                Replay::SkipsReadWhenHeld
+            } else {
+                Replay::Reads
+            },
+            commit: match (&spec.sink, spec.stateful.output_mode) {
+                (SinkSpec::DeltaMerge { .. }, _) => CommitPath::Merge,
+                (_, OutputMode::Complete) => CommitPath::Overwrite,
+                _ => CommitPath::Append,
+            },
+        }
+    }
 }
 
 /// The one operator a flow runs after its projection.
@@ -104,13 +231,42 @@ impl FlowPlan {
         } else {
             None
         };
+        let path = BatchPath::of(spec);
+        if path.execution == Execution::Streamed
+            && let Some(Input::Files(input)) = inputs.first_mut()
+        {
+            // A streamed batch holds a few files' rows at a time; the read-ahead would
+            // hold the next batch's (a batch the streamed path declines reads none ahead:
+            // the next one streams again).
+            input.set_reads_ahead(false);
+        }
         Ok(FlowPlan {
+            name: spec.name.clone(),
+            watermarks: (0..inputs.len())
+                .map(|i| spec.source_watermark(i).cloned())
+                .collect(),
             inputs,
             projection,
             operator,
             output_schema,
             union_schema,
+            path,
+            watermark_policy: spec.multiple_watermark_policy,
+            late_rows: spec.late_rows.clone(),
+            sink_table: spec.writes(),
+            min_batches_to_retain: spec.min_batches_to_retain,
+            retry: spec.health.clone(),
         })
+    }
+
+    /// Whether the flow reads several sources as one stream (`[[flow.union]]`).
+    pub fn is_union(&self) -> bool {
+        self.union_schema.is_some()
+    }
+
+    /// Input `i`'s watermark, if it has one.
+    pub fn watermark(&self, i: usize) -> Option<&WatermarkSpec> {
+        self.watermarks.get(i).and_then(Option::as_ref)
     }
 }
 
@@ -383,11 +539,11 @@ impl Operator {
     /// sides'), else the flow's watermark moved by the batch's maximum event time.
     pub fn next_watermark(
         &self,
-        spec: &FlowSpec,
+        watermark: Option<&WatermarkSpec>,
         watermark_ms: i64,
         event_time: Option<&EventTimeStats>,
     ) -> i64 {
-        match (self, &spec.stateful.watermark) {
+        match (self, watermark) {
             (Operator::StreamJoin(j), _) => j.next_watermark(watermark_ms),
             (_, Some(wm)) => {
                 next_watermark(watermark_ms, event_time.map(|e| e.max_ms), wm.delay_ms)
@@ -425,5 +581,106 @@ impl Operator {
             Operator::StreamJoin(j) => j.metrics().num_rows_dropped_by_watermark,
             _ => num_late,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path of the one flow of a pipeline: `source` and `sink` are the bodies of
+    /// its `[flow.source]` and `[flow.sink]`, `flow` its other keys.
+    fn path_of(flow: &str, source: &str, sink: &str) -> BatchPath {
+        let text = format!(
+            "[[flow]]\nname = \"f\"\n{flow}\n[flow.source]\n{source}\n[flow.sink]\n{sink}\n"
+        );
+        let pipeline = crate::pipeline::parse(Path::new("/p/pipeline.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        BatchPath::of(&pipeline.flows[0])
+    }
+
+    const FILES: &str = "type = \"files\"\npath = \"landing\"\nformat = \"json\"\nschema = \"id BIGINT, ts TIMESTAMP\"";
+    const DELTA_SINK: &str = "type = \"delta\"\npath = \"out\"";
+
+    #[test]
+    fn files_to_an_unpartitioned_delta_table_stream_and_skip_a_held_replay() {
+        assert_eq!(
+            path_of("", FILES, DELTA_SINK),
+            BatchPath {
+                execution: Execution::Streamed,
+                replay: Replay::SkipsReadWhenHeld,
+                commit: CommitPath::Append,
+            }
+        );
+        // A row-wise query still streams.
+        let path = path_of("where = \"id > 0\"\nselect = [\"id\"]", FILES, DELTA_SINK);
+        assert_eq!(path.execution, Execution::Streamed);
+    }
+
+    #[test]
+    fn what_needs_the_whole_batch_or_a_partition_runs_staged() {
+        let partitioned = "type = \"delta\"\npath = \"out\"\npartition_by = [\"id\"]";
+        let quarantined = format!("{FILES}\nbad_records_path = \"bad\"");
+        let watermark = "watermark = { column = \"ts\", delay = \"1 minute\" }";
+        let dedup = "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\", \"ts\"]";
+        for (flow, source, sink) in [
+            ("", FILES, partitioned),
+            ("", quarantined.as_str(), DELTA_SINK),
+            (watermark, FILES, DELTA_SINK),
+            (dedup, FILES, DELTA_SINK),
+            (
+                "",
+                FILES,
+                "type = \"delta\"\npath = \"out\"\nidempotent = false",
+            ),
+            ("", FILES, "type = \"memory\"\nname = \"m\""),
+        ] {
+            assert_eq!(
+                path_of(flow, source, sink).execution,
+                Execution::Staged,
+                "{flow} / {source} / {sink}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_replay_whose_rows_feed_the_next_batch_is_read_again() {
+        let watermark = "watermark = { column = \"ts\", delay = \"1 minute\" }";
+        assert_eq!(path_of(watermark, FILES, DELTA_SINK).replay, Replay::Reads);
+        let dedup = "watermark = { column = \"ts\", delay = \"1 minute\" }\ndrop_duplicates = [\"id\", \"ts\"]";
+        assert_eq!(path_of(dedup, FILES, DELTA_SINK).replay, Replay::Reads);
+        // A sink without a transaction log cannot say it holds the batch.
+        let memory = "type = \"memory\"\nname = \"m\"";
+        assert_eq!(path_of("", FILES, memory).replay, Replay::Reads);
+        let not_idempotent = "type = \"delta\"\npath = \"out\"\nidempotent = false";
+        assert_eq!(path_of("", FILES, not_idempotent).replay, Replay::Reads);
+        // A Delta source re-derives the batch from its offsets.
+        let delta_source = "type = \"delta\"\npath = \"upstream\"";
+        assert_eq!(path_of("", delta_source, DELTA_SINK).replay, Replay::Reads);
+        let merge = "type = \"delta_merge\"\npath = \"out\"\nkeys = [\"id\"]";
+        assert_eq!(path_of("", FILES, merge).replay, Replay::SkipsReadWhenHeld);
+    }
+
+    #[test]
+    fn the_commit_path_follows_the_sink_and_the_output_mode() {
+        let merge = "type = \"delta_merge\"\npath = \"out\"\nkeys = [\"id\"]";
+        let path = path_of("", FILES, merge);
+        assert_eq!(
+            (path.execution, path.commit),
+            (Execution::Staged, CommitPath::Merge)
+        );
+        let complete =
+            "group_by = [\"id\"]\naggregates = [\"count(*) AS n\"]\noutput_mode = \"complete\"";
+        let path = path_of(complete, FILES, DELTA_SINK);
+        assert_eq!(
+            (path.execution, path.commit),
+            (Execution::Staged, CommitPath::Overwrite)
+        );
+        let update =
+            "group_by = [\"id\"]\naggregates = [\"count(*) AS n\"]\noutput_mode = \"update\"";
+        assert_eq!(
+            path_of(update, FILES, DELTA_SINK).commit,
+            CommitPath::Append
+        );
     }
 }

@@ -1,11 +1,19 @@
-//! What a committed batch reports: its progress record (Spark's
-//! `StreamingQueryProgress`, DESIGN.md §7) and its part of the run's summary, both
-//! built from [`Committed`] and the trigger's timings only.
+//! What a committed batch reports (step 7 of the batch protocol): its progress record
+//! (Spark's `StreamingQueryProgress`, DESIGN.md §7), built from [`Committed`] and the
+//! trigger's timings only. The record is where a batch's counts are worked out: the
+//! run's summary ([`FlowSummary::add`]) and the board's totals sum records.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
-use super::FlowSummary;
 use super::batch::Committed;
+use super::control::FlowEvents;
+use super::{FlowSummary, ProgressCallback, ms_since};
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint::progress::ProgressLog;
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::health::tracker::HealthTracker;
 use crate::ops::watermark::EventTimeStats;
 use crate::records::{
     FileError, SinkProgress, SourceProgress, SourceWatermark, StreamingQueryProgress, WeirProgress,
@@ -22,6 +30,62 @@ pub struct RunIds<'a> {
     /// This process's run.
     pub run_id: &'a str,
     pub trigger: Trigger,
+}
+
+/// Step 7 for each committed batch of a run: its record, with the flow's health,
+/// appended to `_weir/progress.jsonl`, given to the run's callback and published.
+pub struct Reporter<'a> {
+    ids: RunIds<'a>,
+    log: ProgressLog,
+    on_progress: Option<ProgressCallback>,
+    last_trigger_start: Option<Instant>,
+}
+
+impl<'a> Reporter<'a> {
+    pub fn new(
+        ids: RunIds<'a>,
+        checkpoint: &Checkpoint,
+        on_progress: Option<ProgressCallback>,
+    ) -> Self {
+        Reporter {
+            ids,
+            log: ProgressLog::open(&checkpoint.progress_path()),
+            on_progress,
+            last_trigger_start: None,
+        }
+    }
+
+    /// Reports batch `c`, whose trigger started at `trigger_start`; returns its record.
+    pub fn committed(
+        &mut self,
+        spec: &FlowSpec,
+        c: &Committed,
+        sink_description: String,
+        trigger_start: Instant,
+        tracker: &mut HealthTracker,
+        events: &FlowEvents,
+    ) -> Result<StreamingQueryProgress> {
+        let trigger_ms = ms_since(trigger_start);
+        let since_last_ms = self.last_trigger_start.map_or(trigger_ms, ms_since);
+        self.last_trigger_start = Some(trigger_start);
+        let times = TriggerTimes {
+            trigger_ms,
+            since_last_ms,
+            now_ms: now_ms(),
+        };
+        let mut record = progress(spec, &self.ids, sink_description, c, times);
+        let health_change = tracker.observe(&mut record, now_ms());
+        self.log.append(&record)?;
+        if let Some(cb) = self.on_progress.as_mut() {
+            cb(&record);
+        }
+        events.progress(&record);
+        if let Some(health) = health_change {
+            events.health(health);
+        }
+        tracing::info!(batch_id = c.batch_id(), rows = c.num_input_rows(), files = c.num_files(), ms = trigger_ms, delta_version = ?c.written.sink.delta_version, "batch committed");
+        Ok(record)
+    }
 }
 
 /// The trigger's clock around the batch.
@@ -199,20 +263,90 @@ fn event_time(
 }
 
 impl FlowSummary {
-    /// Adds a committed batch to the run's totals.
-    pub fn add(&mut self, c: &Committed) {
-        let planned = c.planned();
+    /// Adds a committed batch to the run's totals: its progress record's counts (summed
+    /// as the board's totals sum them) and the watermark it leaves for the next batch.
+    pub fn add(&mut self, r: &StreamingQueryProgress, next_watermark_ms: i64) {
         self.batches += 1;
-        self.replayed_batches += u64::from(planned.replayed);
-        self.num_input_rows += c.num_input_rows();
-        self.num_output_rows += c.num_output_rows();
-        self.num_files += c.num_files();
-        self.num_bytes += c.reads().iter().map(|r| r.num_bytes).sum::<u64>();
-        self.num_files_failed += c.count_outcomes(|o| matches!(o, FileOutcome::Failed { .. }));
-        self.num_rows_rescued += c.reads().iter().map(|r| r.num_rows_rescued).sum::<u64>();
-        self.last_batch_id = Some(planned.batch_id);
-        self.delta_version = c.written.sink.delta_version.or(self.delta_version);
-        self.watermark_ms = c.next_watermark_ms;
-        self.num_rows_dropped_by_watermark += c.num_rows_dropped_by_watermark;
+        self.replayed_batches += u64::from(r.weir.replayed);
+        self.num_input_rows += r.num_input_rows;
+        self.num_output_rows += u64::try_from(r.sink.num_output_rows).unwrap_or(0);
+        self.num_files += r.weir.num_files;
+        self.num_bytes += r.weir.num_bytes;
+        self.num_files_failed += r.weir.num_files_failed;
+        self.num_rows_rescued += r.weir.num_rows_rescued;
+        self.last_batch_id = Some(r.batch_id);
+        self.delta_version = r.weir.delta_version.or(self.delta_version);
+        self.watermark_ms = next_watermark_ms;
+        self.num_rows_dropped_by_watermark += r
+            .state_operators
+            .iter()
+            .map(|o| o.num_rows_dropped_by_watermark)
+            .sum::<u64>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::board::FlowSnapshot;
+    use crate::records::StateOperatorMetrics;
+
+    #[test]
+    fn a_runs_summary_counts_its_batches_as_the_boards_totals_do() {
+        let mut r = StreamingQueryProgress {
+            batch_id: 7,
+            num_input_rows: 10,
+            state_operators: vec![StateOperatorMetrics {
+                num_rows_dropped_by_watermark: 5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        r.sink.num_output_rows = 8;
+        r.weir.num_files = 3;
+        r.weir.num_bytes = 300;
+        r.weir.num_files_failed = 1;
+        r.weir.num_rows_rescued = 2;
+        r.weir.replayed = true;
+        r.weir.delta_version = Some(4);
+        let mut summary = FlowSummary::default();
+        let mut board = FlowSnapshot::new("f");
+        for _ in 0..2 {
+            summary.add(&r, 1_000);
+            board.observe_record(&r, 0);
+        }
+        let t = &board.totals;
+        assert_eq!(
+            [
+                summary.batches,
+                summary.num_input_rows,
+                summary.num_output_rows,
+                summary.num_files,
+                summary.num_bytes,
+                summary.num_files_failed,
+                summary.num_rows_rescued,
+                summary.num_rows_dropped_by_watermark,
+            ],
+            [
+                t.batches,
+                t.input_rows,
+                t.output_rows,
+                t.files,
+                t.bytes,
+                t.files_failed,
+                t.rows_rescued,
+                t.rows_dropped_by_watermark,
+            ]
+        );
+        assert_eq!(t.input_rows, 20);
+        assert_eq!(summary.replayed_batches, 2);
+        assert_eq!(
+            (
+                summary.last_batch_id,
+                summary.delta_version,
+                summary.watermark_ms
+            ),
+            (Some(7), Some(4), 1_000)
+        );
     }
 }

@@ -24,12 +24,13 @@
 //! until the one Delta commit that carries the batch's txn, and a batch re-run after a
 //! crash takes the ordinary path (the sink's txn skips a batch it holds).
 //!
-//! A batch is streamed only when nothing in it needs the whole batch before a row is
-//! written; otherwise it is declined before its commit, its Parquet files removed, and
-//! the batch runs the ordinary way: a file that is not read cleanly (unreadable, failed,
-//! a malformed record with `mode = "failfast"`), columns the schema lacks (schema
-//! evolution decides before anything is written), rows whose columns do not fit the
-//! table, an error of the query or the writer. A failed commit fails the batch (the
+//! Which flows stream is decided once, when the flow is planned
+//! ([`super::plan::BatchPath::of`]). A batch is streamed only when nothing in it needs
+//! the whole batch before a row is written; otherwise it is declined before its commit,
+//! its Parquet files removed, and the batch runs the ordinary way: a file that is not
+//! read cleanly (unreadable, failed, a malformed record with `mode = "failfast"`),
+//! columns the schema lacks (schema evolution decides before anything is written), rows
+//! whose columns do not fit the table, an error of the query or the writer. A failed commit fails the batch (the
 //! next start re-runs it the ordinary way, the table's txn deciding).
 
 use std::ops::Range;
@@ -44,13 +45,12 @@ use super::control::FlowEvents;
 use super::failpoint;
 use super::input::files::{HeadDecodes, StreamedHead};
 use super::input::{BatchFiles, Input};
-use super::plan::{FlowPlan, Operator};
+use super::plan::FlowPlan;
 use super::sinks::Sinks;
 use crate::error::Result;
 use crate::schema::events::SchemaEvent;
 use crate::source::files::ledger::ListedFile;
 use crate::source::files::{BatchReader, FileDecode};
-use crate::spec::{FlowSpec, OutputMode, SinkSpec};
 
 /// A streamed batch's end.
 pub enum Streamed {
@@ -71,25 +71,6 @@ const PART_MIN_BYTES: u64 = 4 << 20;
 /// run, [`crate::ops::RowWiseRunner::run`]).
 const GROUP_ROWS: usize = 8192;
 
-/// Whether the flow's batches can be streamed: one files source, no union, no
-/// stream-static or stream-stream join, no state, no watermark, no `late_rows`, no
-/// quarantine, appended to an unpartitioned Delta table.
-pub fn applies(spec: &FlowSpec, flow: &FlowPlan) -> bool {
-    let [input @ Input::Files(_)] = flow.inputs.as_slice() else {
-        return false;
-    };
-    flow.union_schema.is_none()
-        && !spec.is_union()
-        && spec.joins.is_empty()
-        && spec.stream_join.is_none()
-        && matches!(flow.operator, Operator::Stateless)
-        && spec.source_watermark(0).is_none()
-        && spec.late_rows.is_none()
-        && input.quarantine() == (None, None)
-        && spec.stateful.output_mode == OutputMode::Append
-        && matches!(&spec.sink, SinkSpec::Delta { partition_by, idempotent: true, .. } if partition_by.is_empty())
-}
-
 /// The Parquet files a writer wrote, a range of the batch's files each, with the index
 /// (in the batch) of the range's first file.
 type WrittenFiles = Vec<(usize, Vec<deltalake::kernel::Add>)>;
@@ -98,10 +79,10 @@ type WrittenFiles = Vec<(usize, Vec<deltalake::kernel::Add>)>;
 /// rows written, or why it stopped.
 type WriterEnd = (Vec<(usize, FileDecode)>, Result<(WrittenFiles, usize)>);
 
-/// Steps 4 and 5 of `planned` streamed ([`applies`] must hold): the batch written to the
-/// sink in one commit, or declined.
+/// Steps 4 and 5 of `planned` streamed (the flow's path is
+/// [`Execution::Streamed`](super::plan::Execution::Streamed)): the batch
+/// written to the sink in one commit, or declined.
 pub async fn read_transform_write(
-    spec: &FlowSpec,
     flow: &mut FlowPlan,
     planned: PlannedBatch,
     events: &FlowEvents,
@@ -343,7 +324,7 @@ pub async fn read_transform_write(
         append.discard(&adds).await;
         return Err(e);
     }
-    failpoint::hit("after_read", &spec.name, batch_id);
+    failpoint::hit("after_read", &flow.name, batch_id);
     // A failed commit fails the batch: whether it is in the log is not known, and the
     // files' outcomes are recorded; the next start re-runs the batch with exactly its
     // files, and the table's txn decides whether it is written (the files stay, orphans
@@ -351,12 +332,7 @@ pub async fn read_transform_write(
     let sink = sinks
         .commit_streamed_append(&append, batch_id, adds, num_rows)
         .await?;
-    if sink.delta_version.is_some()
-        && let Some(table) = spec.writes()
-    {
-        super::notify::published(&table);
-    }
-    failpoint::hit("after_sink_commit", &spec.name, batch_id);
+    super::batch::sink_committed(flow, batch_id, &sink);
     let mut planned = planned;
     planned.timings.get_batch = 0;
     let read = ReadBatch {
