@@ -14,7 +14,7 @@
 //! spec                       what a flow declares: flow, sources, sink, trigger, stateful query, joins, units, PipelineError
 //! records                    what weir records and reads back: progress, health verdicts, error kinds (plain serde types)
 //! error                      the crate's Error: domain, retryable, kind, path
-//! clock, durable, malloc     the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories)
+//! clock, durable, malloc, numbered, background  the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories); directories of numbered entries (offsets/N, state/<op>); threads with a runtime of their own
 //! delta_store                the object store Delta tables are written through: every object fsynced before a commit relies on it
 //! delta                      Delta tables for every module: open, create, txn version, errors
 //! schema                     DDL, inference rules, evolution modes, hints, schema events, the _rescued_data/_metadata columns
@@ -72,6 +72,7 @@
 #![recursion_limit = "256"]
 
 pub mod alerts;
+pub mod background;
 pub mod checkpoint;
 pub mod checkpoint_tools;
 pub mod cli;
@@ -92,6 +93,7 @@ pub mod health;
 pub mod maintenance;
 pub mod malloc;
 pub mod metrics;
+pub mod numbered;
 pub mod ops;
 pub mod pipeline;
 pub mod playbook;
