@@ -462,6 +462,21 @@ mod tests {
         assert!(checked > 300, "only {checked} kind and key pairs");
     }
 
+    /// A source written inline (`source = { ... }`, as `[[flow.union]]` and
+    /// `[flow.stream_join]` take it) has its keys checked as a `[flow.source]` table.
+    #[test]
+    fn an_inline_source_refuses_the_keys_of_another_kind() {
+        let text = "[[flow]]\nname = \"a\"\nwatermark = { column = \"ts\", delay = \"1 minute\" }\n\
+                    [flow.source]\ntype = \"files\"\npath = \"in\"\nformat = \"json\"\n\
+                    [[flow.union]]\nsource = { type = \"delta\", path = \"lake/u\", format = \"csv\" }\n\
+                    [flow.sink]\ntype = \"memory\"\n";
+        let e = parse(text).err().unwrap_or_default();
+        assert!(
+            e.contains("flow[0].union[0].source.format: `format` is a files-source option"),
+            "{e}"
+        );
+    }
+
     /// The names serde lists after "expected" for an unknown key.
     fn expected_names(message: &str) -> BTreeSet<String> {
         let (_, list) = message
