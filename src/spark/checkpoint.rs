@@ -726,14 +726,9 @@ fn read_store(dir: &Path, partition: u64, store: &str, problems: &mut Vec<Proble
 pub fn state_operators(cp: &SparkCheckpoint, problems: &mut Vec<Problem>) -> Vec<StateOperator> {
     let state = cp.state_dir();
     let mut ops = Vec::new();
-    let Ok(entries) = fs::read_dir(&state) else {
+    let Ok(ids) = crate::numbered::ids(&state) else {
         return ops;
     };
-    let mut ids: Vec<u64> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect();
-    ids.sort_unstable();
     for id in ids {
         let dir = state.join(id.to_string());
         let mut op = StateOperator {
@@ -786,15 +781,7 @@ pub fn state_operators(cp: &SparkCheckpoint, problems: &mut Vec<Problem>) -> Vec
             }
         }
         // Partitions, each with the default store's files or one directory per store.
-        let mut parts: Vec<u64> = fs::read_dir(&dir)
-            .map(|e| {
-                e.flatten()
-                    .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        parts.sort_unstable();
-        for p in parts {
+        for p in crate::numbered::ids(&dir).unwrap_or_default() {
             let pdir = dir.join(p.to_string());
             let schema = pdir.join("_metadata").join("schema");
             if schema.is_file() {
