@@ -1,9 +1,14 @@
 //! The wall clock, in the unit every timestamp weir records uses: milliseconds since
-//! the Unix epoch (UTC); and files' modification times in the same unit.
+//! the Unix epoch (UTC); files' modification times, and durations, in the same unit.
 
 /// Now, in ms since the epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+/// Milliseconds since `t` (a duration for progress records, which count whole ms).
+pub fn ms_since(t: std::time::Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A file's modification time, in ms since the epoch (0 when the file system has none).

@@ -276,13 +276,7 @@ pub fn delta_log(data: &[u8]) {
     {
         return;
     }
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
-    runtime.block_on(async {
+    let _ = crate::background::block_on(async {
         let mut source = crate::source::delta::DeltaSource::new(
             crate::spec::DeltaSourceOptions::new(dir.path()),
         );

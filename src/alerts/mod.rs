@@ -452,21 +452,12 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Starts evaluating the rules on a thread of its own.
 pub fn start(options: AlertOptions, board: Arc<Board>) -> std::io::Result<AlertsHandle> {
     let (stop, stopped) = watch::channel(false);
-    let thread = std::thread::Builder::new()
-        .name("weir-alerts".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!("alert rules are not evaluated: {e}");
-                    return;
-                }
-            };
-            rt.block_on(evaluate_until_stopped(options, board, stopped));
-        })?;
+    let thread = crate::background::spawn(
+        "weir-alerts",
+        crate::background::Workers::Caller,
+        move || evaluate_until_stopped(options, board, stopped),
+        |e| tracing::error!("alert rules are not evaluated: {e}"),
+    )?;
     Ok(AlertsHandle {
         stop,
         thread: Some(thread),

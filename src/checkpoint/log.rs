@@ -28,6 +28,139 @@ pub struct OffsetSeq {
 
 const VERSION: &str = "v1";
 
+/// What is wrong with a log file, and the error class Spark raises for it at restart
+/// where it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogError {
+    pub message: String,
+    pub spark_error_class: Option<&'static str>,
+}
+
+impl LogError {
+    fn new(message: impl Into<String>) -> Self {
+        LogError {
+            message: message.into(),
+            spark_error_class: None,
+        }
+    }
+}
+
+impl std::fmt::Display for LogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A log file's version (line 1, at most `max`) and the lines after it, as Spark's
+/// `HDFSMetadataLog` writes them (`\n`-separated, no trailing newline).
+pub fn split_log(text: &str, max: u32) -> Result<(u32, Vec<&str>), LogError> {
+    let mut lines = text.split('\n');
+    let first = lines.next().unwrap_or("").trim();
+    if first.is_empty() {
+        return Err(LogError::new(
+            "empty file: the write was torn, truncated before its version on line 1 (Spark fails reading it at restart)",
+        ));
+    }
+    let Some(v) = first.strip_prefix('v').and_then(|v| v.parse::<u32>().ok()) else {
+        return Err(LogError::new(format!(
+            "not a checkpoint log file: line 1 is {:?}, expected a version like \"v1\"",
+            first.chars().take(40).collect::<String>()
+        )));
+    };
+    if v == 0 || v > max {
+        return Err(LogError {
+            message: format!(
+                "unsupported log version v{v}: the highest this reader takes is v{max} (written by a newer Spark?)"
+            ),
+            spark_error_class: Some("INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION"),
+        });
+    }
+    Ok((v, lines.collect()))
+}
+
+/// Line `n` (1-based) of a log file as JSON; a line cut short is named a torn write.
+pub fn json_line<T: serde::de::DeserializeOwned>(n: usize, line: &str) -> Result<T, LogError> {
+    serde_json::from_str(line).map_err(|e| {
+        let what = if e.is_eof() {
+            "ends in the middle of its JSON (a torn write)"
+        } else {
+            "is not valid JSON"
+        };
+        LogError::new(format!("line {n} {what}: {e}"))
+    })
+}
+
+/// One source's offset in `offsets/N`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceOffset {
+    /// The source's name (offsets log v2, named sources).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `None` for `-` (the source has no offset yet).
+    pub offset: Option<serde_json::Value>,
+}
+
+/// `offsets/N` of any version up to `max`: v1 (weir, Spark 2.x-4.x) or v2 (named
+/// sources, `name:offset`).
+pub fn parse_offsets(
+    text: &str,
+    max: u32,
+) -> Result<(u32, OffsetSeqMetadata, Vec<SourceOffset>), LogError> {
+    let (version, lines) = split_log(text, max)?;
+    let meta_line = lines
+        .first()
+        .filter(|l| !l.trim().is_empty())
+        .ok_or_else(|| LogError::new("truncated: no batch metadata on line 2 (a torn write)"))?;
+    let metadata: OffsetSeqMetadata = json_line(2, meta_line)?;
+    let mut sources = Vec::new();
+    for (i, line) in lines.iter().enumerate().skip(1) {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (name, body) = split_source_name(line);
+        let offset = if body.trim() == "-" {
+            None
+        } else {
+            Some(json_line::<serde_json::Value>(i + 2, body)?)
+        };
+        sources.push(SourceOffset {
+            name: name.map(str::to_string),
+            offset,
+        });
+    }
+    Ok((version, metadata, sources))
+}
+
+/// `src_a:{"logOffset":1}` -> (`src_a`, `{...}`); a plain JSON value or `-` has no name.
+fn split_source_name(line: &str) -> (Option<&str>, &str) {
+    let starts_json = line
+        .chars()
+        .next()
+        .is_some_and(|c| matches!(c, '{' | '[' | '"' | '-' | '0'..='9'));
+    if starts_json {
+        return (None, line);
+    }
+    match line.split_once(':') {
+        Some((name, rest)) => (Some(name), rest),
+        None => (None, line),
+    }
+}
+
+/// `commits/N` of any version up to `max`: its version and line 2 as `T` (weir's
+/// [`CommitMetadata`], or a reader's view with v2's `stateUniqueIds`).
+pub fn parse_commit<T: serde::de::DeserializeOwned>(
+    text: &str,
+    max: u32,
+) -> Result<(u32, T), LogError> {
+    let (version, lines) = split_log(text, max)?;
+    let line = lines
+        .first()
+        .filter(|l| !l.trim().is_empty())
+        .ok_or_else(|| LogError::new("truncated: no commit metadata on line 2 (a torn write)"))?;
+    Ok((version, json_line(2, line)?))
+}
+
 impl OffsetSeq {
     pub fn render(&self) -> String {
         let mut out = String::from(VERSION);
@@ -43,28 +176,16 @@ impl OffsetSeq {
         out
     }
 
+    /// A `v1` file, as weir writes it, with at least one source.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut lines = text.lines();
-        check_version(lines.next())?;
-        let meta_line = lines
-            .next()
-            .ok_or_else(|| "truncated: the batch metadata line (line 2) is missing".to_string())?;
-        let metadata: OffsetSeqMetadata = serde_json::from_str(meta_line)
-            .map_err(|e| format!("line 2 is not valid batch metadata ({e})"))?;
-        let mut offsets = Vec::new();
-        for (i, line) in lines.enumerate() {
-            if line.trim() == "-" {
-                offsets.push(None);
-            } else {
-                offsets.push(Some(serde_json::from_str(line).map_err(|e| {
-                    format!("line {} is not a valid source offset ({e})", i + 3)
-                })?));
-            }
-        }
-        if offsets.is_empty() {
+        let (_, metadata, sources) = parse_offsets(text, 1).map_err(|e| e.message)?;
+        if sources.is_empty() {
             return Err("truncated: no source offset after the metadata line".to_string());
         }
-        Ok(OffsetSeq { metadata, offsets })
+        Ok(OffsetSeq {
+            metadata,
+            offsets: sources.into_iter().map(|s| s.offset).collect(),
+        })
     }
 }
 
@@ -92,27 +213,9 @@ impl CommitMetadata {
         )
     }
 
+    /// A `v1` file, as weir writes it.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut lines = text.lines();
-        check_version(lines.next())?;
-        let line = lines
-            .next()
-            .ok_or_else(|| "truncated: the commit metadata line (line 2) is missing".to_string())?;
-        serde_json::from_str(line).map_err(|e| format!("line 2 is not valid commit metadata ({e})"))
-    }
-}
-
-fn check_version(line: Option<&str>) -> Result<(), String> {
-    match line.map(str::trim) {
-        Some(VERSION) => Ok(()),
-        Some("") | None => Err("empty or truncated file (expected \"v1\" on line 1)".to_string()),
-        Some(other) if other.starts_with('v') => Err(format!(
-            "unsupported log version {other:?}; this weir reads \"v1\" (written by Spark 2.x-4.x and weir)"
-        )),
-        Some(other) => Err(format!(
-            "not a checkpoint log file: line 1 is {:?}, expected \"v1\"",
-            other.chars().take(40).collect::<String>()
-        )),
+        parse_commit(text, 1).map(|(_, c)| c).map_err(|e| e.message)
     }
 }
 

@@ -180,24 +180,7 @@ impl Checkpoint {
 
     /// Batch ids present in `offsets/` or `commits/`, ascending. Temp files are ignored.
     pub fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
-        let entries = match fs::read_dir(dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::checkpoint(dir, e.to_string())),
-        };
-        let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::checkpoint(dir, e.to_string()))?;
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u64>().ok())
-            {
-                ids.push(id);
-            }
-        }
-        ids.sort_unstable();
-        Ok(ids)
+        crate::numbered::ids(dir).map_err(|e| Error::checkpoint(dir, e.to_string()))
     }
 
     pub fn offsets_path(&self, batch_id: u64) -> PathBuf {

@@ -335,26 +335,18 @@ pub fn spawn_kafka_lag(
     tx: mpsc::Sender<Report>,
 ) -> tokio::sync::oneshot::Sender<()> {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("weir-kafka-lag".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::warn!("the Kafka lag of flow {flow} is not measured: {e}");
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                tokio::select! {
-                    _ = kafka_lag(flow, spec, checkpoint, interval, tx) => {}
-                    _ = stopped => {}
-                }
-            });
-        });
+    let failed = format!("the Kafka lag of flow {flow} is not measured");
+    let spawned = crate::background::spawn(
+        "weir-kafka-lag",
+        crate::background::Workers::Caller,
+        move || async move {
+            tokio::select! {
+                _ = kafka_lag(flow, spec, checkpoint, interval, tx) => {}
+                _ = stopped => {}
+            }
+        },
+        move |e| tracing::warn!("{failed}: {e}"),
+    );
     if let Err(e) = spawned {
         tracing::warn!("the Kafka lag is not measured: no thread: {e}");
     }

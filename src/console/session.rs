@@ -44,35 +44,28 @@ fn spawn_sql(
     tx: tokio::sync::mpsc::Sender<Report>,
     cancel: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("weir-sql".into())
-        .spawn(move || {
-            // One worker runs the query; this thread waits for it or its time limit
-            // (crate::sql::run), so a query that does not yield still answers on time.
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("weir-sql-worker")
-                .enable_all()
-                .build();
-            let result = match &rt {
-                Ok(rt) => rt.block_on(async {
-                    tokio::select! {
-                        r = job.run(&flows, &limits) => Some(r),
-                        _ = cancel => None,
-                    }
-                }),
-                Err(e) => Some(Err(format!("no runtime for the query: {e}"))),
+    // One worker runs the query; this thread waits for it or its time limit
+    // (crate::sql::run), so a query that does not yield still answers on time. An
+    // aborted query stops at its next yield; nobody waits for it.
+    let failed = tx.clone();
+    crate::background::spawn(
+        "weir-sql",
+        crate::background::Workers::One,
+        move || async move {
+            let result = tokio::select! {
+                r = job.run(&flows, &limits) => r,
+                _ = cancel => return,
             };
-            if let Some(result) = result {
-                let _ = tx.blocking_send(Report::Sql { id, result });
-            }
-            // An aborted query stops at its next yield; nobody waits for it.
-            if let Ok(rt) = rt {
-                rt.shutdown_background();
-            }
-        })
-        .map(|_| ())
-        .map_err(|e| format!("cannot start the query: {e}"))
+            // Sent from the runtime's thread, which a blocking send would stall.
+            let _ = tx.send(Report::Sql { id, result }).await;
+        },
+        move |e| {
+            let result = Err(format!("no runtime for the query: {e}"));
+            let _ = failed.blocking_send(Report::Sql { id, result });
+        },
+    )
+    .map(|_| ())
+    .map_err(|e| format!("cannot start the query: {e}"))
 }
 
 /// What the SQL thread runs.
@@ -142,17 +135,7 @@ const VACUUM_RETAIN: std::time::Duration = std::time::Duration::from_secs(168 * 
 
 /// Runs a future to completion from the (synchronous) console loop.
 fn blocking<T>(fut: impl std::future::Future<Output = crate::Result<T>>) -> crate::Result<T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| h.block_on(fut))
-        }
-        _ => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| crate::Error::io("tokio runtime", e))?
-            .block_on(fut),
-    }
+    crate::background::block_on(fut).map_err(|e| crate::Error::io("tokio runtime", e))?
 }
 
 impl Session {

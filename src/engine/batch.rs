@@ -25,6 +25,7 @@ use super::recover::Recovered;
 use super::retry::Retry;
 use super::sinks::Sinks;
 use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata};
+use crate::clock::ms_since;
 use crate::error::{Error, Result};
 use crate::ops::watermark::{EventTimeStats, Split, split_late_at};
 use crate::records::DimensionProgress;
@@ -263,10 +264,6 @@ impl Committed {
             .filter(|(_, o)| pred(o))
             .count() as u64
     }
-}
-
-fn ms_since(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
 }
 
 /// Step 3 (`latestOffset`, `walCommit`): the batch to re-run after a restart, or the next

@@ -45,7 +45,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::checkpoint::{Checkpoint, CheckpointLock, PlanRecord};
-use crate::clock::now_ms;
+use crate::clock::{ms_since, now_ms};
 use crate::error::{Error, Result};
 use crate::health::tracker::HealthTracker;
 use crate::records::StreamingQueryProgress;
@@ -100,10 +100,6 @@ pub struct FlowSummary {
     /// The watermark after the last batch (ms since the epoch; 0 without event time).
     pub watermark_ms: i64,
     pub num_rows_dropped_by_watermark: u64,
-}
-
-fn ms_since(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
 }
 
 /// Runs a flow until its trigger says it is done or a stop is requested.

@@ -1328,14 +1328,7 @@ fn csv_dimension_schema(j: &JoinSpec) -> Option<String> {
         let df = ctx.read_csv(path.as_str(), options).await.ok()?;
         Some(crate::schema::to_ddl(df.schema().as_arrow()))
     };
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(run)),
-        Err(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .ok()?
-            .block_on(run),
-    }
+    crate::background::block_on(run).ok()?
 }
 
 fn regex_escape(text: &str) -> String {

@@ -24,11 +24,10 @@
 //! - **drift** from file `drift_at` on: a new column `region` and/or `amount`
 //!   changing type from a number to a string such as `"12.50 EUR"`.
 //!
-//! Files are written atomically: under a name starting with `.`, which file
-//! sources skip, then renamed.
+//! Files are written atomically and durably (`crate::durable`): under a name starting
+//! with `.`, which file sources skip, fsynced, renamed, and the directory fsynced.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -527,22 +526,19 @@ fn render_parquet(lines: &[Line], shape: Shape) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Writes a file into `dir` atomically: `.<name>.tmp`, fsync, rename. Returns its path.
+/// Writes a file into `dir` atomically and durably ([`crate::durable::write_atomic`]:
+/// a hidden temp file, fsync, rename, fsync of `dir`). Returns its path.
 pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let tmp = dir.join(format!(".{name}.tmp"));
     let target = dir.join(name);
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+    crate::durable::write_atomic(&target, bytes).map_err(|e| Error::io(&target, e))?;
     Ok(target)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
 
     fn files(spec: &GenerateSpec, n: usize) -> Vec<GeneratedFile> {
         let mut g = Generator::new(spec.clone());

@@ -191,7 +191,8 @@ pub enum TriggerFile {
 
 /// A source: `type = "files"`, `"delta"` or `"kafka"`. One struct holds the keys of all; the
 /// type is checked after parsing (a serde-tagged enum would lose the value spans that
-/// error messages need), and keys of the other type are refused then.
+/// error messages need), and keys its kind does not take are refused then, as the table
+/// of keys (`pipeline::keys`) says: a new field here needs its row there.
 pub type SourceFile = FilesSourceFile;
 
 /// Delta's `startingVersion`: a version number or `"latest"`.
@@ -303,6 +304,17 @@ pub enum FormatFile {
     Json,
     Csv,
     Parquet,
+}
+
+impl FormatFile {
+    /// The value as written (`format = "csv"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FormatFile::Json => "json",
+            FormatFile::Csv => "csv",
+            FormatFile::Parquet => "parquet",
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,8 @@
 //! valid. The format is documented in `docs/pipeline.md`.
 
 pub mod file;
+pub mod keys;
+mod source;
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -14,11 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::spec::{
-    AlertCondition, AlertRule, AlertTarget, AlertsSpec, CsvOptions, DEFAULT_INFERENCE_MAX_BYTES,
-    DEFAULT_MAX_FILES_PER_TRIGGER, DeltaSourceOptions, DimensionFormat, EvolutionMode, FileFormat,
-    FilesSource, FlowSpec, HumanDuration, JoinOn, JoinSpec, JoinType, OutputMode, Pipeline,
-    PipelineError, SinkSpec, SourceSpec, StartingVersion, StatefulSpec, StreamJoinSpec, TimeRange,
-    Trigger, UnionSpec, WatermarkPolicy, WatermarkSpec, dependency_order, normalize,
+    AlertCondition, AlertRule, AlertTarget, AlertsSpec, DimensionFormat, EvolutionMode, FlowSpec,
+    HumanDuration, JoinOn, JoinSpec, JoinType, OutputMode, Pipeline, PipelineError, SinkSpec,
+    SourceSpec, StatefulSpec, StreamJoinSpec, TimeRange, Trigger, UnionSpec, WatermarkPolicy,
+    WatermarkSpec, dependency_order, normalize,
 };
 
 /// Reads and checks a pipeline file.
@@ -556,6 +557,9 @@ fn refuse_remote_locations(
     Ok(())
 }
 
+/// One `[[flow]]`, resolved part by part in the order its rows meet them: the source,
+/// the trigger, `where`/`select`, the sink, the stateful operator, the joins and union,
+/// then the checkpoint's retention.
 fn resolve_flow(
     cx: &Context<'_>,
     base: &Path,
@@ -563,31 +567,139 @@ fn resolve_flow(
     flow: file::FlowFile,
 ) -> Result<FlowSpec, PipelineError> {
     refuse_remote_locations(cx, span.clone(), &flow)?;
-    let name = flow.name.into_inner();
-    let source = match flow.source.kind.get_ref().as_str() {
-        "files" => SourceSpec::Files(resolve_files(cx, base, flow.source)?),
-        "delta" => SourceSpec::Delta(resolve_delta(cx, base, flow.source)?),
-        "kafka" => SourceSpec::Kafka(resolve_kafka(cx, base, flow.source)?),
-        other => {
-            return Err(cx.error(
-                flow.source.kind.span(),
-                format!("unknown source type {other:?}; allowed: \"files\" (a directory of CSV, JSON lines or Parquet files), \"delta\" (a Delta table read as a stream) or \"kafka\" (Kafka topics)"),
-            ));
-        }
+    let file::FlowFile {
+        name,
+        source,
+        where_,
+        select,
+        sink,
+        trigger,
+        checkpoint,
+        watermark,
+        group_by,
+        aggregates,
+        drop_duplicates,
+        drop_duplicates_within_watermark,
+        output_mode,
+        late_rows,
+        freshness,
+        health,
+        join,
+        stream_join,
+        union,
+        multiple_watermark_policy,
+        min_batches_to_retain,
+        state_memory_limit,
+    } = flow;
+    let name = name.into_inner();
+    let source = source::resolve_source(
+        cx,
+        base,
+        source,
+        &["files", "delta", "kafka"],
+        "\"files\" (a directory of CSV, JSON lines or Parquet files), \"delta\" (a Delta table read as a stream) or \"kafka\" (Kafka topics)",
+    )?;
+    let trigger = resolve_trigger(cx, trigger)?;
+    check_where_select(cx, &span, &where_, &select)?;
+    let (mut sink, optimize_every, merge_schema_given) =
+        resolve_sink(cx, base, &span, &name, sink, &source)?;
+    let checkpoint = match checkpoint {
+        Some(c) => resolve_path(base, &c),
+        None => base.join("_checkpoints").join(&name),
     };
-    let trigger = match flow.trigger {
-        None => Trigger::ProcessingTime(Duration::ZERO),
-        Some(t) => {
-            let tspan = t.span();
-            match t.into_inner() {
-                file::TriggerFile::Word(w) => Trigger::parse(&w).map_err(|m| cx.error(tspan, m))?,
-                file::TriggerFile::ProcessingTime { processing_time } => {
-                    Trigger::ProcessingTime(processing_time.0)
-                }
-            }
-        }
+    let stateful = resolve_stateful(
+        cx,
+        &span,
+        &name,
+        StatefulFile {
+            watermark,
+            group_by,
+            aggregates,
+            drop_duplicates,
+            drop_duplicates_within_watermark,
+            output_mode,
+            state_memory_limit,
+        },
+    )?;
+    let late_rows = late_rows.map(|l| resolve_path(base, &l.path));
+    if late_rows.is_some() && stateful.watermark.is_none() {
+        return Err(cx.error(
+            span.clone(),
+            "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
+        ));
+    }
+    let health = resolve_health(cx, &source, freshness, health)?;
+    let joins = resolve_joins(cx, base, join)?;
+    let union = resolve_union(cx, base, union, &stateful, &source)?;
+    // The sink takes new columns when any source of a union evolves its schema.
+    if let (SinkSpec::Delta { merge_schema, .. }, false) = (&mut sink, merge_schema_given)
+        && union.iter().any(|u| {
+            matches!(&u.source, SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns)
+        })
+    {
+        *merge_schema = true;
+    }
+    if let (Some(sj), false) = (&stream_join, union.is_empty()) {
+        return Err(cx.error(
+            sj.span(),
+            "a flow with [[flow.union]] sources cannot also have a stream_join: union the sources in one flow \
+             and join its output table in the next (chain the flows)"
+                .into(),
+        ));
+    }
+    let multiple_watermark_policy =
+        resolve_watermark_policy(cx, multiple_watermark_policy, union.is_empty())?;
+    let stream_join = match stream_join {
+        None => None,
+        Some(sj) => Some(resolve_stream_join(
+            cx, base, sj, &stateful, &joins, &source,
+        )?),
     };
-    if let Some(w) = &flow.where_ {
+    let min_batches_to_retain = resolve_min_batches_to_retain(cx, min_batches_to_retain)?;
+    Ok(FlowSpec {
+        min_batches_to_retain,
+        optimize_every,
+        union,
+        multiple_watermark_policy,
+        stream_join,
+        joins,
+        name,
+        source,
+        where_: where_.map(|w| w.into_inner()),
+        select: select.map(|s| s.into_iter().map(|i| i.into_inner()).collect()),
+        sink,
+        trigger,
+        checkpoint,
+        stateful,
+        late_rows,
+        health,
+    })
+}
+
+fn resolve_trigger(
+    cx: &Context<'_>,
+    trigger: Option<toml::Spanned<file::TriggerFile>>,
+) -> Result<Trigger, PipelineError> {
+    let Some(t) = trigger else {
+        return Ok(Trigger::ProcessingTime(Duration::ZERO));
+    };
+    let span = t.span();
+    Ok(match t.into_inner() {
+        file::TriggerFile::Word(w) => Trigger::parse(&w).map_err(|m| cx.error(span, m))?,
+        file::TriggerFile::ProcessingTime { processing_time } => {
+            Trigger::ProcessingTime(processing_time.0)
+        }
+    })
+}
+
+/// `where` and `select` parse as one SQL expression each (planned against the schema later).
+fn check_where_select(
+    cx: &Context<'_>,
+    span: &Range<usize>,
+    where_: &Option<toml::Spanned<String>>,
+    select: &Option<Vec<toml::Spanned<String>>>,
+) -> Result<(), PipelineError> {
+    if let Some(w) = where_ {
         crate::ops::check_sql_syntax(w.get_ref(), false).map_err(|m| {
             cx.error(
                 w.span(),
@@ -595,10 +707,10 @@ fn resolve_flow(
             )
         })?;
     }
-    if let Some(select) = &flow.select {
+    if let Some(select) = select {
         if select.is_empty() {
             return Err(cx.error(
-                span,
+                span.clone(),
                 "`select` is empty; list SQL expressions (e.g. [\"*\", \"_metadata.file_path AS source_file\"]) or remove the key".into(),
             ));
         }
@@ -611,11 +723,20 @@ fn resolve_flow(
             })?;
         }
     }
-    let merge_schema_given = match &flow.sink {
-        file::SinkFile::Delta { merge_schema, .. } => *merge_schema,
-        _ => None,
-    };
-    let optimize_every = match &flow.sink {
+    Ok(())
+}
+
+/// The sink, its `optimize_every`, and whether the file gave `merge_schema` (else it
+/// follows the sources' schema evolution, the union's included later).
+fn resolve_sink(
+    cx: &Context<'_>,
+    base: &Path,
+    span: &Range<usize>,
+    flow_name: &str,
+    sink: file::SinkFile,
+    source: &SourceSpec,
+) -> Result<(SinkSpec, Option<Duration>, bool), PipelineError> {
+    let optimize_every = match &sink {
         file::SinkFile::Delta { optimize_every, .. }
         | file::SinkFile::DeltaMerge { optimize_every, .. } => match optimize_every {
             Some(d) if d.0.is_zero() => {
@@ -630,7 +751,14 @@ fn resolve_flow(
         },
         _ => None,
     };
-    let sink = match flow.sink {
+    let merge_schema_given = matches!(
+        &sink,
+        file::SinkFile::Delta {
+            merge_schema: Some(_),
+            ..
+        }
+    );
+    let sink = match sink {
         file::SinkFile::Delta {
             path,
             partition_by,
@@ -650,7 +778,7 @@ fn resolve_flow(
             // Auto Loader's add_new_columns only continues after its restart if the table
             // takes the new columns, so the sink merges them unless told otherwise.
             merge_schema: merge_schema.unwrap_or(matches!(
-                &source,
+                source,
                 SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns
             )),
             idempotent,
@@ -680,16 +808,34 @@ fn resolve_flow(
                 null_safe_keys,
             }
         }
-        file::SinkFile::Memory { name: sink_name } => SinkSpec::Memory {
-            name: sink_name.unwrap_or_else(|| name.clone()),
+        file::SinkFile::Memory { name } => SinkSpec::Memory {
+            name: name.unwrap_or_else(|| flow_name.to_string()),
         },
         file::SinkFile::Console { num_rows } => SinkSpec::Console { num_rows },
     };
-    let checkpoint = match flow.checkpoint {
-        Some(c) => resolve_path(base, &c),
-        None => base.join("_checkpoints").join(&name),
-    };
-    let output_mode = match &flow.output_mode {
+    Ok((sink, optimize_every, merge_schema_given))
+}
+
+/// The keys of a `[[flow]]` that make its stateful operator.
+struct StatefulFile {
+    watermark: Option<file::WatermarkFile>,
+    group_by: Option<Vec<toml::Spanned<String>>>,
+    aggregates: Option<Vec<toml::Spanned<String>>>,
+    drop_duplicates: Option<toml::Spanned<Vec<String>>>,
+    drop_duplicates_within_watermark: bool,
+    output_mode: Option<toml::Spanned<String>>,
+    state_memory_limit: Option<toml::Spanned<crate::spec::ByteSize>>,
+}
+
+/// Watermark, aggregation, deduplication and output mode, with the checks that need no
+/// schema (the rest runs against the schema: `weir validate`, the flow's start).
+fn resolve_stateful(
+    cx: &Context<'_>,
+    span: &Range<usize>,
+    name: &str,
+    file: StatefulFile,
+) -> Result<StatefulSpec, PipelineError> {
+    let output_mode = match &file.output_mode {
         None => OutputMode::Append,
         Some(m) => m
             .get_ref()
@@ -699,7 +845,7 @@ fn resolve_flow(
     // Window specs are user text: checked here, without the schema, so a bad one is an
     // error at its file:line (never a panic or an allocation failure in the first batch).
     let mut group_by = Vec::new();
-    for item in flow.group_by.unwrap_or_default() {
+    for item in file.group_by.unwrap_or_default() {
         let window = crate::ops::window::WindowSpec::parse_item(item.get_ref())
             .map_err(|m| cx.error(item.span(), format!("flow {name:?}: {m}")))?;
         if window.is_none() {
@@ -713,7 +859,7 @@ fn resolve_flow(
         group_by.push(item.into_inner());
     }
     let mut aggregates = Vec::new();
-    for item in flow.aggregates.unwrap_or_default() {
+    for item in file.aggregates.unwrap_or_default() {
         crate::ops::check_sql_syntax(item.get_ref(), true).map_err(|m| {
             cx.error(
                 item.span(),
@@ -723,21 +869,17 @@ fn resolve_flow(
         aggregates.push(item.into_inner());
     }
     let stateful = StatefulSpec {
-        flow: name.clone(),
-        watermark: flow.watermark.map(|w| WatermarkSpec {
-            column: w.column,
-            delay_ms: w.delay.as_millis(),
-            max_future_ms: w.max_future.map(|d| d.as_millis()),
-        }),
+        flow: name.to_string(),
+        watermark: file.watermark.map(watermark_spec),
         group_by,
         aggregates,
-        drop_duplicates: flow.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
-        drop_duplicates_within_watermark: flow.drop_duplicates_within_watermark,
+        drop_duplicates: file.drop_duplicates.as_ref().map(|d| d.get_ref().clone()),
+        drop_duplicates_within_watermark: file.drop_duplicates_within_watermark,
         output_mode,
-        state_memory_limit: flow.state_memory_limit.as_ref().map(|b| b.get_ref().0),
+        state_memory_limit: file.state_memory_limit.as_ref().map(|b| b.get_ref().0),
     };
-    if let Some(limit) = &flow.state_memory_limit
-        && (flow.drop_duplicates.is_none() || stateful.has_aggregation())
+    if let Some(limit) = &file.state_memory_limit
+        && (file.drop_duplicates.is_none() || stateful.has_aggregation())
     {
         return Err(cx.error(
             limit.span(),
@@ -748,42 +890,49 @@ fn resolve_flow(
     }
     // A deduplication's state must be bounded by the watermark: checked here, without
     // the schema, so an inferred schema is refused before anything runs too.
-    if let Some(keys) = &flow.drop_duplicates
+    if let Some(keys) = &file.drop_duplicates
         && !stateful.has_aggregation()
     {
         crate::ops::stateful::check_dedup_bounds(&stateful, keys.get_ref())
             .map_err(|m| cx.error(keys.span(), m))?;
     }
-    // Checks that need no schema; the rest runs against the schema (validate, flow start).
+    let mode_at = || file.output_mode.as_ref().map_or(span.clone(), |m| m.span());
     if stateful.output_mode == OutputMode::Complete && !stateful.has_aggregation() {
-        let at = flow.output_mode.as_ref().map_or(span.clone(), |m| m.span());
         return Err(cx.error(
-            at,
+            mode_at(),
             "output_mode = \"complete\" rewrites the whole result table every batch, which needs an aggregation \
              (group_by + aggregates); use output_mode = \"append\""
                 .into(),
         ));
     }
     if stateful.output_mode != OutputMode::Append && !stateful.is_stateful() {
-        let at = flow.output_mode.as_ref().map_or(span.clone(), |m| m.span());
         return Err(cx.error(
-            at,
+            mode_at(),
             format!(
                 "output_mode = \"{}\" only applies to an aggregation; a flow without one appends its rows (output_mode = \"append\")",
                 stateful.output_mode
             ),
         ));
     }
-    let late_rows = flow.late_rows.map(|l| resolve_path(base, &l.path));
-    if late_rows.is_some() && stateful.watermark.is_none() {
-        return Err(cx.error(
-            span.clone(),
-            "late_rows needs a watermark = { column = ..., delay = ... }: rows are late only relative to one".into(),
-        ));
+    Ok(stateful)
+}
+
+fn watermark_spec(w: file::WatermarkFile) -> WatermarkSpec {
+    WatermarkSpec {
+        column: w.column,
+        delay_ms: w.delay.as_millis(),
+        max_future_ms: w.max_future.map(|d| d.as_millis()),
     }
-    let health = resolve_health(cx, &source, flow.freshness, flow.health)?;
+}
+
+/// `[[flow.join]]`: dimension tables, each with its own alias.
+fn resolve_joins(
+    cx: &Context<'_>,
+    base: &Path,
+    join: Option<Vec<toml::Spanned<file::JoinFile>>>,
+) -> Result<Vec<JoinSpec>, PipelineError> {
     let mut joins = Vec::new();
-    for j in flow.join.unwrap_or_default() {
+    for j in join.unwrap_or_default() {
         let jspan = j.span();
         let j = j.into_inner();
         let table = resolve_path(base, &j.table);
@@ -846,86 +995,48 @@ fn resolve_flow(
             null_value: j.null_value,
         });
     }
-    let union = resolve_union(cx, base, flow.union, &stateful, &source)?;
-    // The sink takes new columns when any source of a union evolves its schema.
-    let mut sink = sink;
-    if let (SinkSpec::Delta { merge_schema, .. }, None) = (&mut sink, merge_schema_given)
-        && union.iter().any(|u| {
-            matches!(&u.source, SourceSpec::Files(f) if f.schema_evolution == EvolutionMode::AddNewColumns)
-        })
-    {
-        *merge_schema = true;
-    }
-    if let (Some(sj), false) = (&flow.stream_join, union.is_empty()) {
-        return Err(cx.error(
-            sj.span(),
-            "a flow with [[flow.union]] sources cannot also have a stream_join: union the sources in one flow \
-             and join its output table in the next (chain the flows)"
+    Ok(joins)
+}
+
+fn resolve_watermark_policy(
+    cx: &Context<'_>,
+    policy: Option<toml::Spanned<String>>,
+    single_source: bool,
+) -> Result<WatermarkPolicy, PipelineError> {
+    match &policy {
+        None => Ok(WatermarkPolicy::Min),
+        Some(p) if single_source => Err(cx.error(
+            p.span(),
+            "multiple_watermark_policy combines the watermarks of several sources; this flow has one \
+             (add [[flow.union]] sources, or remove the key)"
                 .into(),
-        ));
-    }
-    let multiple_watermark_policy = match &flow.multiple_watermark_policy {
-        None => WatermarkPolicy::Min,
-        Some(_) if union.is_empty() => {
-            let at = flow
-                .multiple_watermark_policy
-                .as_ref()
-                .map_or(span.clone(), |p| p.span());
-            return Err(cx.error(
-                at,
-                "multiple_watermark_policy combines the watermarks of several sources; this flow has one \
-                 (add [[flow.union]] sources, or remove the key)"
-                    .into(),
-            ));
-        }
+        )),
         Some(p) => p
             .get_ref()
             .parse::<WatermarkPolicy>()
-            .map_err(|m| cx.error(p.span(), m))?,
+            .map_err(|m| cx.error(p.span(), m)),
+    }
+}
+
+fn resolve_min_batches_to_retain(
+    cx: &Context<'_>,
+    n: Option<toml::Spanned<i64>>,
+) -> Result<u64, PipelineError> {
+    let Some(n) = n else {
+        return Ok(crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN);
     };
-    let stream_join = match flow.stream_join {
-        None => None,
-        Some(sj) => Some(resolve_stream_join(
-            cx, base, sj, &stateful, &joins, &source,
-        )?),
-    };
-    let min_batches_to_retain = match &flow.min_batches_to_retain {
-        None => crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN,
-        Some(n) => match u64::try_from(*n.get_ref()) {
-            Ok(n) if n >= 1 => n,
-            _ => {
-                return Err(cx.error(
-                    n.span(),
-                    format!(
-                        "min_batches_to_retain = {} must be at least 1: a restart needs the last committed batch's \
-                         offsets and commit (Spark: \"minBatchesToRetain has to be positive\"); the default is {}",
-                        n.get_ref(),
-                        crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN
-                    ),
-                ));
-            }
-        },
-    };
-    Ok(FlowSpec {
-        min_batches_to_retain,
-        optimize_every,
-        union,
-        multiple_watermark_policy,
-        stream_join,
-        joins,
-        name,
-        source,
-        where_: flow.where_.map(|w| w.into_inner()),
-        select: flow
-            .select
-            .map(|s| s.into_iter().map(|i| i.into_inner()).collect()),
-        sink,
-        trigger,
-        checkpoint,
-        stateful,
-        late_rows,
-        health,
-    })
+    match u64::try_from(*n.get_ref()) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(cx.error(
+            n.span(),
+            format!(
+                "min_batches_to_retain = {} must be at least 1: a restart needs the last committed batch's \
+                 offsets and commit (Spark: \"minBatchesToRetain has to be positive\"); the default is {}",
+                n.get_ref(),
+                crate::spec::DEFAULT_MIN_BATCHES_TO_RETAIN
+            ),
+        )),
+    }
 }
 
 fn resolve_health(
@@ -1007,16 +1118,13 @@ fn resolve_union(
     for u in union.unwrap_or_default() {
         let uspan = u.span();
         let u = u.into_inner();
-        let source = match u.source.kind.get_ref().as_str() {
-            "files" => SourceSpec::Files(resolve_files(cx, base, u.source)?),
-            "delta" => SourceSpec::Delta(resolve_delta(cx, base, u.source)?),
-            other => {
-                return Err(cx.error(
-                    u.source.kind.span(),
-                    format!("unknown source type {other:?}; allowed: \"files\" or \"delta\""),
-                ));
-            }
-        };
+        let source = source::resolve_source(
+            cx,
+            base,
+            u.source,
+            &["files", "delta"],
+            "\"files\" or \"delta\"",
+        )?;
         let path = normalize(source.path());
         if normalize(first.path()) == path || out.iter().any(|o| normalize(o.source.path()) == path)
         {
@@ -1028,11 +1136,7 @@ fn resolve_union(
                 ),
             ));
         }
-        let watermark = u.watermark.map(|w| WatermarkSpec {
-            column: w.column,
-            delay_ms: w.delay.as_millis(),
-            max_future_ms: w.max_future.map(|d| d.as_millis()),
-        });
+        let watermark = u.watermark.map(watermark_spec);
         if watermark.is_some() && stateful.watermark.is_none() {
             return Err(cx.error(
                 uspan,
@@ -1085,24 +1189,14 @@ fn resolve_stream_join(
                 .into(),
         ));
     }
-    let source = match sj.source.kind.get_ref().as_str() {
-        "files" => SourceSpec::Files(resolve_files(cx, base, sj.source)?),
-        "delta" => SourceSpec::Delta(resolve_delta(cx, base, sj.source)?),
-        "kafka" => SourceSpec::Kafka(resolve_kafka(cx, base, sj.source)?),
-        other => {
-            return Err(cx.error(
-                sj.source.kind.span(),
-                format!(
-                    "unknown source type {other:?}; allowed: \"files\", \"delta\" or \"kafka\""
-                ),
-            ));
-        }
-    };
-    let watermark = sj.watermark.map(|w| WatermarkSpec {
-        column: w.column,
-        delay_ms: w.delay.as_millis(),
-        max_future_ms: w.max_future.map(|d| d.as_millis()),
-    });
+    let source = source::resolve_source(
+        cx,
+        base,
+        sj.source,
+        &["files", "delta", "kafka"],
+        "\"files\", \"delta\" or \"kafka\"",
+    )?;
+    let watermark = sj.watermark.map(watermark_spec);
     let on = resolve_join_on(cx, &sj.on, &format!("batch.origin = {alias}.origin"))?;
     let how = match sj.how.as_ref().map(|h| h.get_ref().as_str()) {
         None | Some("inner") => JoinType::Inner,
@@ -1212,792 +1306,5 @@ fn resolve_join_on(
                 "`on` is empty; give a column present on both sides, a list of them, or a condition (\"{example}\")"
             ),
         )),
-    }
-}
-
-fn single_byte(
-    cx: &Context<'_>,
-    value: &Option<toml::Spanned<String>>,
-    what: &str,
-) -> Result<Option<u8>, PipelineError> {
-    match value {
-        None => Ok(None),
-        Some(v) => {
-            let s = v.get_ref();
-            let unescaped = if s == "\\t" { "\t" } else { s.as_str() };
-            if unescaped.len() == 1 && unescaped.is_ascii() {
-                Ok(Some(unescaped.as_bytes()[0]))
-            } else {
-                Err(cx.error(
-                    v.span(),
-                    format!("the CSV {what} must be one ASCII character, got {s:?}"),
-                ))
-            }
-        }
-    }
-}
-
-/// A files or Delta source's `path` (required).
-fn required_path(cx: &Context<'_>, src: &file::FilesSourceFile) -> Result<String, PipelineError> {
-    src.path.clone().ok_or_else(|| {
-        cx.error(
-            src.kind.span(),
-            format!(
-                "missing field `path`; a {} source reads a directory: path = \"...\"",
-                src.kind.get_ref()
-            ),
-        )
-    })
-}
-
-/// Kafka-only keys set on a files or Delta source, refused by name.
-fn refuse_kafka_keys(cx: &Context<'_>, src: &file::FilesSourceFile) -> Result<(), PipelineError> {
-    let kafka_keys = [
-        (
-            "bootstrap_servers",
-            src.bootstrap_servers.as_ref().map(|s| s.span()),
-        ),
-        ("subscribe", src.subscribe.as_ref().map(|s| s.span())),
-        (
-            "subscribe_pattern",
-            src.subscribe_pattern.as_ref().map(|s| s.span()),
-        ),
-        (
-            "starting_offsets",
-            src.starting_offsets.as_ref().map(|s| s.span()),
-        ),
-        (
-            "max_offsets_per_trigger",
-            src.max_offsets_per_trigger.as_ref().map(|s| s.span()),
-        ),
-        (
-            "min_offsets_per_trigger",
-            src.min_offsets_per_trigger.as_ref().map(|s| s.span()),
-        ),
-        (
-            "max_trigger_delay",
-            src.max_trigger_delay.as_ref().map(|_| src.kind.span()),
-        ),
-        (
-            "fail_on_data_loss",
-            src.fail_on_data_loss.as_ref().map(|s| s.span()),
-        ),
-        (
-            "include_headers",
-            src.include_headers.as_ref().map(|s| s.span()),
-        ),
-        ("kafka", src.kafka.as_ref().map(|s| s.span())),
-    ];
-    if let Some((key, Some(span))) = kafka_keys.into_iter().find(|(_, s)| s.is_some()) {
-        return Err(cx.error(
-            span,
-            format!(
-                "`{key}` is a Kafka-source option; this source has type = {:?}",
-                src.kind.get_ref()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A `type = "kafka"` source (docs/kafka.md): Spark's Kafka options in snake case, and
-/// the `format` shortcut parsing `value` with the files source's decoders.
-fn resolve_kafka(
-    cx: &Context<'_>,
-    base: &Path,
-    src: file::FilesSourceFile,
-) -> Result<crate::spec::KafkaSourceSpec, PipelineError> {
-    use crate::spec::{KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat};
-    let at = src.kind.span();
-    let not_kafka = [
-        ("path", src.path.is_some()),
-        ("starting_version", src.starting_version.is_some()),
-        ("skip_change_commits", src.skip_change_commits.is_some()),
-        ("infer_column_types", !src.infer_column_types),
-        (
-            "schema_inference_max_files",
-            src.schema_inference_max_files.is_some(),
-        ),
-        (
-            "schema_inference_max_bytes",
-            src.schema_inference_max_bytes.is_some(),
-        ),
-        ("path_glob_filter", src.path_glob_filter.is_some()),
-        ("max_files_per_trigger", src.max_files_per_trigger.is_some()),
-        ("max_bytes_per_trigger", src.max_bytes_per_trigger.is_some()),
-        ("min_file_age", src.min_file_age.is_some()),
-        ("follow_symlinks", src.follow_symlinks.is_some()),
-        ("allow_overwrites", src.allow_overwrites),
-        ("schema_evolution", src.schema_evolution.is_some()),
-        ("schema_hints", src.schema_hints.is_some()),
-        ("schema_location", src.schema_location.is_some()),
-        ("encoding", src.encoding.is_some()),
-        ("partition_columns", src.partition_columns.is_some()),
-        (
-            "partition_column_type_inference",
-            src.partition_column_type_inference.is_some(),
-        ),
-        (
-            "include_existing_files",
-            src.include_existing_files.is_some(),
-        ),
-        ("modified_after", src.modified_after.is_some()),
-        ("use_notifications", src.use_notifications.is_some()),
-        ("backfill_interval", src.backfill_interval.is_some()),
-        ("prefers_decimal", src.prefers_decimal.is_some()),
-    ];
-    if let Some((key, _)) = not_kafka.iter().find(|(_, set)| *set) {
-        let hint = match *key {
-            "path" => {
-                "a kafka source reads topics: bootstrap_servers and subscribe (or subscribe_pattern)"
-            }
-            "max_files_per_trigger" | "max_bytes_per_trigger" => "use max_offsets_per_trigger",
-            "schema_evolution" | "schema_hints" | "infer_column_types" | "prefers_decimal" => {
-                "with format, the value's columns are the given `schema`; other fields stay in _rescued_data"
-            }
-            _ => "see docs/kafka.md for a kafka source's options",
-        };
-        return Err(cx.error(
-            at,
-            format!("`{key}` is not an option of a kafka source; {hint}"),
-        ));
-    }
-    let bootstrap = src.bootstrap_servers.as_ref().ok_or_else(|| {
-        cx.error(
-            at.clone(),
-            "missing field `bootstrap_servers`; a kafka source needs bootstrap_servers = \"host:port\"".into(),
-        )
-    })?;
-    let subscribe = match (&src.subscribe, &src.subscribe_pattern) {
-        (Some(t), None) => {
-            if t.get_ref().is_empty() || t.get_ref().iter().any(|n| n.trim().is_empty()) {
-                return Err(cx.error(
-                    t.span(),
-                    "subscribe lists topic names, e.g. subscribe = [\"events\"]".into(),
-                ));
-            }
-            KafkaSubscribe::Topics(t.get_ref().clone())
-        }
-        (None, Some(p)) => KafkaSubscribe::Pattern(p.get_ref().clone()),
-        (Some(t), Some(_)) => {
-            return Err(cx.error(
-                t.span(),
-                "give one of subscribe and subscribe_pattern, not both (Spark's subscribe / subscribePattern)".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(cx.error(
-                at,
-                "a kafka source needs subscribe = [\"topic\", ...] or subscribe_pattern = \"regex\"".into(),
-            ));
-        }
-    };
-    for (v, what) in [
-        (&src.max_offsets_per_trigger, "max_offsets_per_trigger"),
-        (&src.min_offsets_per_trigger, "min_offsets_per_trigger"),
-    ] {
-        if let Some(v) = v
-            && *v.get_ref() == 0
-        {
-            return Err(cx.error(v.span(), format!("{what} must be at least 1")));
-        }
-    }
-    if let (Some(min), Some(max)) = (&src.min_offsets_per_trigger, &src.max_offsets_per_trigger)
-        && min.get_ref() > max.get_ref()
-    {
-        return Err(cx.error(
-            min.span(),
-            format!(
-                "min_offsets_per_trigger ({}) is above max_offsets_per_trigger ({}): no batch could ever satisfy both",
-                min.get_ref(),
-                max.get_ref()
-            ),
-        ));
-    }
-    let value_format = match src.format.as_ref().map(|f| (*f.get_ref(), f.span())) {
-        None => {
-            for (key, set) in [
-                ("schema", src.schema.is_some()),
-                ("csv", src.csv.is_some()),
-                ("bad_records_path", src.bad_records_path.is_some()),
-                ("bad_records_table", src.bad_records_table.is_some()),
-                (
-                    "allow_non_numeric_numbers",
-                    src.allow_non_numeric_numbers.is_some(),
-                ),
-                ("max_record_size", src.max_record_size.is_some()),
-                ("session_time_zone", src.session_time_zone.is_some()),
-                ("timestamp_format", src.timestamp_format.is_some()),
-                ("mode", src.mode.is_some()),
-            ] {
-                if set {
-                    return Err(cx.error(
-                        at,
-                        format!("`{key}` applies to a kafka source with format = \"json\" or \"csv\" (parsing `value`); without format, rows have Spark's Kafka columns (key, value, topic, partition, offset, timestamp, timestampType)"),
-                    ));
-                }
-            }
-            None
-        }
-        Some((file::FormatFile::Parquet, span)) => {
-            return Err(cx.error(
-                span,
-                "a kafka source's format is \"json\" or \"csv\" (how `value` is parsed)".into(),
-            ));
-        }
-        Some((f, span)) => {
-            let format = match f {
-                file::FormatFile::Json => FileFormat::Json,
-                _ => FileFormat::Csv,
-            };
-            let ddl = src.schema.as_ref().ok_or_else(|| {
-                cx.error(
-                    span,
-                    "format needs schema = \"...\" (Spark DDL of the value's columns, as from_json(value, schema) takes)".into(),
-                )
-            })?;
-            let schema =
-                std::sync::Arc::new(crate::schema::parse_ddl(ddl.get_ref()).map_err(|e| {
-                    cx.error(
-                        ddl.span(),
-                        format!(
-                            "invalid schema: {e}; write Spark DDL, e.g. \"id BIGINT, ts TIMESTAMP\""
-                        ),
-                    )
-                })?);
-            let mut csv = CsvOptions {
-                header: false,
-                ..CsvOptions::default()
-            };
-            if let Some(c) = &src.csv {
-                if format != FileFormat::Csv {
-                    return Err(cx.error(
-                        c.header_span(),
-                        "a [csv] table is only allowed with format = \"csv\"".into(),
-                    ));
-                }
-                if c.header == Some(true) {
-                    return Err(cx.error(
-                        at,
-                        "csv.header = true does not apply to Kafka: each value is one record, read by position".into(),
-                    ));
-                }
-                if let Some(d) = single_byte(cx, &c.delimiter, "delimiter")? {
-                    csv.delimiter = d;
-                }
-                if let Some(q) = single_byte(cx, &c.quote, "quote")? {
-                    csv.quote = q;
-                }
-                csv.escape = single_byte(cx, &c.escape, "escape")?;
-                csv.null_value = c.null_value.clone();
-                if let Some(v) = &c.empty_value {
-                    csv.empty_value = v.clone();
-                }
-                if let Some(v) = &c.nan_value {
-                    csv.nan_value = v.clone();
-                }
-                if let Some(v) = &c.positive_inf {
-                    csv.positive_inf = v.clone();
-                }
-                if let Some(v) = &c.negative_inf {
-                    csv.negative_inf = v.clone();
-                }
-            }
-            let text = resolve_text(cx, &src, format)?;
-            Some(KafkaValueFormat {
-                format,
-                schema,
-                csv,
-                text,
-            })
-        }
-    };
-    let spec = KafkaSourceSpec {
-        bootstrap_servers: bootstrap.get_ref().clone(),
-        locator: KafkaSourceSpec::locator_of(&subscribe),
-        subscribe,
-        starting_offsets: src
-            .starting_offsets
-            .as_ref()
-            .map_or_else(|| "latest".to_string(), |s| s.get_ref().clone()),
-        max_offsets_per_trigger: src.max_offsets_per_trigger.as_ref().map(|v| *v.get_ref()),
-        min_offsets_per_trigger: src.min_offsets_per_trigger.as_ref().map(|v| *v.get_ref()),
-        max_trigger_delay: src
-            .max_trigger_delay
-            .as_ref()
-            .map_or(crate::spec::DEFAULT_KAFKA_MAX_TRIGGER_DELAY, |d| d.0),
-        fail_on_data_loss: src.fail_on_data_loss.as_ref().is_none_or(|b| *b.get_ref()),
-        include_headers: src.include_headers.as_ref().is_some_and(|b| *b.get_ref()),
-        client: src
-            .kafka
-            .as_ref()
-            .map(|k| k.get_ref().clone())
-            .unwrap_or_default(),
-        value_format,
-        bad_records_path: src
-            .bad_records_path
-            .as_deref()
-            .map(|p| resolve_path(base, p)),
-        bad_records_table: src
-            .bad_records_table
-            .as_deref()
-            .map(|p| resolve_path(base, p)),
-    };
-    // The settings the client is built from, checked now (starting_offsets JSON,
-    // subscribe_pattern, security settings): a bad one is refused before anything runs.
-    crate::source::kafka::KafkaSourceOptions::from_spec(&spec).map_err(|m| {
-        let span = if m.starts_with("starting_offsets") {
-            src.starting_offsets.as_ref().map(|s| s.span())
-        } else if m.starts_with("subscribe_pattern") {
-            src.subscribe_pattern.as_ref().map(|s| s.span())
-        } else if m.starts_with("bootstrap_servers") {
-            Some(bootstrap.span())
-        } else {
-            src.kafka.as_ref().map(|k| k.span())
-        };
-        cx.error(span.unwrap_or(at.clone()), m)
-    })?;
-    Ok(spec)
-}
-
-fn resolve_files(
-    cx: &Context<'_>,
-    base: &Path,
-    files: file::FilesSourceFile,
-) -> Result<FilesSource, PipelineError> {
-    refuse_kafka_keys(cx, &files)?;
-    if let Some(v) = &files.starting_version {
-        return Err(cx.error(
-            v.span(),
-            "starting_version applies to a delta source; a files source starts with the files present (the ledger decides what is new)".into(),
-        ));
-    }
-    if let Some(v) = &files.skip_change_commits {
-        return Err(cx.error(
-            v.span(),
-            "skip_change_commits applies to a delta source (Delta's skipChangeCommits)".into(),
-        ));
-    }
-    let format = match files.format.as_ref().map(|f| *f.get_ref()) {
-        Some(file::FormatFile::Json) => FileFormat::Json,
-        Some(file::FormatFile::Csv) => FileFormat::Csv,
-        Some(file::FormatFile::Parquet) => FileFormat::Parquet,
-        None => {
-            return Err(cx.error(
-                files.kind.span(),
-                "missing field `format`; a files source needs format = \"csv\", \"json\" or \"parquet\"".into(),
-            ));
-        }
-    };
-    let mut csv = CsvOptions::default();
-    if let Some(c) = &files.csv {
-        if format != FileFormat::Csv {
-            return Err(cx.error(
-                c.header_span(),
-                format!(
-                    "a [csv] table is only allowed with format = \"csv\" (this source has format = \"{}\")",
-                    format.as_str()
-                ),
-            ));
-        }
-        if let Some(h) = c.header {
-            csv.header = h;
-        }
-        if let Some(d) = single_byte(cx, &c.delimiter, "delimiter")? {
-            csv.delimiter = d;
-        }
-        if let Some(q) = single_byte(cx, &c.quote, "quote")? {
-            csv.quote = q;
-        }
-        csv.escape = single_byte(cx, &c.escape, "escape")?;
-        csv.comment = single_byte(cx, &c.comment, "comment")?;
-        csv.null_value = c.null_value.clone();
-        if let Some(v) = &c.empty_value {
-            csv.empty_value = v.clone();
-        }
-        if let Some(v) = &c.nan_value {
-            csv.nan_value = v.clone();
-        }
-        if let Some(v) = &c.positive_inf {
-            csv.positive_inf = v.clone();
-        }
-        if let Some(v) = &c.negative_inf {
-            csv.negative_inf = v.clone();
-        }
-    }
-    let text = resolve_text(cx, &files, format)?;
-    let modified_after_ms = match &files.modified_after {
-        None => None,
-        Some(t) => Some(parse_modified_after(t.get_ref()).ok_or_else(|| {
-            cx.error(
-                t.span(),
-                format!(
-                    "invalid modified_after {:?}; write an ISO-8601 timestamp such as \"2024-06-01T00:00:00Z\" (UTC when no zone is given)",
-                    t.get_ref()
-                ),
-            )
-        })?),
-    };
-    let partition_columns = match &files.partition_columns {
-        None => None,
-        Some(cols) => {
-            let mut seen = BTreeSet::new();
-            for c in cols.get_ref() {
-                if c.is_empty() || c.contains(['/', '=']) || !seen.insert(c.to_lowercase()) {
-                    return Err(cx.error(
-                        cols.span(),
-                        format!("invalid partition column {c:?}: names must be non-empty, unique (ignoring case) and free of '/' and '='"),
-                    ));
-                }
-            }
-            Some(cols.get_ref().clone())
-        }
-    };
-    let schema = match &files.schema {
-        None => None,
-        Some(ddl) => Some(std::sync::Arc::new(
-            crate::schema::parse_ddl(ddl.get_ref()).map_err(|e| {
-                cx.error(
-                    ddl.span(),
-                    format!("invalid schema: {e}; write Spark DDL, e.g. \"id BIGINT, ts TIMESTAMP, amount DECIMAL(12,2)\""),
-                )
-            })?,
-        )),
-    };
-    if let (Some(p), Some(_)) = (&files.prefers_decimal, &schema) {
-        return Err(cx.error(
-            p.span(),
-            "`prefers_decimal` applies to schema inference, and this source gives its `schema`; declare the columns as DECIMAL(p,s) there".into(),
-        ));
-    }
-    let path_glob_filter = match &files.path_glob_filter {
-        None => None,
-        Some(g) => Some(glob::Pattern::new(g.get_ref()).map_err(|e| {
-            cx.error(
-                g.span(),
-                format!("invalid glob pattern: {e}; e.g. \"*.csv\" or \"2024-*/*.json\""),
-            )
-        })?),
-    };
-    let follow_symlinks = match &files.follow_symlinks {
-        None => crate::spec::FollowSymlinks::default(),
-        Some(f) => f.get_ref().parse().map_err(|m| cx.error(f.span(), m))?,
-    };
-    let max_files_per_trigger = match &files.max_files_per_trigger {
-        None => DEFAULT_MAX_FILES_PER_TRIGGER,
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));
-        }
-        Some(n) => *n.get_ref(),
-    };
-    let schema_evolution = match &files.schema_evolution {
-        None => EvolutionMode::default_for(schema.is_some()),
-        Some(m) => {
-            let mode = m
-                .get_ref()
-                .parse::<EvolutionMode>()
-                .map_err(|e| cx.error(m.span(), e))?;
-            if schema.is_some() && mode == EvolutionMode::AddNewColumns {
-                return Err(cx.error(
-                    m.span(),
-                    "schema_evolution = \"add_new_columns\" needs an inferred schema (a given `schema` is never widened); \
-                     remove `schema` (use `schema_hints` to pin types) or use \"rescue\" / \"none\""
-                        .into(),
-                ));
-            }
-            mode
-        }
-    };
-    if let Some(h) = &files.schema_hints {
-        crate::schema::hints::parse_hints(h.get_ref()).map_err(|e| {
-            cx.error(
-                h.span(),
-                format!("invalid schema_hints: {e}; write Spark DDL for the columns to pin, e.g. \"amount DECIMAL(12,2), ts TIMESTAMP\""),
-            )
-        })?;
-    }
-    let use_notifications = files
-        .use_notifications
-        .as_ref()
-        .is_some_and(|b| *b.get_ref());
-    if let Some(backfill) = files
-        .backfill_interval
-        .as_ref()
-        .filter(|_| !use_notifications)
-    {
-        return Err(cx.error(
-            backfill.span(),
-            "`backfill_interval` is the period of the full listing beside file notifications: \
-             set use_notifications = true with it, or remove it (a listing source lists every trigger)"
-                .into(),
-        ));
-    }
-    Ok(FilesSource {
-        schema_evolution,
-        schema_hints: files.schema_hints.as_ref().map(|h| h.get_ref().clone()),
-        schema_location: files
-            .schema_location
-            .as_deref()
-            .map(|p| resolve_path(base, p)),
-        bad_records_table: files
-            .bad_records_table
-            .as_deref()
-            .map(|p| resolve_path(base, p)),
-        bad_records_path: files
-            .bad_records_path
-            .as_deref()
-            .map(|p| resolve_path(base, p)),
-        path: resolve_path(base, &required_path(cx, &files)?),
-        format,
-        csv,
-        schema,
-        infer_column_types: files.infer_column_types,
-        schema_inference_max_files: files.schema_inference_max_files.unwrap_or(50).max(1),
-        schema_inference_max_bytes: files
-            .schema_inference_max_bytes
-            .map_or(DEFAULT_INFERENCE_MAX_BYTES, |b| b.0),
-        path_glob_filter,
-        max_files_per_trigger,
-        max_bytes_per_trigger: files.max_bytes_per_trigger.map(|b| b.0),
-        min_file_age: files.min_file_age.map(|d| d.0).unwrap_or(Duration::ZERO),
-        follow_symlinks,
-        allow_overwrites: files.allow_overwrites,
-        text,
-        partition_columns,
-        partition_column_type_inference: files
-            .partition_column_type_inference
-            .as_ref()
-            .is_none_or(|b| *b.get_ref()),
-        include_existing_files: files
-            .include_existing_files
-            .as_ref()
-            .is_none_or(|b| *b.get_ref()),
-        modified_after_ms,
-        use_notifications,
-        backfill_interval: files
-            .backfill_interval
-            .as_ref()
-            .map_or(crate::spec::DEFAULT_BACKFILL_INTERVAL, |d| d.get_ref().0),
-    })
-}
-
-/// Auto Loader's `modifiedAfter` value: an ISO-8601 timestamp (UTC without a zone) or a date.
-fn parse_modified_after(text: &str) -> Option<i64> {
-    use arrow::compute::kernels::cast_utils::string_to_datetime;
-    let text = text.trim();
-    if let Ok(t) = string_to_datetime(&chrono::Utc, text) {
-        return Some(t.timestamp_millis());
-    }
-    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc().timestamp_millis())
-}
-
-/// The text-format options of a files source (`encoding`, `allow_non_numeric_numbers`,
-/// `max_record_size`, `session_time_zone`, `timestamp_format`).
-fn resolve_text(
-    cx: &Context<'_>,
-    files: &file::FilesSourceFile,
-    format: FileFormat,
-) -> Result<crate::spec::TextOptions, PipelineError> {
-    use crate::spec::{TextEncoding, TextOptions};
-    use crate::spec::{TimestampFormat, TimestampOptions};
-    let mut text = TextOptions::default();
-    if let Some(e) = &files.encoding {
-        if format == FileFormat::Parquet {
-            return Err(cx.error(
-                e.span(),
-                "`encoding` applies to CSV and JSON files; Parquet stores its strings as UTF-8"
-                    .into(),
-            ));
-        }
-        text.encoding = TextEncoding::from_label(e.get_ref()).map_err(|m| cx.error(e.span(), m))?;
-    }
-    if let Some(b) = &files.allow_non_numeric_numbers {
-        if format != FileFormat::Json {
-            return Err(cx.error(
-                b.span(),
-                "`allow_non_numeric_numbers` applies to JSON files; for CSV use csv.nan_value, csv.positive_inf, csv.negative_inf".into(),
-            ));
-        }
-        text.allow_non_numeric_numbers = *b.get_ref();
-    }
-    if let Some(max) = &files.max_record_size {
-        if max.0 == 0 {
-            return Err(cx.error(
-                0..0,
-                "max_record_size must be at least 1 byte, e.g. \"1 MiB\"".into(),
-            ));
-        }
-        text.max_record_bytes = Some(max.0);
-    }
-    if let Some(max) = &files.max_file_size {
-        if format == FileFormat::Parquet {
-            return Err(cx.error(
-                0..0,
-                "max_file_size applies to CSV and JSON files (decoded whole); Parquet files are read by row group".into(),
-            ));
-        }
-        if max.0 == 0 {
-            return Err(cx.error(
-                0..0,
-                "max_file_size must be at least 1 byte, e.g. \"4 GiB\"".into(),
-            ));
-        }
-        text.max_file_bytes = max.0;
-    }
-    let mut timestamps = TimestampOptions::default();
-    if let Some(tz) = &files.session_time_zone {
-        let name = tz.get_ref().trim();
-        timestamps.time_zone = Some(name.parse::<chrono_tz::Tz>().map_err(|_| {
-            cx.error(
-                tz.span(),
-                format!("unknown time zone {name:?}; use an IANA zone name such as \"UTC\", \"Europe/Paris\", \"America/New_York\""),
-            )
-        })?);
-    }
-    if let Some(f) = &files.timestamp_format {
-        timestamps.format = Some(TimestampFormat::new(f.get_ref()).map_err(|m| {
-            cx.error(
-                f.span(),
-                format!("invalid timestamp_format: {m}; e.g. \"yyyy-MM-dd HH:mm:ss\" or \"dd/MM/yyyy HH:mm[:ss]\""),
-            )
-        })?);
-    }
-    text.timestamps = timestamps;
-    if let Some(m) = &files.mode {
-        if format == FileFormat::Parquet {
-            return Err(cx.error(
-                m.span(),
-                "`mode` applies to CSV and JSON (Spark's PERMISSIVE / FAILFAST); a Parquet file is either readable or failed as a whole".into(),
-            ));
-        }
-        text.mode = m
-            .get_ref()
-            .parse::<crate::spec::ParseMode>()
-            .map_err(|e| cx.error(m.span(), e))?;
-        if text.mode == crate::spec::ParseMode::FailFast
-            && let Some(key) = [
-                ("bad_records_path", files.bad_records_path.is_some()),
-                ("bad_records_table", files.bad_records_table.is_some()),
-            ]
-            .iter()
-            .find(|(_, set)| *set)
-            .map(|(k, _)| *k)
-        {
-            return Err(cx.error(
-                m.span(),
-                format!("mode = \"failfast\" stops at the first malformed record, so `{key}` would never receive one; remove `{key}`, or keep mode = \"permissive\" to quarantine malformed records"),
-            ));
-        }
-    }
-    if let Some(p) = &files.prefers_decimal {
-        if format != FileFormat::Json {
-            return Err(cx.error(
-                p.span(),
-                "`prefers_decimal` applies to JSON schema inference (Spark's prefersDecimal); pin CSV or Parquet columns with schema_hints, e.g. \"price DECIMAL(12,2)\"".into(),
-            ));
-        }
-        text.prefers_decimal = *p.get_ref();
-    }
-    Ok(text)
-}
-
-/// A `type = "delta"` source: only the Delta source's keys are allowed.
-fn resolve_delta(
-    cx: &Context<'_>,
-    base: &Path,
-    src: file::FilesSourceFile,
-) -> Result<DeltaSourceOptions, PipelineError> {
-    refuse_kafka_keys(cx, &src)?;
-    let only_files = [
-        ("format", src.format.is_some()),
-        ("schema", src.schema.is_some()),
-        ("infer_column_types", !src.infer_column_types),
-        (
-            "schema_inference_max_files",
-            src.schema_inference_max_files.is_some(),
-        ),
-        (
-            "schema_inference_max_bytes",
-            src.schema_inference_max_bytes.is_some(),
-        ),
-        ("path_glob_filter", src.path_glob_filter.is_some()),
-        ("min_file_age", src.min_file_age.is_some()),
-        ("follow_symlinks", src.follow_symlinks.is_some()),
-        ("allow_overwrites", src.allow_overwrites),
-        ("csv", src.csv.is_some()),
-        ("schema_evolution", src.schema_evolution.is_some()),
-        ("schema_hints", src.schema_hints.is_some()),
-        ("schema_location", src.schema_location.is_some()),
-        ("bad_records_path", src.bad_records_path.is_some()),
-        ("bad_records_table", src.bad_records_table.is_some()),
-        ("encoding", src.encoding.is_some()),
-        (
-            "allow_non_numeric_numbers",
-            src.allow_non_numeric_numbers.is_some(),
-        ),
-        ("max_record_size", src.max_record_size.is_some()),
-        ("max_file_size", src.max_file_size.is_some()),
-        ("session_time_zone", src.session_time_zone.is_some()),
-        ("timestamp_format", src.timestamp_format.is_some()),
-        ("partition_columns", src.partition_columns.is_some()),
-        (
-            "partition_column_type_inference",
-            src.partition_column_type_inference.is_some(),
-        ),
-        (
-            "include_existing_files",
-            src.include_existing_files.is_some(),
-        ),
-        ("modified_after", src.modified_after.is_some()),
-        ("use_notifications", src.use_notifications.is_some()),
-        ("backfill_interval", src.backfill_interval.is_some()),
-        ("mode", src.mode.is_some()),
-        ("prefers_decimal", src.prefers_decimal.is_some()),
-    ];
-    if let Some((key, _)) = only_files.iter().find(|(_, set)| *set) {
-        return Err(cx.error(
-            src.kind.span(),
-            format!(
-                "`{key}` is a files-source option; a delta source takes path, starting_version, \
-                 max_files_per_trigger, max_bytes_per_trigger and skip_change_commits (the table's schema is its own)"
-            ),
-        ));
-    }
-    let mut options = DeltaSourceOptions::new(resolve_path(base, &required_path(cx, &src)?));
-    if let Some(n) = &src.max_files_per_trigger {
-        if *n.get_ref() == 0 {
-            return Err(cx.error(n.span(), "max_files_per_trigger must be at least 1".into()));
-        }
-        options.max_files_per_trigger = *n.get_ref();
-    }
-    options.max_bytes_per_trigger = src.max_bytes_per_trigger.map(|b| b.0);
-    options.skip_change_commits = src.skip_change_commits.is_some_and(|s| *s.get_ref());
-    options.starting_version = match &src.starting_version {
-        None => None,
-        Some(v) => Some(match v.get_ref() {
-            file::StartingVersionFile::Version(n) if *n >= 0 => StartingVersion::Version(*n as u64),
-            file::StartingVersionFile::Word(w) if w == "latest" => StartingVersion::Latest,
-            other => {
-                return Err(cx.error(
-                    v.span(),
-                    format!("invalid starting_version {other:?}; use a table version (0, 1, ...) or \"latest\""),
-                ));
-            }
-        }),
-    };
-    Ok(options)
-}
-
-impl file::CsvFile {
-    fn header_span(&self) -> Range<usize> {
-        [&self.delimiter, &self.quote, &self.escape, &self.comment]
-            .into_iter()
-            .flatten()
-            .map(|s| s.span())
-            .next()
-            .unwrap_or(0..0)
     }
 }

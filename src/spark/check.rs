@@ -379,14 +379,14 @@ pub fn check_operators(verdict: &mut SparkVerdict, operators: &[String]) {
     if operators.is_empty() || next_is_first {
         return;
     }
-    let present: Vec<u64> = std::fs::read_dir(cp.state_dir())
-        .map(|e| {
-            e.flatten()
-                .filter(|e| std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_some()))
-                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                .collect()
+    let state = cp.state_dir();
+    let present: Vec<u64> = crate::numbered::ids(&state)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|id| {
+            std::fs::read_dir(state.join(id.to_string())).is_ok_and(|mut d| d.next().is_some())
         })
-        .unwrap_or_default();
+        .collect();
     let missing: Vec<String> = operators
         .iter()
         .enumerate()

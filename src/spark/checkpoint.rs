@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::checkpoint::log::{self, LogError};
+
 /// Highest versions Spark 4.3 reads: offsets and commits `v2`, source logs `v1`.
 pub const MAX_OFFSETS_VERSION: u32 = 2;
 pub const MAX_COMMITS_VERSION: u32 = 2;
@@ -64,15 +66,7 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// One source's offset in `offsets/N`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SourceOffset {
-    /// The source's name (offset log v2, named sources).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// `None` for `-` (the source has no offset yet).
-    pub offset: Option<serde_json::Value>,
-}
+pub use crate::checkpoint::log::SourceOffset;
 
 /// `offsets/N`: Spark's `OffsetSeq`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -106,35 +100,18 @@ fn read_text(path: &Path) -> Result<String, Problem> {
     String::from_utf8(bytes).map_err(|_| Problem::new(path, "not UTF-8 text (corrupt?)"))
 }
 
+/// The log file's problem, named by its path.
+fn problem(path: &Path, e: LogError) -> Problem {
+    let p = Problem::new(path, e.message);
+    match e.spark_error_class {
+        Some(class) => p.with_class(class),
+        None => p,
+    }
+}
+
 /// Splits a metadata-log file into its version and the lines after it.
 fn split_log<'a>(path: &Path, text: &'a str, max: u32) -> Result<(u32, Vec<&'a str>), Problem> {
-    let mut lines = text.split('\n');
-    let first = lines.next().unwrap_or("").trim();
-    if first.is_empty() {
-        return Err(Problem::new(
-            path,
-            "empty file: the write was torn (Spark fails reading it at restart)",
-        ));
-    }
-    let Some(v) = first.strip_prefix('v').and_then(|v| v.parse::<u32>().ok()) else {
-        return Err(Problem::new(
-            path,
-            format!(
-                "not a checkpoint log file: line 1 is {:?}, expected a version like \"v1\"",
-                first.chars().take(40).collect::<String>()
-            ),
-        ));
-    };
-    if v == 0 || v > max {
-        return Err(Problem::new(
-            path,
-            format!(
-                "log version v{v}: the maximum Spark 4.3 reads is v{max} (written by a newer Spark?)"
-            ),
-        )
-        .with_class("INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION"));
-    }
-    Ok((v, lines.collect()))
+    log::split_log(text, max).map_err(|e| problem(path, e))
 }
 
 fn json_line<T: serde::de::DeserializeOwned>(
@@ -142,51 +119,20 @@ fn json_line<T: serde::de::DeserializeOwned>(
     n: usize,
     line: &str,
 ) -> Result<T, Problem> {
-    serde_json::from_str(line).map_err(|e| {
-        let what = if e.is_eof() {
-            "ends in the middle of its JSON (a torn write)"
-        } else {
-            "is not valid JSON"
-        };
-        Problem::new(path, format!("line {n} {what}: {e}"))
-    })
+    log::json_line(n, line).map_err(|e| problem(path, e))
 }
 
 /// Names in `dir` that are a batch id, or `<id>.compact` (`compact` true), ascending.
 pub fn list_batches(dir: &Path) -> std::io::Result<Vec<(u64, bool)>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') {
-            continue;
-        }
-        if let Ok(id) = name.parse::<u64>() {
-            out.push((id, false));
-        } else if let Some(id) = name
-            .strip_suffix(".compact")
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            out.push((id, true));
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
+    Ok(crate::numbered::entries(dir)?
+        .into_iter()
+        .map(|e| (e.id, e.compact))
+        .collect())
 }
 
 /// Batch ids of a log directory (plain names only), ascending.
 pub fn batch_ids(dir: &Path) -> std::io::Result<Vec<u64>> {
-    Ok(list_batches(dir)?
-        .into_iter()
-        .filter(|(_, c)| !c)
-        .map(|(id, _)| id)
-        .collect())
+    crate::numbered::ids(dir)
 }
 
 impl SparkCheckpoint {
@@ -364,44 +310,8 @@ pub struct RemovedSourceAt {
 
 /// Parses `offsets/N`.
 pub fn parse_offsets(path: &Path, text: &str) -> Result<OffsetsFile, Problem> {
-    let (version, lines) = split_log(path, text, MAX_OFFSETS_VERSION)?;
-    let meta_line = lines
-        .first()
-        .filter(|l| !l.trim().is_empty())
-        .ok_or_else(|| {
-            Problem::new(
-                path,
-                "truncated: no batch metadata on line 2 (a torn write)",
-            )
-        })?;
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        #[serde(default)]
-        batch_watermark_ms: i64,
-        #[serde(default)]
-        batch_timestamp_ms: i64,
-        #[serde(default)]
-        conf: BTreeMap<String, String>,
-    }
-    let meta: Meta = json_line(path, 2, meta_line)?;
-    let mut sources = Vec::new();
-    for (i, line) in lines.iter().enumerate().skip(1) {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let (name, body) = split_source_name(line);
-        let offset = if body.trim() == "-" {
-            None
-        } else {
-            Some(json_line::<serde_json::Value>(path, i + 2, body)?)
-        };
-        sources.push(SourceOffset {
-            name: name.map(str::to_string),
-            offset,
-        });
-    }
+    let (version, meta, sources) =
+        log::parse_offsets(text, MAX_OFFSETS_VERSION).map_err(|e| problem(path, e))?;
     Ok(OffsetsFile {
         version,
         batch_watermark_ms: meta.batch_watermark_ms,
@@ -411,33 +321,8 @@ pub fn parse_offsets(path: &Path, text: &str) -> Result<OffsetsFile, Problem> {
     })
 }
 
-/// `src_a:{"logOffset":1}` -> (`src_a`, `{...}`); a plain JSON value or `-` has no name.
-fn split_source_name(line: &str) -> (Option<&str>, &str) {
-    let starts_json = line
-        .chars()
-        .next()
-        .is_some_and(|c| matches!(c, '{' | '[' | '"' | '-' | '0'..='9'));
-    if starts_json {
-        return (None, line);
-    }
-    match line.split_once(':') {
-        Some((name, rest)) => (Some(name), rest),
-        None => (None, line),
-    }
-}
-
 /// Parses `commits/N`.
 pub fn parse_commit(path: &Path, text: &str) -> Result<CommitFile, Problem> {
-    let (version, lines) = split_log(path, text, MAX_COMMITS_VERSION)?;
-    let line = lines
-        .first()
-        .filter(|l| !l.trim().is_empty())
-        .ok_or_else(|| {
-            Problem::new(
-                path,
-                "truncated: no commit metadata on line 2 (a torn write)",
-            )
-        })?;
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Commit {
@@ -446,7 +331,8 @@ pub fn parse_commit(path: &Path, text: &str) -> Result<CommitFile, Problem> {
         #[serde(default)]
         state_unique_ids: Option<BTreeMap<String, Vec<Vec<String>>>>,
     }
-    let c: Commit = json_line(path, 2, line)?;
+    let (version, c): (u32, Commit) =
+        log::parse_commit(text, MAX_COMMITS_VERSION).map_err(|e| problem(path, e))?;
     Ok(CommitFile {
         version,
         next_batch_watermark_ms: c.next_batch_watermark_ms,
@@ -908,14 +794,9 @@ fn read_store(dir: &Path, partition: u64, store: &str, problems: &mut Vec<Proble
 pub fn state_operators(cp: &SparkCheckpoint, problems: &mut Vec<Problem>) -> Vec<StateOperator> {
     let state = cp.state_dir();
     let mut ops = Vec::new();
-    let Ok(entries) = fs::read_dir(&state) else {
+    let Ok(ids) = crate::numbered::ids(&state) else {
         return ops;
     };
-    let mut ids: Vec<u64> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect();
-    ids.sort_unstable();
     for id in ids {
         let dir = state.join(id.to_string());
         let mut op = StateOperator {
@@ -968,15 +849,7 @@ pub fn state_operators(cp: &SparkCheckpoint, problems: &mut Vec<Problem>) -> Vec
             }
         }
         // Partitions, each with the default store's files or one directory per store.
-        let mut parts: Vec<u64> = fs::read_dir(&dir)
-            .map(|e| {
-                e.flatten()
-                    .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        parts.sort_unstable();
-        for p in parts {
+        for p in crate::numbered::ids(&dir).unwrap_or_default() {
             let pdir = dir.join(p.to_string());
             let schema = pdir.join("_metadata").join("schema");
             if schema.is_file() {

@@ -708,24 +708,7 @@ pub fn purge_tree(state_root: &Path, version: u64, retain: u64) -> usize {
 /// Operator ids that have a state directory under `<checkpoint>/state`, ascending
 /// (for the engine's "operator removed" check).
 pub fn operator_ids(state_root: &Path) -> Result<Vec<u64>> {
-    let entries = match fs::read_dir(state_root) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(ckpt(state_root, format!("cannot list: {e}"))),
-    };
-    let mut ids = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| ckpt(state_root, format!("cannot list: {e}")))?;
-        if let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            ids.push(id);
-        }
-    }
-    ids.sort_unstable();
-    Ok(ids)
+    crate::numbered::ids(state_root).map_err(|e| ckpt(state_root, format!("cannot list: {e}")))
 }
 
 fn incompatible(dir: &Path, changes: &[String]) -> Error {
