@@ -37,7 +37,8 @@ pub fn update(app: &mut App, action: Action) -> Vec<Effect> {
     };
     match next {
         Next::Stay => {}
-        Next::Open(overlay) => app.overlay = overlay,
+        Next::Close => app.overlay = Overlay::None,
+        Next::Open(overlay) => app.overlay = *overlay,
         Next::Detail(i) => {
             app.overlay = Overlay::None;
             open_detail(app, i);

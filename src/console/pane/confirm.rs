@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 
-use super::{Cx, Effect, Next, Overlay};
+use super::{Cx, Effect, Next};
 use crate::console::action::Action;
 use crate::console::theme::{Role, Theme};
 use crate::engine::control::ControlCommand;
@@ -49,7 +49,7 @@ pub fn update(c: &Confirm, cx: &mut Cx, action: &Action) -> Next {
             cx.effects.push(Effect::Drill { pipeline });
         }
     }
-    Next::Open(Overlay::None)
+    Next::Close
 }
 
 #[derive(Debug, Clone)]

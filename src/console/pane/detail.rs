@@ -570,13 +570,13 @@ pub fn snap(v: &DetailView, cx: &SnapCx, f: &FlowModel) -> DetailSnap {
             Role::Plain
         },
     }));
-    history.retain(|h| matches_filter(&cx.filter, &[&h.batch, &h.state, &h.delta_version]));
+    history.retain(|h| matches_filter(cx.filter, &[&h.batch, &h.state, &h.delta_version]));
     let timeline = f
         .timeline
         .iter()
         .rev()
         .filter(|e| e.t_ms <= as_of)
-        .filter(|e| matches_filter(&cx.filter, &[&e.text, e.kind.label()]))
+        .filter(|e| matches_filter(cx.filter, &[&e.text, e.kind.label()]))
         .map(event_row)
         .collect();
     DetailSnap {

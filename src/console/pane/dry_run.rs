@@ -55,7 +55,7 @@ pub fn update(d: &mut ActionDialog, cx: &mut Cx, action: &Action) -> Next {
         }
         Action::InputCancel => {
             cx.say("cancelled: nothing changed");
-            return Next::Open(Overlay::Playbook(d.back.clone()));
+            return Next::Open(Box::new(Overlay::Playbook(d.back.clone())));
         }
         Action::InputSubmit if d.plan.needs_confirmation && d.typed.trim() != d.word => {
             cx.complain(format!("type {} to confirm (Esc cancels)", d.word));
@@ -65,7 +65,7 @@ pub fn update(d: &mut ActionDialog, cx: &mut Cx, action: &Action) -> Next {
                 flow: d.flow.clone(),
                 plan: d.plan.clone(),
             });
-            return Next::Open(Overlay::Playbook(d.back.clone()));
+            return Next::Open(Box::new(Overlay::Playbook(d.back.clone())));
         }
         _ => return Next::Pass,
     }

@@ -50,8 +50,8 @@ pub fn update(v: &mut GraphView, cx: &mut Cx, action: &Action) -> Next {
             Some(i) => return Next::Detail(i),
             None => cx.say("a source: Enter on a flow or a table opens its flow"),
         },
-        Action::Graph | Action::InputCancel | Action::Back => return Next::Open(Overlay::None),
-        Action::Help => return Next::Open(Overlay::Help(HelpView::default())),
+        Action::Graph | Action::InputCancel | Action::Back => return Next::Close,
+        Action::Help => return Next::Open(Box::new(Overlay::Help(HelpView::default()))),
         _ => {}
     }
     Next::Stay

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{Next, Overlay, block, clamp_scroll};
+use super::{Next, block, clamp_scroll};
 use crate::console::action::Action;
 use crate::console::theme::{Role, Theme};
 
@@ -19,7 +19,7 @@ pub fn update(v: &mut HelpView, action: &Action) -> Next {
     match action {
         Action::Up => v.scroll = v.scroll.saturating_sub(1),
         Action::Down => v.scroll += 1,
-        Action::Help => return Next::Open(Overlay::None),
+        Action::Help => return Next::Close,
         _ => return Next::Pass,
     }
     Next::Stay

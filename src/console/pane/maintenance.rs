@@ -6,7 +6,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::dry_run::DialogSnap;
-use super::{Cx, Effect, Next, Overlay};
+use super::{Cx, Effect, Next};
 use crate::console::action::{Action, MaintenanceKind};
 use crate::console::theme::Theme;
 
@@ -73,11 +73,11 @@ pub fn update(d: &MaintenanceDialog, cx: &mut Cx, action: &Action) -> Next {
                     });
                 }
             }
-            Next::Open(Overlay::None)
+            Next::Close
         }
         Action::ConfirmNo => {
             cx.say("cancelled: nothing changed");
-            Next::Open(Overlay::None)
+            Next::Close
         }
         _ => Next::Stay,
     }

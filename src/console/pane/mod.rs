@@ -323,8 +323,10 @@ pub enum Next {
     Stay,
     /// Not the pane's action: the view under it takes it.
     Pass,
-    /// Another overlay replaces the pane (`Overlay::None` closes it).
-    Open(Overlay),
+    /// The pane closes.
+    Close,
+    /// Another pane replaces it.
+    Open(Box<Overlay>),
     /// The pane closes and flow `i`'s detail opens.
     Detail(usize),
     /// The command line was submitted: run `:` and this text.

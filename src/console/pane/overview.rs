@@ -226,7 +226,7 @@ pub fn snap(v: &OverviewView, cx: &SnapCx, selected: usize) -> OverviewSnap {
     let selected = visible.iter().position(|i| *i == selected);
     let events = merged_events(cx.flows, as_of, OVERVIEW_EVENTS)
         .into_iter()
-        .filter(|e| matches_filter(&cx.filter, &[&e.flow, &e.text, e.kind.label()]))
+        .filter(|e| matches_filter(cx.filter, &[&e.flow, &e.text, e.kind.label()]))
         .map(event_row)
         .collect();
     OverviewSnap {

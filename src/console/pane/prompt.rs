@@ -5,7 +5,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::widgets::Paragraph;
 
-use super::{Next, Overlay};
+use super::Next;
 use crate::console::action::Action;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +41,11 @@ pub fn update(p: &mut Prompt, filter: &mut String, action: &Action) -> Next {
             if filtering {
                 filter.clear();
             }
-            return Next::Open(Overlay::None);
+            return Next::Close;
         }
         Action::InputSubmit if filtering => {
             *filter = std::mem::take(&mut p.text);
-            return Next::Open(Overlay::None);
+            return Next::Close;
         }
         Action::InputSubmit => return Next::Command(std::mem::take(&mut p.text)),
         _ => return Next::Pass,

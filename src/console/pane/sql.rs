@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
-use super::{Cx, Effect, Next, Overlay, block};
+use super::{Cx, Effect, Next, block};
 use crate::console::action::{Action, PeekKind};
 use crate::console::format;
 use crate::console::theme::{Role, Theme};
@@ -227,7 +227,7 @@ pub fn update(v: &mut SqlView, cx: &mut Cx, action: &Action) -> Next {
             if matches!(v.run, SqlRun::Running { .. }) {
                 cx.effects.push(Effect::CancelSql);
             }
-            return Next::Open(Overlay::None);
+            return Next::Close;
         }
         _ => {}
     }
