@@ -310,6 +310,38 @@ mod tests {
     use crate::engine::control::{FlowEvent, FlowStatus};
 
     #[test]
+    fn the_open_pane_takes_an_action_first_and_the_view_what_it_passes() {
+        let mut app = App::for_tests(Mode::Run, &["a", "b"]);
+        update(&mut app, Action::Help);
+        update(&mut app, Action::Down);
+        assert_eq!(app.overlay, Overlay::Help(HelpView { scroll: 1 }));
+        assert_eq!(app.selected, 0, "the help scrolled, not the flows table");
+        // The help does not take Tab: the overview under it does.
+        update(&mut app, Action::NextPane);
+        assert!(app.overview.events_focused);
+        update(&mut app, Action::Help);
+        assert_eq!(app.overlay, Overlay::None);
+        update(&mut app, Action::NextPane);
+        update(&mut app, Action::Down);
+        assert_eq!(app.selected, 1);
+        // The graph opens on the selected flow's row; Enter there opens its detail.
+        update(&mut app, Action::Graph);
+        assert_eq!(app.overlay, Overlay::Graph(GraphView { cursor: 2 }));
+        update(&mut app, Action::Enter);
+        assert_eq!(
+            (app.view, app.selected, &app.overlay),
+            (View::Detail, 1, &Overlay::None)
+        );
+        // The filter line filters as it is typed; Esc clears it.
+        update(&mut app, Action::Back);
+        update(&mut app, Action::OpenFilter);
+        update(&mut app, Action::InputChar('b'));
+        assert_eq!((app.filter.as_str(), app.visible_flows()), ("b", vec![1]));
+        update(&mut app, Action::InputCancel);
+        assert_eq!((app.filter.as_str(), &app.overlay), ("", &Overlay::None));
+    }
+
+    #[test]
     fn quit_in_run_stops_then_aborts() {
         let mut app = App::for_tests(Mode::Run, &["a"]);
         app.flows[0].set_status(FlowStatus::Running, 0);

@@ -2,25 +2,29 @@
 //! while it has the keyboard), its snapshot type (what a frame shows of it, built by
 //! its `snap`) and its `draw`.
 //!
-//! | pane | file | opened by |
+//! | pane | file | shown by |
 //! |---|---|---|
+//! | overview: flows and events | `overview.rs` | the start, Esc from a detail |
+//! | a flow's detail: seven panes | `detail.rs` | Enter on a flow, `:flow NAME` |
 //! | help | `help.rs` | `?`, `:help` |
 //! | command line and filter | `prompt.rs` | `:`, `/` |
-//! | a question before an action | `confirm.rs` | `s`, `R`, `D` |
-//! | playbook | `playbook.rs` | `p` |
-//! | a checkpoint action's dry run | `dry_run.rs` | `a` in the playbook |
+//! | a question before an action | `confirm.rs` | `S`, `R`, `D`, `:stop NAME` |
+//! | playbook | `playbook.rs` | `b` |
+//! | a checkpoint action's dry run | `dry_run.rs` | `x` on a playbook step |
 //! | table maintenance's dry run | `maintenance.rs` | `O`, `V` |
 //! | SQL and peeks | `sql.rs` | `:sql`, `o`, `i` |
 //! | pipeline graph | `graph.rs` | `x`, `:graph` |
 //!
-//! [`Overlay`] is the list of these panes; `App` holds the open one. The panes sit
-//! below `app` (as gitui's components do below its `App`): a pane's `update` reaches
-//! the rest of the console only through the [`Cx`] it is handed and says what comes
-//! next with a [`Next`]; its `snap` takes what it shows as arguments.
+//! [`Overlay`] is the list of the panes over the view (all but overview and detail);
+//! `App` holds the open one. The panes sit below `app` (as gitui's components sit below
+//! its `App`): a pane's `update` reaches the rest of the console only through the
+//! [`Cx`] it is handed and says what comes next with a [`Next`]; its `snap` reads a
+//! [`SnapCx`] or takes what it shows as arguments.
 //!
-//! Adding a pane: a new file here with the four parts, its variant in [`Overlay`], its
-//! arms in `update::update`, `snapshot::Snapshot::of` and `draw::draw`, its context and
-//! binding rows in `keys.rs` (`docs/architecture.md`, "Adding a pane").
+//! Adding a pane: a new file here with the four parts, its variant in [`Overlay`] and
+//! [`OverlaySnap`] with their arms beside them below, its context and binding rows in
+//! `keys.rs`, the action that opens it in `update.rs` (`docs/architecture.md`, "Adding
+//! a pane").
 
 pub mod confirm;
 pub mod detail;
