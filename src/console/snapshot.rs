@@ -10,20 +10,10 @@ use super::keys;
 use super::pane::{self, SnapCx};
 use super::theme::{Role, Theme};
 
-// Each pane's frame type, where the painters have always found them.
-pub use super::pane::confirm::ConfirmSnap;
-pub use super::pane::detail::{
-    BacklogSnap, ChartSnap, DetailSnap, DurationRow, HistoryRow, InputWatermarkRow, LagRow,
-    OperatorRow, SeriesSnap, StateSnap, WatermarkSnap,
-};
-pub use super::pane::dry_run::DialogSnap;
-pub use super::pane::graph::{GraphRow, GraphSnap};
-pub use super::pane::help::HelpSnap;
-pub use super::pane::overview::{EventRow, FlowRow, OverviewSnap};
-pub use super::pane::playbook::{LineKind, PlaybookLine, PlaybookSnap};
-pub use super::pane::prompt::PromptSnap;
-pub use super::pane::sql::{SQL_ROWS_SHOWN, SqlSnap};
-pub use super::pane::{OverlaySnap, health_label, health_role, status_role};
+// The frames `Snapshot` carries; each pane's own types are in its file.
+pub use super::pane::OverlaySnap;
+pub use super::pane::detail::DetailSnap;
+pub use super::pane::overview::OverviewSnap;
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {
