@@ -63,7 +63,7 @@ pub enum Action {
     /// Open the SQL pane (`:sql`), running the query when one is given.
     OpenSql(Option<String>),
     /// Peek at the current flow's latest output (`o`) or input (`i`) rows.
-    Peek(super::app::PeekKind),
+    Peek(PeekKind),
     /// SQL pane: show the columns further left / right.
     ColumnLeft,
     ColumnRight,
@@ -72,5 +72,30 @@ pub enum Action {
     /// Open the pipeline graph (`x`, `:graph`); in the graph: close it.
     Graph,
     /// The dry run of a maintenance of the current flow's table (`O` optimize, `V` vacuum).
-    Maintain(super::app::MaintenanceKind),
+    Maintain(MaintenanceKind),
+}
+
+/// What a peek shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeekKind {
+    /// The rows the sink table's last commit added.
+    Output,
+    /// The rows of the flow's last input files.
+    Input,
+}
+
+/// Delta table maintenance from a flow's detail (`weir table optimize|vacuum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaintenanceKind {
+    Optimize,
+    Vacuum,
+}
+
+impl MaintenanceKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            MaintenanceKind::Optimize => "optimize",
+            MaintenanceKind::Vacuum => "vacuum",
+        }
+    }
 }

@@ -6,18 +6,26 @@
 //! become [`Report`]s. `update` returns [`Effect`]s (commands for the
 //! engine) instead of performing them, so it can be driven headless.
 
-use crate::engine::control::{ControlCommand, FlowEvent, FlowStatus};
+use crate::engine::control::{FlowEvent, FlowStatus};
 use crate::records::StreamingQueryProgress;
 
-use super::model::{CheckpointBatches, EventKind, FlowModel, command_word};
+use super::model::{CheckpointBatches, EventKind, FlowModel};
+use super::pane::Console;
 use super::theme::Theme;
 
-/// `run` controls its flows; `attach` only watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Run,
-    Attach,
-}
+// The panes' states and the vocabulary `update` shares with them, where callers of
+// the console have always found them.
+pub use super::action::{MaintenanceKind, PeekKind};
+pub use super::model::ReplayClock;
+pub use super::pane::confirm::Confirm;
+pub use super::pane::detail::{DetailView, Pane};
+pub use super::pane::dry_run::ActionDialog;
+pub use super::pane::maintenance::{MaintenanceDialog, MaintenancePlan};
+pub use super::pane::overview::OverviewView;
+pub use super::pane::playbook::PlaybookView;
+pub use super::pane::prompt::PromptKind;
+pub use super::pane::sql::{SqlResult, SqlRun, SqlState, SqlView};
+pub use super::pane::{Effect, Message, Mode, Overlay};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -25,329 +33,11 @@ pub enum View {
     Detail,
 }
 
-/// The panes of the flow detail, in Tab order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pane {
-    Rates,
-    Backlog,
-    Watermark,
-    State,
-    Durations,
-    History,
-    Timeline,
-}
-
-impl Pane {
-    pub const ALL: [Pane; 7] = [
-        Pane::Rates,
-        Pane::Backlog,
-        Pane::Watermark,
-        Pane::State,
-        Pane::Durations,
-        Pane::History,
-        Pane::Timeline,
-    ];
-
-    pub fn index(self) -> usize {
-        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Pane::Rates => "Rates (rows/s)",
-            Pane::Backlog => "Backlog",
-            Pane::Watermark => "Watermark",
-            Pane::State => "State",
-            Pane::Durations => "Batch durations",
-            Pane::History => "Checkpoint history",
-            Pane::Timeline => "Timeline",
-        }
-    }
-
-    pub fn short(self) -> &'static str {
-        match self {
-            Pane::Rates => "rates",
-            Pane::Backlog => "backlog",
-            Pane::Watermark => "watermark",
-            Pane::State => "state",
-            Pane::Durations => "durations",
-            Pane::History => "history",
-            Pane::Timeline => "timeline",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PromptKind {
-    Command,
-    Filter,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Overlay {
-    None,
-    Help {
-        scroll: usize,
-    },
-    Prompt {
-        kind: PromptKind,
-        text: String,
-    },
-    Confirm(Confirm),
-    Playbook(PlaybookView),
-    /// A checkpoint action's dry-run, waiting for its (typed) confirmation.
-    Action(ActionDialog),
-    /// The SQL pane (`:sql`) or a peek at a flow's rows (`o`, `i`).
-    Sql(SqlView),
-    /// The pipeline graph (`x`, `:graph`): the row under the cursor.
-    Graph {
-        cursor: usize,
-    },
-    /// A table maintenance's dry run (`O`, `V`), waiting for y/n.
-    Maintenance(MaintenanceDialog),
-}
-
-/// Delta table maintenance from a flow's detail (`weir table optimize|vacuum`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaintenanceKind {
-    Optimize,
-    Vacuum,
-}
-
-impl MaintenanceKind {
-    pub fn word(self) -> &'static str {
-        match self {
-            MaintenanceKind::Optimize => "optimize",
-            MaintenanceKind::Vacuum => "vacuum",
-        }
-    }
-}
-
-/// What a maintenance would do: the dry run shown before it runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MaintenancePlan {
-    Optimize(Box<crate::maintenance::OptimizePlan>),
-    Vacuum(Box<crate::maintenance::VacuumPlan>),
-}
-
-impl MaintenancePlan {
-    pub fn kind(&self) -> MaintenanceKind {
-        match self {
-            MaintenancePlan::Optimize(_) => MaintenanceKind::Optimize,
-            MaintenancePlan::Vacuum(_) => MaintenanceKind::Vacuum,
-        }
-    }
-
-    /// The dry run, as `weir table optimize|vacuum` prints it.
-    pub fn render(&self) -> String {
-        match self {
-            MaintenancePlan::Optimize(p) => p.render(),
-            MaintenancePlan::Vacuum(p) => p.render(),
-        }
-    }
-
-    /// `None`: it may run; else why there is nothing to run.
-    pub fn blocked(&self) -> Option<&'static str> {
-        match self {
-            MaintenancePlan::Optimize(p) if p.is_noop() => Some("no partition has two small files"),
-            MaintenancePlan::Vacuum(p) if !p.refused.is_empty() => Some("refused"),
-            MaintenancePlan::Vacuum(p) if p.files.is_empty() => Some("no file to delete"),
-            _ => None,
-        }
-    }
-}
-
-/// A table maintenance's dry run, shown until y (run it) or n (nothing changes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MaintenanceDialog {
-    pub flow: String,
-    pub plan: MaintenancePlan,
-}
-
-/// What a peek shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeekKind {
-    /// The rows the sink table's last commit added.
-    Output,
-    /// The rows of the flow's last input files.
-    Input,
-}
-
-/// The SQL pane: the query being typed, the last result, where the view is scrolled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqlView {
-    /// `Some`: a peek at a flow's rows (no query line).
-    pub peek: Option<(String, PeekKind)>,
-    pub input: String,
-    /// While browsing the history with Up/Down: the index shown.
-    pub history_pos: Option<usize>,
-    pub run: SqlRun,
-    /// First row and first column shown.
-    pub row: usize,
-    pub col: usize,
-}
-
-impl SqlView {
-    pub fn new() -> Self {
-        SqlView {
-            peek: None,
-            input: String::new(),
-            history_pos: None,
-            run: SqlRun::Idle,
-            row: 0,
-            col: 0,
-        }
-    }
-}
-
-impl Default for SqlView {
-    fn default() -> Self {
-        SqlView::new()
-    }
-}
-
-/// Where the pane's query is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SqlRun {
-    Idle,
-    Running { id: u64, started_ms: i64 },
-    Done(SqlResult),
-    Failed(String),
-}
-
-/// A query's rows as text, ready to draw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqlResult {
-    /// What the rows are (a peek's title), if more than the query says.
-    pub title: Option<String>,
-    pub columns: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-    /// Widest value per column (characters, cut values included).
-    pub widths: Vec<usize>,
-    /// `12 rows in 35 ms` / `1,000 rows shown (truncated: ...) in 2.1 s`.
-    pub summary: String,
-    pub truncated: bool,
-    /// How long it took, ms.
-    pub elapsed_ms: u64,
-}
-
-/// The console's SQL: the tables it can query, the history, the limits.
-#[derive(Debug, Clone, Default)]
-pub struct SqlState {
-    pub flows: Vec<crate::sql::FlowTables>,
-    /// The names a query can use, as written.
-    pub table_names: Vec<String>,
-    /// Queries run, oldest first (Up/Down).
-    pub history: Vec<String>,
-    pub limits: crate::sql::Limits,
-    /// The id of the next query or peek (a late answer to an older one is ignored).
-    pub next_id: u64,
-}
-
-impl SqlState {
-    /// The console's SQL over these flows' tables, with the history so far.
-    pub fn new(flows: Vec<crate::sql::FlowTables>, history: Vec<String>) -> Self {
-        let table_names = crate::sql::name_tables(&flows)
-            .entries
-            .iter()
-            .map(|e| e.name.sql())
-            .collect();
-        SqlState {
-            flows,
-            table_names,
-            history,
-            limits: crate::sql::Limits {
-                // The console shares the machine with the flows.
-                partitions: 2,
-                ..Default::default()
-            },
-            next_id: 1,
-        }
-    }
-}
-
-/// The dry-run of a checkpoint action shown before it runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActionDialog {
-    pub flow: String,
-    pub plan: crate::checkpoint_tools::actions::ActionPlan,
-    /// What the operator typed so far.
-    pub typed: String,
-    /// What must be typed (the checkpoint directory's name) when the plan needs it.
-    pub word: String,
-    /// The playbook to return to.
-    pub back: PlaybookView,
-}
-
-/// The playbook overlay of one flow: which step is selected, which are checked off.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlaybookView {
-    pub flow: String,
-    pub state: crate::records::HealthState,
-    pub cursor: usize,
-    pub checked: std::collections::BTreeSet<usize>,
-}
-
-impl PlaybookView {
-    /// The playbook text with the flow's evidence filled in, and its steps.
-    pub fn rendered(&self, app: &App) -> (String, crate::records::Health) {
-        let flow = app.flows.iter().find(|f| f.name == self.flow);
-        let health = flow.and_then(|f| f.health.clone()).unwrap_or_default();
-        let cx = crate::playbook::Context {
-            flow: Some(self.flow.clone()),
-            pipeline: (app.mode == Mode::Run).then(|| app.title.clone()),
-            checkpoint: flow
-                .and_then(|f| f.checkpoint.as_ref())
-                .map(|p| p.display().to_string()),
-            source_path: flow
-                .and_then(|f| f.source_path.as_ref())
-                .map(|p| p.display().to_string()),
-            sink_path: flow
-                .and_then(|f| f.sink_path.as_ref())
-                .map(|p| p.display().to_string()),
-            spark: flow.is_some_and(|f| f.spark),
-        };
-        (crate::playbook::render(self.state, &health, &cx), health)
-    }
-}
-
-/// A question asked before an action that cannot be undone from the console.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    StopFlow(String),
-    RestartFlow(String),
-    Drill(std::path::PathBuf),
-}
-
-impl Confirm {
-    pub fn question(&self) -> String {
-        match self {
-            Confirm::StopFlow(f) => format!(
-                "stop flow {f} after its running batch? It cannot be restarted from this console. (y/n)"
-            ),
-            Confirm::Drill(p) => format!(
-                "run a restart drill on a copy of {}'s input? Copies of the flows are crashed at every failpoint and at random, in a new temporary directory; these checkpoints and tables are not touched. (y/n)",
-                p.display()
-            ),
-            Confirm::RestartFlow(f) => format!(
-                "restart flow {f}? Its source gained new columns; the wider schema is recorded and the restart re-reads the stopped batch with it, nothing lost. (y/n)"
-            ),
-        }
-    }
-}
-
 /// A frozen view: taken at `at_ms`, showing `back_ms` before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Freeze {
     pub at_ms: i64,
     pub back_ms: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    pub text: String,
-    pub bad: bool,
-    pub at_ms: i64,
 }
 
 /// How long a message stays in the status line.
@@ -433,54 +123,6 @@ pub enum Report {
     },
 }
 
-/// What `update` asks the outside world to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
-    Command {
-        flow: String,
-        command: ControlCommand,
-    },
-    StopAll,
-    /// Plan a checkpoint action (its dry-run) for a flow's checkpoint.
-    PlanAction {
-        view: PlaybookView,
-        checkpoint: std::path::PathBuf,
-        action: crate::playbook::StepAction,
-    },
-    /// Run a confirmed plan.
-    RunAction {
-        flow: String,
-        plan: crate::checkpoint_tools::actions::ActionPlan,
-    },
-    /// Run a restart drill on a copy of the pipeline's input, in the background.
-    Drill {
-        pipeline: std::path::PathBuf,
-    },
-    /// Run a read-only query off the UI thread (its answer comes back as `Report::Sql`).
-    RunSql {
-        id: u64,
-        sql: String,
-    },
-    /// Peek at a flow's latest output or input rows, off the UI thread.
-    Peek {
-        id: u64,
-        flow: String,
-        kind: PeekKind,
-    },
-    /// Cancel the running query or peek (the pane was closed).
-    CancelSql,
-    /// Compute the dry run of a maintenance of the flow's sink table.
-    PlanMaintenance {
-        flow: String,
-        kind: MaintenanceKind,
-    },
-    /// Run a confirmed maintenance, in the background (its outcome goes on the timeline).
-    RunMaintenance {
-        flow: String,
-        plan: MaintenancePlan,
-    },
-}
-
 #[derive(Debug, Clone)]
 pub struct App {
     pub mode: Mode,
@@ -493,13 +135,10 @@ pub struct App {
     pub view: View,
     /// Index in `flows` of the selected (overview) or shown (detail) flow.
     pub selected: usize,
-    /// Overview: whether the events list (not the flows table) has the focus.
-    pub overview_events: bool,
-    pub focus: Pane,
-    pub zoom: bool,
-    /// Scroll offset per detail pane, and of the overview's events list.
-    pub scroll: [usize; 7],
-    pub events_scroll: usize,
+    /// The overview pane's state: the events list's focus and scroll.
+    pub overview: OverviewView,
+    /// The detail pane's state: its focused pane, zoom, scroll offsets.
+    pub detail: DetailView,
     pub overlay: Overlay,
     pub filter: String,
     pub freeze: Option<Freeze>,
@@ -523,45 +162,6 @@ pub struct App {
     pub loading: Option<u8>,
 }
 
-/// The simulated clock of a replay (`weir demo` replays 2013's flights): its event
-/// times are 2013's, so a watermark delay against the wall clock says nothing; the
-/// console measures it against this clock instead.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReplayClock {
-    pub clock: Option<crate::demo::replay::SimulatedClock>,
-    /// Simulated time of the last file landed (0: none yet).
-    pub last_landed_ms: i64,
-    /// Every file landed: the clock stopped at the last one.
-    pub done: bool,
-}
-
-impl ReplayClock {
-    pub fn of(status: &crate::demo::replay::ReplayStatus) -> Self {
-        ReplayClock {
-            clock: status.clock,
-            last_landed_ms: status.simulated_ms,
-            done: status.done,
-        }
-    }
-
-    /// The simulated time at wall time `wall_ms` (`None` before the replay started).
-    pub fn at(&self, wall_ms: i64) -> Option<i64> {
-        let last = (self.last_landed_ms > 0).then_some(self.last_landed_ms);
-        match self.clock {
-            Some(c) if wall_ms < c.wall_start_ms => None,
-            Some(c) if c.speed.is_finite() && c.speed > 0.0 => {
-                let sim = c.sim_start_ms + ((wall_ms - c.wall_start_ms) as f64 * c.speed) as i64;
-                Some(match last {
-                    Some(l) if self.done => sim.min(l),
-                    _ => sim,
-                })
-            }
-            // As fast as possible: the clock is the last landing.
-            _ => last,
-        }
-    }
-}
-
 impl App {
     pub fn new(
         mode: Mode,
@@ -579,11 +179,8 @@ impl App {
             flows,
             view: View::Overview,
             selected: 0,
-            overview_events: false,
-            focus: Pane::Rates,
-            zoom: false,
-            scroll: [0; 7],
-            events_scroll: 0,
+            overview: OverviewView::default(),
+            detail: DetailView::default(),
             overlay: Overlay::None,
             filter: String::new(),
             freeze: None,
@@ -622,14 +219,10 @@ impl App {
 
     /// The flows the overview lists (the filter applies), as indices.
     pub fn visible_flows(&self) -> Vec<usize> {
-        let f = self.filter.to_lowercase();
-        (0..self.flows.len())
-            .filter(|i| {
-                self.view != View::Overview
-                    || f.is_empty()
-                    || self.flows[*i].name.to_lowercase().contains(&f)
-            })
-            .collect()
+        match self.view {
+            View::Overview => super::pane::overview::visible(&self.flows, &self.filter),
+            View::Detail => (0..self.flows.len()).collect(),
+        }
     }
 
     /// A flow by exact name or unique prefix.
@@ -806,7 +399,7 @@ impl App {
                 }
             }
             Report::Replay(status) => self.replay_clock = Some(ReplayClock::of(&status)),
-            Report::SparkRow { index, info } => super::spark::apply_row(self, index, &info),
+            Report::SparkRow { index, info } => self.apply_spark_row(index, &info),
             Report::Loading { percent } => self.loading = percent,
             Report::EngineDone => {
                 self.engine_done = true;
@@ -814,6 +407,40 @@ impl App {
                     self.exit = true;
                 } else {
                     self.say("all flows have returned; q quits");
+                }
+            }
+        }
+    }
+
+    /// `attach --spark`: a query's row, new (appended) or changed (renamed, its paths learned).
+    fn apply_spark_row(&mut self, index: usize, info: &crate::spark::feed::QueryInfo) {
+        if index == self.flows.len() {
+            let mut m = FlowModel::new(&info.name);
+            m.checkpoint.clone_from(&info.checkpoint);
+            m.spark = true;
+            self.flows.push(m);
+        }
+        let Some(old) = self.flows.get(index).map(|f| f.name.clone()) else {
+            return;
+        };
+        if old != info.name {
+            self.rename_flow(&old, &info.name);
+        }
+        if let Some(f) = self.flows.get_mut(index) {
+            f.source_path.clone_from(&info.source_path);
+            f.sink_path.clone_from(&info.sink_path);
+        }
+    }
+
+    /// Renames a row (its timeline entries too).
+    fn rename_flow(&mut self, from: &str, to: &str) {
+        for f in &mut self.flows {
+            if f.name == from {
+                f.name = to.to_string();
+                for e in &mut f.timeline {
+                    if e.flow == from {
+                        e.flow = to.to_string();
+                    }
                 }
             }
         }
@@ -839,81 +466,25 @@ impl App {
             f.statuses.push_back((now, status));
         }
     }
-
-    pub(super) fn scroll_by(&mut self, delta: isize) {
-        let slot = match (self.view, self.overview_events) {
-            (View::Overview, true) => &mut self.events_scroll,
-            (View::Overview, false) => {
-                self.move_selection(delta);
-                return;
-            }
-            (View::Detail, _) => &mut self.scroll[self.focus.index()],
-        };
-        *slot = slot.saturating_add_signed(delta);
-    }
-
-    pub(super) fn move_selection(&mut self, delta: isize) {
-        let visible = self.visible_flows();
-        if visible.is_empty() {
-            return;
-        }
-        let pos = visible
-            .iter()
-            .position(|i| *i == self.selected)
-            .unwrap_or(0) as isize;
-        let next = (pos + delta).clamp(0, visible.len() as isize - 1) as usize;
-        self.selected = visible[next];
-    }
-
-    pub(super) fn control(
-        &mut self,
-        flow: String,
-        command: ControlCommand,
-        effects: &mut Vec<Effect>,
-    ) {
-        if self.mode == Mode::Attach {
-            self.complain("weir attach is read-only: flows are controlled where they run");
-            return;
-        }
-        let Some(i) = self.flow_index(&flow) else {
-            self.complain(format!("no flow named {flow}"));
-            return;
-        };
-        let now = self.now_ms;
-        self.flows[i].push_event(
-            now,
-            EventKind::Operator,
-            format!("{} requested by the operator", command_word(command)),
-        );
-        self.say(format!("{flow}: {} requested", command_word(command)));
-        effects.push(Effect::Command { flow, command });
-    }
 }
 
-/// How many events are kept in the overview list (all flows merged).
-pub const OVERVIEW_EVENTS: usize = 500;
+pub use super::pane::overview::OVERVIEW_EVENTS;
 
 /// Merges the flows' timelines (newest first), up to `limit`.
 pub fn merged_events(app: &App, until_ms: i64, limit: usize) -> Vec<&super::model::TimelineEvent> {
-    let mut all: Vec<&super::model::TimelineEvent> = app
-        .flows
-        .iter()
-        .flat_map(|f| {
-            f.timeline
-                .iter()
-                .rev()
-                .filter(move |e| e.t_ms <= until_ms)
-                .take(limit)
-        })
-        .collect();
-    all.sort_by_key(|e| std::cmp::Reverse(e.t_ms));
-    // A pipeline-wide notice sits on every flow's timeline: list it once.
-    let mut seen = std::collections::HashSet::new();
-    all.retain(|e| {
-        e.flow != super::model::PIPELINE_EVENT || seen.insert((e.t_ms, e.text.as_str()))
-    });
-    all.truncate(limit);
-    all
+    super::model::merged_events(&app.flows, until_ms, limit)
+}
+
+impl Console for App {
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+    fn title(&self) -> &str {
+        &self.title
+    }
+    fn flows(&self) -> &[FlowModel] {
+        &self.flows
+    }
 }
 
 #[cfg(test)]

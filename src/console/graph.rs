@@ -13,41 +13,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::app::App;
-
-/// How a flow reads an input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputRole {
-    /// The flow's `[flow.source]`.
-    Source,
-    /// A `[[flow.union]]` source.
-    Union,
-    /// A stream-stream join's right side (`[flow.stream_join]`).
-    JoinRight,
-    /// A stream-static join's dimension table (`[[flow.join]]`).
-    Dimension,
-}
-
-impl InputRole {
-    fn word(self) -> &'static str {
-        match self {
-            InputRole::Source => "",
-            InputRole::Union => "union",
-            InputRole::JoinRight => "stream join",
-            InputRole::Dimension => "dimension",
-        }
-    }
-}
-
-/// One input of a flow, as the graph draws it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GraphInput {
-    pub role: InputRole,
-    /// `files:json`, `kafka`, `delta`, `delta dim`, `csv dim`...
-    pub kind: String,
-    /// A directory or table path (normalized), or a Kafka locator (`kafka:Subscribe[t]`).
-    pub path: PathBuf,
-}
+use super::model::FlowModel;
+pub use super::model::{GraphInput, InputRole};
 
 /// A flow's inputs from its spec (`weir run`).
 pub fn inputs_of_spec(spec: &crate::spec::FlowSpec) -> Vec<GraphInput> {
@@ -105,7 +72,7 @@ pub fn inputs_of_plan(plan: &crate::checkpoint::PlanRecord) -> Vec<GraphInput> {
 pub enum NodeRef {
     /// An input no flow of the pipeline writes.
     Source { kind: String, path: PathBuf },
-    /// Flow `i` of `app.flows`.
+    /// Flow `i` of the flows.
     Flow(usize),
     /// A flow drawn earlier (a flow with several inputs).
     SeenFlow(usize),
@@ -142,9 +109,8 @@ impl TreeRow {
     }
 }
 
-/// The graph of the app's flows as tree rows, in file order.
-pub fn tree(app: &App) -> Vec<TreeRow> {
-    let flows = &app.flows;
+/// The graph of the flows as tree rows, in file order.
+pub fn tree(flows: &[FlowModel]) -> Vec<TreeRow> {
     let writer_of = |path: &Path| {
         flows
             .iter()
@@ -175,13 +141,21 @@ pub fn tree(app: &App) -> Vec<TreeRow> {
     let mut seen = BTreeSet::new();
     let n = roots.len();
     for (k, root) in roots.into_iter().enumerate() {
-        walk(app, root, None, Vec::new(), k + 1 == n, &mut seen, &mut out);
+        walk(
+            flows,
+            root,
+            None,
+            Vec::new(),
+            k + 1 == n,
+            &mut seen,
+            &mut out,
+        );
     }
     // A flow reachable from no root (a cycle of tables, which `weir validate` refuses).
     for i in 0..flows.len() {
         if !seen.contains(&i) {
             walk(
-                app,
+                flows,
                 NodeRef::Flow(i),
                 None,
                 Vec::new(),
@@ -195,8 +169,8 @@ pub fn tree(app: &App) -> Vec<TreeRow> {
 }
 
 /// The flows reading `path`, with how they read it.
-fn readers(app: &App, path: &Path) -> Vec<(usize, InputRole)> {
-    app.flows
+fn readers(flows: &[FlowModel], path: &Path) -> Vec<(usize, InputRole)> {
+    flows
         .iter()
         .enumerate()
         .filter_map(|(i, f)| {
@@ -209,7 +183,7 @@ fn readers(app: &App, path: &Path) -> Vec<(usize, InputRole)> {
 }
 
 fn walk(
-    app: &App,
+    flows: &[FlowModel],
     node: NodeRef,
     via: Option<InputRole>,
     rails: Vec<bool>,
@@ -222,11 +196,11 @@ fn walk(
         other => other,
     };
     let children: Vec<(NodeRef, Option<InputRole>)> = match &node {
-        NodeRef::Source { path, .. } | NodeRef::Table { path, .. } => readers(app, path)
+        NodeRef::Source { path, .. } | NodeRef::Table { path, .. } => readers(flows, path)
             .into_iter()
             .map(|(i, role)| (NodeRef::Flow(i), Some(role)))
             .collect(),
-        NodeRef::Flow(i) => match &app.flows[*i].sink_path {
+        NodeRef::Flow(i) => match &flows[*i].sink_path {
             Some(p) => vec![(
                 NodeRef::Table {
                     writer: *i,
@@ -248,7 +222,15 @@ fn walk(
     child_rails.push(!last);
     let n = children.len();
     for (k, (child, via)) in children.into_iter().enumerate() {
-        walk(app, child, via, child_rails.clone(), k + 1 == n, seen, out);
+        walk(
+            flows,
+            child,
+            via,
+            child_rails.clone(),
+            k + 1 == n,
+            seen,
+            out,
+        );
     }
 }
 
@@ -303,7 +285,10 @@ pub fn short_path(path: &Path, common: Option<&Path>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::console::app::Mode;
+
+    fn flows(names: &[&str]) -> Vec<FlowModel> {
+        names.iter().map(|n| FlowModel::new(*n)).collect()
+    }
 
     fn input(role: InputRole, kind: &str, path: &str) -> GraphInput {
         GraphInput {
@@ -315,18 +300,18 @@ mod tests {
 
     #[test]
     fn edges_join_a_flows_table_to_its_readers() {
-        let mut app = App::for_tests(Mode::Run, &["bronze", "weather", "silver", "gold"]);
-        app.flows[0].inputs = vec![input(InputRole::Source, "files:csv", "/p/landing/flights")];
-        app.flows[0].sink_path = Some("/p/lake/bronze".into());
-        app.flows[1].inputs = vec![input(InputRole::Source, "files:csv", "/p/landing/weather")];
-        app.flows[1].sink_path = Some("/p/lake/weather".into());
-        app.flows[2].inputs = vec![
+        let mut models = flows(&["bronze", "weather", "silver", "gold"]);
+        models[0].inputs = vec![input(InputRole::Source, "files:csv", "/p/landing/flights")];
+        models[0].sink_path = Some("/p/lake/bronze".into());
+        models[1].inputs = vec![input(InputRole::Source, "files:csv", "/p/landing/weather")];
+        models[1].sink_path = Some("/p/lake/weather".into());
+        models[2].inputs = vec![
             input(InputRole::Source, "delta", "/p/lake/bronze"),
             input(InputRole::Dimension, "delta", "/p/lake/weather"),
         ];
-        app.flows[2].sink_path = Some("/p/lake/silver".into());
-        app.flows[3].inputs = vec![input(InputRole::Source, "delta", "/p/lake/silver")];
-        let rows = tree(&app);
+        models[2].sink_path = Some("/p/lake/silver".into());
+        models[3].inputs = vec![input(InputRole::Source, "delta", "/p/lake/silver")];
+        let rows = tree(&models);
         let text: Vec<String> = rows
             .iter()
             .map(|r| {
@@ -336,8 +321,8 @@ mod tests {
                     match &r.node {
                         NodeRef::Source { path, .. } | NodeRef::Table { path, .. } =>
                             path.display().to_string(),
-                        NodeRef::Flow(i) => app.flows[*i].name.clone(),
-                        NodeRef::SeenFlow(i) => format!("^{}", app.flows[*i].name),
+                        NodeRef::Flow(i) => models[*i].name.clone(),
+                        NodeRef::SeenFlow(i) => format!("^{}", models[*i].name),
                         NodeRef::OtherSink { .. } => "sink".into(),
                     }
                 )
@@ -370,8 +355,8 @@ mod tests {
 
     #[test]
     fn a_flow_without_known_inputs_is_a_root() {
-        let app = App::for_tests(Mode::Attach, &["a"]);
-        let rows = tree(&app);
+        let models = flows(&["a"]);
+        let rows = tree(&models);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].node, NodeRef::Flow(0));
         assert_eq!(rows[1].node, NodeRef::OtherSink { writer: 0 });

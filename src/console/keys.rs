@@ -127,12 +127,7 @@ fn unhealthy(app: &App) -> bool {
 }
 fn step_has_action(app: &App) -> bool {
     match &app.overlay {
-        Overlay::Playbook(v) => {
-            app.mode == Mode::Run
-                && crate::playbook::step_actions(&v.rendered(app).0)
-                    .get(v.cursor)
-                    .is_some_and(Option::is_some)
-        }
+        Overlay::Playbook(v) => v.step_has_action(app),
         _ => false,
     }
 }
@@ -1160,14 +1155,14 @@ pub fn parse_command(app: &App, line: &str) -> Result<Action, String> {
 /// The keyboard's context.
 pub fn context(app: &App) -> Ctx {
     match &app.overlay {
-        Overlay::Help { .. } => Ctx::Help,
-        Overlay::Prompt { .. } => Ctx::Prompt,
+        Overlay::Help(_) => Ctx::Help,
+        Overlay::Prompt(_) => Ctx::Prompt,
         Overlay::Confirm(_) => Ctx::Confirm,
         Overlay::Playbook(_) => Ctx::Playbook,
         Overlay::Action(_) => Ctx::Action,
         Overlay::Sql(v) if v.peek.is_some() => Ctx::Peek,
         Overlay::Sql(_) => Ctx::Sql,
-        Overlay::Graph { .. } => Ctx::Graph,
+        Overlay::Graph(_) => Ctx::Graph,
         Overlay::Maintenance(_) => Ctx::Maintenance,
         Overlay::None => match app.view {
             View::Overview => Ctx::Overview,

@@ -18,14 +18,18 @@
 //! | module | does |
 //! |---|---|
 //! | `action`, `keys` | the vocabulary and the one binding table (keys, hint bar, help, `:` commands) |
-//! | `app` | the state, and engine/follower reports (`Report`, `App::ingest`) |
-//! | `update` | `update`: the one function that changes the state for an action |
+//! | `app` | the state (the open pane is its `Overlay`), and engine/follower reports (`Report`, `App::ingest`) |
+//! | `pane/` | one file per pane (overview, detail, help, prompt, confirm, playbook, dry run, maintenance, SQL, graph): its state, its `update`, its snapshot type and `snap`, its `draw` |
+//! | `update` | `update`: the one function that changes the state for an action (the open pane first, then the view, then the console's own) |
 //! | `model` | per-flow bounded time series, status history, timeline |
 //! | `forecast` | the backlog's catch-up forecast |
 //! | `graph` | the pipeline graph: flows as a DAG from sources to tables |
-//! | `snapshot`, `draw`, `theme`, `format` | what a frame shows and how (`format`: numbers, sizes, durations, times) |
-//! | `launch`, `follow` | where inputs come from (`run`, `attach`) |
+//! | `snapshot`, `draw`, `theme`, `format` | what a frame shows and how, assembled from the panes' (`format`: numbers, sizes, durations, times) |
+//! | `launch`, `follow`, `spark` | where inputs come from (`run`, `attach`, `attach --spark`) |
 //! | `session`, `event_loop`, `terminal` | driving it: headless or on a terminal |
+//!
+//! Inside the console the imports run one way too (`tests/it/layers.rs`): the panes
+//! sit below `app`, and reach the rest through what `update` hands them.
 //!
 //! Keys, panes and units are documented in `docs/console.md`.
 
@@ -40,6 +44,7 @@ pub mod graph;
 pub mod keys;
 pub mod launch;
 pub mod model;
+pub mod pane;
 pub mod session;
 pub mod snapshot;
 pub mod spark;

@@ -229,6 +229,79 @@ pub struct LastError {
     pub text: String,
 }
 
+/// How a flow reads an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputRole {
+    /// The flow's `[flow.source]`.
+    Source,
+    /// A `[[flow.union]]` source.
+    Union,
+    /// A stream-stream join's right side (`[flow.stream_join]`).
+    JoinRight,
+    /// A stream-static join's dimension table (`[[flow.join]]`).
+    Dimension,
+}
+
+impl InputRole {
+    pub fn word(self) -> &'static str {
+        match self {
+            InputRole::Source => "",
+            InputRole::Union => "union",
+            InputRole::JoinRight => "stream join",
+            InputRole::Dimension => "dimension",
+        }
+    }
+}
+
+/// One input of a flow, as the graph draws it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphInput {
+    pub role: InputRole,
+    /// `files:json`, `kafka`, `delta`, `delta dim`, `csv dim`...
+    pub kind: String,
+    /// A directory or table path (normalized), or a Kafka locator (`kafka:Subscribe[t]`).
+    pub path: PathBuf,
+}
+
+/// The simulated clock of a replay (`weir demo` replays 2013's flights): its event
+/// times are 2013's, so a watermark delay against the wall clock says nothing; the
+/// console measures it against this clock instead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplayClock {
+    pub clock: Option<crate::demo::replay::SimulatedClock>,
+    /// Simulated time of the last file landed (0: none yet).
+    pub last_landed_ms: i64,
+    /// Every file landed: the clock stopped at the last one.
+    pub done: bool,
+}
+
+impl ReplayClock {
+    pub fn of(status: &crate::demo::replay::ReplayStatus) -> Self {
+        ReplayClock {
+            clock: status.clock,
+            last_landed_ms: status.simulated_ms,
+            done: status.done,
+        }
+    }
+
+    /// The simulated time at wall time `wall_ms` (`None` before the replay started).
+    pub fn at(&self, wall_ms: i64) -> Option<i64> {
+        let last = (self.last_landed_ms > 0).then_some(self.last_landed_ms);
+        match self.clock {
+            Some(c) if wall_ms < c.wall_start_ms => None,
+            Some(c) if c.speed.is_finite() && c.speed > 0.0 => {
+                let sim = c.sim_start_ms + ((wall_ms - c.wall_start_ms) as f64 * c.speed) as i64;
+                Some(match last {
+                    Some(l) if self.done => sim.min(l),
+                    _ => sim,
+                })
+            }
+            // As fast as possible: the clock is the last landing.
+            _ => last,
+        }
+    }
+}
+
 /// The flow label of pipeline-wide notices (e.g. a demo fault injected).
 pub const PIPELINE_EVENT: &str = "pipeline";
 
@@ -241,7 +314,7 @@ pub struct FlowModel {
     pub source_path: Option<PathBuf>,
     pub sink_path: Option<PathBuf>,
     /// What the flow reads, for the pipeline graph (`x`).
-    pub inputs: Vec<super::graph::GraphInput>,
+    pub inputs: Vec<GraphInput>,
     /// The sink as Spark describes it (`DeltaSink[...]`, `MemorySink[...]`).
     pub sink_label: Option<String>,
     pub trigger: Option<String>,
@@ -655,6 +728,26 @@ fn fill_defaults(value: &mut serde_json::Value, template: &serde_json::Value) {
             }
         }
     }
+}
+
+/// Merges the flows' timelines (newest first), up to `limit`.
+pub fn merged_events(flows: &[FlowModel], until_ms: i64, limit: usize) -> Vec<&TimelineEvent> {
+    let mut all: Vec<&TimelineEvent> = flows
+        .iter()
+        .flat_map(|f| {
+            f.timeline
+                .iter()
+                .rev()
+                .filter(move |e| e.t_ms <= until_ms)
+                .take(limit)
+        })
+        .collect();
+    all.sort_by_key(|e| std::cmp::Reverse(e.t_ms));
+    // A pipeline-wide notice sits on every flow's timeline: list it once.
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|e| e.flow != PIPELINE_EVENT || seen.insert((e.t_ms, e.text.as_str())));
+    all.truncate(limit);
+    all
 }
 
 #[cfg(test)]

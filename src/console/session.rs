@@ -328,17 +328,7 @@ impl Session {
         };
         match plan {
             Ok(plan) => {
-                let word = checkpoint
-                    .file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_default();
-                self.app.overlay = Overlay::Action(ActionDialog {
-                    flow: back.flow.clone(),
-                    plan,
-                    typed: String::new(),
-                    word,
-                    back,
-                });
+                self.app.overlay = Overlay::Action(ActionDialog::new(plan, checkpoint, back));
             }
             Err(e) => self.app.complain(format!("refused: {e}")),
         }

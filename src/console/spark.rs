@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::control::FlowEvent;
-use crate::spark::feed::{Feed, NoteKind, Options, QueryInfo, Update};
+use crate::spark::feed::{Feed, NoteKind, Options, Update};
 
 use super::app::{App, Mode, Report};
-use super::model::{CheckpointBatches, EventKind, FlowModel};
+use super::model::{CheckpointBatches, EventKind};
 use super::theme::Theme;
 
 /// The console input of a feed update; `names` are the rows' flow names by query index
@@ -106,40 +106,6 @@ pub fn input_of(names: &mut Vec<String>, update: Update) -> Option<Report> {
             text,
         },
     })
-}
-
-/// A query's row, new (appended) or changed (renamed, its paths learned).
-pub fn apply_row(app: &mut App, index: usize, info: &QueryInfo) {
-    if index == app.flows.len() {
-        let mut m = FlowModel::new(&info.name);
-        m.checkpoint.clone_from(&info.checkpoint);
-        m.spark = true;
-        app.flows.push(m);
-    }
-    let Some(old) = app.flows.get(index).map(|f| f.name.clone()) else {
-        return;
-    };
-    if old != info.name {
-        rename(app, &old, &info.name);
-    }
-    if let Some(f) = app.flows.get_mut(index) {
-        f.source_path.clone_from(&info.source_path);
-        f.sink_path.clone_from(&info.sink_path);
-    }
-}
-
-/// Renames a row (its timeline entries too).
-fn rename(app: &mut App, from: &str, to: &str) {
-    for f in &mut app.flows {
-        if f.name == from {
-            f.name = to.to_string();
-            for e in &mut f.timeline {
-                if e.flow == from {
-                    e.flow = to.to_string();
-                }
-            }
-        }
-    }
 }
 
 /// Opens the feed and builds the console's state from what the files hold so far: all of it,

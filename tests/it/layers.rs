@@ -212,3 +212,143 @@ fn the_layer_check_reads_imports_and_skips_comments_and_tests() {
         ]
     );
 }
+
+/// The modules of `src/console/` that a file imports (`super::` paths resolved from the
+/// file's own module, and `crate::console::` paths): the first name below `console`.
+/// A directory module (`pane/`) is one module: its files import each other freely.
+fn console_imports(module: &[&str], code: &str) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names_at = |after: &str| -> Vec<String> {
+        match after.strip_prefix('{') {
+            Some(group) => {
+                let end = group.find('}').unwrap_or(group.len());
+                group[..end]
+                    .split(',')
+                    .map(|item| item.trim().chars().take_while(|c| is_ident(*c)).collect())
+                    .collect()
+            }
+            None => vec![after.chars().take_while(|c| is_ident(*c)).collect()],
+        }
+    };
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("super::") {
+        let before = rest[..i].chars().next_back();
+        let mut after = &rest[i..];
+        let mut depth = 0;
+        while let Some(a) = after.strip_prefix("super::") {
+            depth += 1;
+            after = a;
+        }
+        // Past the whole `super::super::` run, so its inner `super::` is not read again.
+        rest = after;
+        if before.is_some_and(|c| is_ident(c) || c == ':') {
+            continue;
+        }
+        let Some(parent) = module.len().checked_sub(depth) else {
+            continue;
+        };
+        for name in names_at(after) {
+            let target = module[..parent].first().map_or(name, |m| m.to_string());
+            if !target.is_empty() && target != "self" {
+                found.push(target);
+            }
+        }
+    }
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::console::") {
+        rest = &rest[i + "crate::console::".len()..];
+        found.extend(names_at(rest).into_iter().filter(|n| !n.is_empty()));
+    }
+    found
+}
+
+#[test]
+fn console_modules_import_no_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/console");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(&root).unwrap();
+        let mut module: Vec<String> = rel
+            .components()
+            .map(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .trim_end_matches(".rs")
+                    .to_string()
+            })
+            .collect();
+        if module.last().is_some_and(|m| m == "mod") {
+            module.pop();
+        }
+        // `console/mod.rs` declares and wires every module; tests may import anything.
+        let Some(own) = module.first().cloned() else {
+            continue;
+        };
+        if module.iter().any(|m| m == "tests") {
+            continue;
+        }
+        let module: Vec<&str> = module.iter().map(String::as_str).collect();
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        let targets = edges.entry(own.clone()).or_default();
+        for target in console_imports(&module, &code) {
+            if target != own {
+                targets.insert(target);
+            }
+        }
+    }
+    // Depth-first: a module met again while on the path closes a circle.
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_string());
+            circles.push(circle.join(" -> "));
+            return;
+        }
+        if !done.insert(node.to_string()) {
+            return;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            visit(next, edges, path, done, circles);
+        }
+        path.pop();
+    }
+    let mut circles = Vec::new();
+    let mut done = std::collections::BTreeSet::new();
+    for node in edges.keys() {
+        visit(node, &edges, &mut Vec::new(), &mut done, &mut circles);
+    }
+    assert!(
+        edges.len() > 10 && edges.get("session").is_some_and(|t| t.contains("app")),
+        "the console's imports were not read: {edges:?}"
+    );
+    assert!(
+        circles.is_empty(),
+        "import circles inside src/console/ (a pane reaches the rest of the console through what `update` hands it, never by importing `app`):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_console_check_resolves_super_paths_from_the_files_module() {
+    let code = "use super::app::App;\nuse super::{model::FlowModel, theme};\nuse super::super::keys;\nuse crate::console::graph::tree;\n";
+    assert_eq!(
+        console_imports(&["update"], code),
+        ["app", "model", "theme", "graph"].map(String::from),
+        "`super::super::` from a file of console/ leaves the console"
+    );
+    // In `pane/sql.rs`, `super::` is `pane` itself and `super::super::` is `console`.
+    assert_eq!(
+        console_imports(&["pane", "sql"], code),
+        ["pane", "pane", "pane", "keys", "graph"].map(String::from)
+    );
+}
