@@ -262,6 +262,8 @@ pub struct FilesSourceFile {
     pub bad_records_path: Option<String>,
     /// A Delta table receiving records that cannot be parsed at all (one commit per batch).
     pub bad_records_table: Option<String>,
+    /// Delta: object_store / deltalake options of the table's store (docs/object-storage.md).
+    pub storage_options: Option<std::collections::BTreeMap<String, String>>,
     /// CSV and JSON: the files' character encoding (Spark's `encoding`, alias `charset`).
     #[serde(alias = "charset")]
     pub encoding: Option<Spanned<String>>,
@@ -357,6 +359,8 @@ pub enum SinkFile {
         column_mapping_mode: Option<String>,
         /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
         optimize_every: Option<HumanDuration>,
+        /// object_store / deltalake options of the table's store (docs/object-storage.md).
+        storage_options: Option<std::collections::BTreeMap<String, String>>,
     },
     /// Upsert each batch into a Delta table on `keys` (Delta MERGE) in one commit.
     DeltaMerge {
@@ -374,6 +378,8 @@ pub enum SinkFile {
         null_safe_keys: bool,
         /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
         optimize_every: Option<HumanDuration>,
+        /// object_store / deltalake options of the table's store (docs/object-storage.md).
+        storage_options: Option<std::collections::BTreeMap<String, String>>,
     },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },

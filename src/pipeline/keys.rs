@@ -213,6 +213,7 @@ pub const KEYS: &[Key] = &[
     key("max_files_per_trigger", DELTA, "integer >= 1", "1000", DELTA_DOC, "max_files_per_trigger = 5"),
     key("max_bytes_per_trigger", DELTA, "size", "none", DELTA_DOC, r#"max_bytes_per_trigger = "1 MiB""#),
     key("skip_change_commits", DELTA, "bool", "`false`", DELTA_DOC, "skip_change_commits = true"),
+    key("storage_options", DELTA, "table of strings", "none", DELTA_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
     // type = "kafka" (docs/kafka.md)
     key("bootstrap_servers", KAFKA, "string", "required", KAFKA_DOC, r#"bootstrap_servers = "localhost:9092""#),
     key("subscribe", KAFKA, "list of strings", "", KAFKA_DOC, r#"subscribe = ["events"]"#),
@@ -247,6 +248,7 @@ pub const KEYS: &[Key] = &[
     key("allow_existing_table", DELTA_SINKS, "bool", "`false`", SINK_DOC, "allow_existing_table = true"),
     key("column_mapping_mode", &[Kind::DeltaSink], r#"`"name"`, `"id"`, `"none"`"#, "none", SINK_DOC, r#"column_mapping_mode = "name""#),
     key("optimize_every", DELTA_SINKS, "duration", "none", SINK_DOC, r#"optimize_every = "1 hour""#),
+    key("storage_options", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
     key("name", &[Kind::MemorySink], "string", "the flow name", SINK_DOC, r#"name = "m""#),
     key("num_rows", &[Kind::ConsoleSink], "integer", "20", SINK_DOC, "num_rows = 5"),
 ];

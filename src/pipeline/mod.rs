@@ -530,6 +530,10 @@ fn refuse_remote_locations(
         if let Some(p) = &source.path {
             let delta = source.kind.get_ref() == "delta";
             check("source path", p, delta)?;
+            if delta {
+                // Other kinds refuse the key itself (the keys table).
+                remember_storage_options(cx, span.clone(), "source", p, &source.storage_options)?;
+            }
         }
         let side = [
             ("schema_location", &source.schema_location),
@@ -543,8 +547,18 @@ fn refuse_remote_locations(
         }
     }
     match &flow.sink {
-        file::SinkFile::Delta { path, .. } | file::SinkFile::DeltaMerge { path, .. } => {
+        file::SinkFile::Delta {
+            path,
+            storage_options,
+            ..
+        }
+        | file::SinkFile::DeltaMerge {
+            path,
+            storage_options,
+            ..
+        } => {
             check("sink path", path, true)?;
+            remember_storage_options(cx, span.clone(), "sink", path, storage_options)?;
         }
         _ => {}
     }
@@ -560,6 +574,39 @@ fn refuse_remote_locations(
 /// One `[[flow]]`, resolved part by part in the order its rows meet them: the source,
 /// the trigger, `where`/`select`, the sink, the stateful operator, the joins and union,
 /// then the checkpoint's retention.
+/// A table's `storage_options`: checked against its store's keys (a misspelt key is
+/// refused by name, its value never shown), then remembered for its location, so every
+/// command that loads the pipeline (run, table, sql, check, inspect) reaches the table
+/// with them (`crate::storage::remember_options`).
+fn remember_storage_options(
+    cx: &Context<'_>,
+    span: Range<usize>,
+    role: &str,
+    path: &str,
+    options: &Option<std::collections::BTreeMap<String, String>>,
+) -> Result<(), PipelineError> {
+    let Some(options) = options else {
+        return Ok(());
+    };
+    let options: crate::storage::StorageOptions = options.iter().collect();
+    let location = crate::storage::Location::parse(path, Path::new(""))
+        .map_err(|e| cx.error(span.clone(), format!("{role} path: {e}")))?;
+    if !location.is_remote() {
+        return Err(cx.error(
+            span,
+            format!(
+                "{role} storage_options ({}) apply to an object-store URL (s3://, gs://, az://); path = {path:?} is local",
+                options.describe()
+            ),
+        ));
+    }
+    options
+        .validate(location.backend())
+        .map_err(|e| cx.error(span, format!("{role} {e}")))?;
+    crate::storage::remember_options(&location, options);
+    Ok(())
+}
+
 fn resolve_flow(
     cx: &Context<'_>,
     base: &Path,
@@ -767,6 +814,7 @@ fn resolve_sink(
             allow_existing_table,
             column_mapping_mode,
             optimize_every: _,
+            storage_options: _,
         } => SinkSpec::Delta {
             column_mapping_mode: match column_mapping_mode.as_deref() {
                 None => None,
@@ -792,6 +840,7 @@ fn resolve_sink(
             allow_existing_table,
             null_safe_keys,
             optimize_every: _,
+            storage_options: _,
         } => {
             if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
                 return Err(cx.error(

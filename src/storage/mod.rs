@@ -367,7 +367,50 @@ impl Store {
     }
 }
 
-/// The root store of `url` and the URL's path in it, from the environment then `options`.
+/// Options remembered per location (a pipeline's `storage_options`), for every store
+/// later built at or below it. Process-wide, as deltalake's own store registry is.
+fn remembered() -> &'static Mutex<Vec<(url::Url, StorageOptions)>> {
+    static REMEMBERED: OnceLock<Mutex<Vec<(url::Url, StorageOptions)>>> = OnceLock::new();
+    REMEMBERED.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Remembers `options` for the store at `location` and below (replacing any given for the
+/// same location).
+pub fn remember_options(location: &Location, options: StorageOptions) {
+    let Ok(url) = location.to_url() else {
+        return;
+    };
+    if let Ok(mut all) = remembered().lock() {
+        all.retain(|(u, _)| *u != url);
+        all.push((url, options));
+    }
+}
+
+/// The options remembered for the longest location that holds `url`, overridden by
+/// `options`.
+fn with_remembered(url: &url::Url, options: &StorageOptions) -> StorageOptions {
+    let mut dir = url.clone();
+    if !dir.path().ends_with('/') {
+        let path = format!("{}/", dir.path());
+        dir.set_path(&path);
+    }
+    let mut merged = StorageOptions::new();
+    if let Ok(all) = remembered().lock()
+        && let Some((_, found)) = all
+            .iter()
+            .filter(|(u, _)| dir.as_str().starts_with(u.as_str()))
+            .max_by_key(|(u, _)| u.as_str().len())
+    {
+        merged = found.clone();
+    }
+    for (k, v) in options.iter() {
+        merged.insert(k, v);
+    }
+    merged
+}
+
+/// The root store of `url` and the URL's path in it, from the environment, then the
+/// options remembered for the location ([`remember_options`]), then `options`.
 pub(crate) fn build(
     url: &url::Url,
     options: &StorageOptions,
@@ -378,6 +421,7 @@ pub(crate) fn build(
             scheme: url.scheme().to_string(),
         })
     })?;
+    let options = &with_remembered(url, options);
     let shown = url.to_string();
     let options_err = |message: String| StorageError::Options {
         url: shown.clone(),

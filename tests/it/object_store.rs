@@ -421,3 +421,63 @@ path = "silver"
     let want: Vec<String> = (0..75).map(|i| i.to_string()).collect();
     assert_eq!(silver, want);
 }
+
+/// `storage_options` in the pipeline file reach the store (no `AWS_*` variables set), a
+/// misspelt key and options on a local path are refused by `weir validate`, and no
+/// value is ever printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_options_in_the_pipeline_reach_the_store_and_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_options = |path: &str, options: &str| {
+        let p = pipeline(dir.path(), path);
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            &format!("path = \"{path}\"\n"),
+            &format!("path = \"{path}\"\nstorage_options = {{ {options} }}\n"),
+        );
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let secret = "s3cr3t-never-shown";
+    let p = with_options(
+        "s3://lake/t",
+        &format!(r#"aws_endpiont_url = "http://127.0.0.1:1", aws_secret_access_key = "{secret}""#),
+    );
+    let said = text(&weir().arg("validate").arg(&p).output().unwrap());
+    assert!(
+        said.contains("aws_endpiont_url") && said.contains("pipeline.toml:"),
+        "{said}"
+    );
+    assert!(!said.contains(secret), "{said}");
+    let p = with_options("lake/t", r#"aws_region = "eu-west-1""#);
+    let said = text(&weir().arg("validate").arg(&p).output().unwrap());
+    assert!(said.contains("apply to an object-store URL"), "{said}");
+
+    let Some(server) = server() else { return };
+    server.create_bucket("lake").expect("create the bucket");
+    let options: Vec<String> = server
+        .options()
+        .into_iter()
+        .map(|(k, v)| format!("{} = \"{v}\"", k.to_ascii_lowercase()))
+        .collect();
+    let url = "s3://lake/options/t";
+    let p = with_options(url, &options.join(", "));
+    land_ids(dir.path(), "a.csv", 0..30);
+    let out = weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        !said.contains(weir::storage::test_server::SECRET_KEY),
+        "{said}"
+    );
+    assert_eq!(ids_in(&server, url).await, (0..30).collect::<Vec<_>>());
+    let plan =
+        std::fs::read_to_string(dir.path().join("_checkpoints/bronze/_weir/plan.json")).unwrap();
+    assert!(
+        !plan.contains(weir::storage::test_server::SECRET_KEY),
+        "{plan}"
+    );
+}
