@@ -33,6 +33,23 @@ pub enum Ctx {
     Maintenance,
 }
 
+impl Ctx {
+    /// Every context (tests that must cover each pane, including a new one).
+    pub const ALL: [Ctx; 11] = [
+        Ctx::Overview,
+        Ctx::Detail,
+        Ctx::Help,
+        Ctx::Prompt,
+        Ctx::Confirm,
+        Ctx::Playbook,
+        Ctx::Action,
+        Ctx::Sql,
+        Ctx::Peek,
+        Ctx::Graph,
+        Ctx::Maintenance,
+    ];
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Key {
     pub code: KeyCode,
@@ -1328,17 +1345,7 @@ mod tests {
 
     #[test]
     fn no_key_means_two_things_in_one_context() {
-        for ctx in [
-            Ctx::Overview,
-            Ctx::Detail,
-            Ctx::Help,
-            Ctx::Prompt,
-            Ctx::Confirm,
-            Ctx::Sql,
-            Ctx::Peek,
-            Ctx::Graph,
-            Ctx::Maintenance,
-        ] {
+        for ctx in Ctx::ALL {
             let bound: Vec<(&Binding, &Key)> = BINDINGS
                 .iter()
                 .filter(|b| b.ctx.contains(&ctx))

@@ -332,6 +332,8 @@ impl MetricsServer {
         listener
             .set_nonblocking(true)
             .map_err(|e| format!("--metrics {addr}: {e}"))?;
+        // Not `crate::background::spawn`: the runtime is built here, before the thread,
+        // so that `--metrics` fails at start with its cause rather than in the thread.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()

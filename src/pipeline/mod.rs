@@ -575,7 +575,8 @@ fn refuse_remote_locations(
 /// the trigger, `where`/`select`, the sink, the stateful operator, the joins and union,
 /// then the checkpoint's retention.
 /// A table's `storage_options`: checked against its store's keys (a misspelt key is
-/// refused by name, its value never shown), then remembered for its location, so every
+/// refused by name, its value never shown; unused for a local path), then remembered for
+/// its location, so every
 /// command that loads the pipeline (run, table, sql, check, inspect) reaches the table
 /// with them (`crate::storage::remember_options`).
 fn remember_storage_options(
@@ -592,13 +593,9 @@ fn remember_storage_options(
     let location = crate::storage::Location::parse(path, Path::new(""))
         .map_err(|e| cx.error(span.clone(), format!("{role} path: {e}")))?;
     if !location.is_remote() {
-        return Err(cx.error(
-            span,
-            format!(
-                "{role} storage_options ({}) apply to an object-store URL (s3://, gs://, az://); path = {path:?} is local",
-                options.describe()
-            ),
-        ));
+        // As deltalake does, options are not used for a local path (a pipeline may point
+        // a table at disk for a local run and keep its options).
+        return Ok(());
     }
     options
         .validate(location.backend())

@@ -221,6 +221,16 @@ impl S3Server {
         })
     }
 
+    /// One server for the whole test binary, started on first use (tests running at once
+    /// would otherwise start one each); tests keep to buckets or prefixes of their own.
+    pub fn shared() -> Result<&'static S3Server, String> {
+        static SHARED: std::sync::OnceLock<Result<S3Server, String>> = std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(S3Server::start)
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     /// The server's directory (data, `server.log`).
     pub fn dir(&self) -> &Path {
         &self.process.dir
@@ -241,7 +251,7 @@ impl S3Server {
         self.process.launch()
     }
 
-    /// Creates a bucket (SeaweedFS's `weed shell`: `s3.bucket.create`).
+    /// Creates a bucket unless it exists (SeaweedFS's `weed shell`: `s3.bucket.create`).
     pub fn create_bucket(&self, name: &str) -> Result<(), String> {
         let [master, _, filer, _, mg, _, fg] = self.ports;
         let mut child = Command::new(weed_binary())
@@ -265,7 +275,11 @@ impl S3Server {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        if !out.status.success() || said.to_ascii_lowercase().contains("error") {
+        let lower = said.to_ascii_lowercase();
+        if lower.contains("already exist") {
+            return Ok(());
+        }
+        if !out.status.success() || lower.contains("error") {
             return Err(format!("s3.bucket.create -name {name}: {said}"));
         }
         Ok(())
