@@ -195,19 +195,19 @@ async fn a_delta_sink_on_s3_holds_every_landed_row_once() {
     land_ids(dir.path(), "b.csv", 100..250);
     let args = ["run", "--headless", "--trigger", "available-now"];
     let p_arg = p.to_str().unwrap();
-    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    let out = run_with(server, &[&args[..], &[p_arg]].concat(), None);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(ids_in(&server, url).await, (0..250).collect::<Vec<_>>());
+    assert_eq!(ids_in(server, url).await, (0..250).collect::<Vec<_>>());
     // Nothing new: no batch, no commit; then one more file, once.
-    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    let out = run_with(server, &[&args[..], &[p_arg]].concat(), None);
     assert!(out.status.success(), "{}", text(&out));
     land_ids(dir.path(), "c.csv", 250..300);
-    let out = run_with(&server, &[&args[..], &[p_arg]].concat(), None);
+    let out = run_with(server, &[&args[..], &[p_arg]].concat(), None);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(ids_in(&server, url).await, (0..300).collect::<Vec<_>>());
+    assert_eq!(ids_in(server, url).await, (0..300).collect::<Vec<_>>());
     // Nothing was created locally for the URL, and `weir table history` reads it there.
     assert!(!dir.path().join("s3:").exists());
-    let out = run_with(&server, &["table", "history", p_arg, url], None);
+    let out = run_with(server, &["table", "history", p_arg, url], None);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(
@@ -215,7 +215,7 @@ async fn a_delta_sink_on_s3_holds_every_landed_row_once() {
         "{said}"
     );
     let out = run_with(
-        &server,
+        server,
         &["table", "history", p_arg, "--flow", "bronze"],
         None,
     );
@@ -235,7 +235,7 @@ fn a_missing_bucket_and_refused_credentials_are_named_and_fail_the_run() {
     land_ids(dir.path(), "a.csv", 0..10);
     let p = pipeline(dir.path(), "s3://no-such-bucket/t");
     let out = run_with(
-        &server,
+        server,
         &[
             "run",
             "--headless",
@@ -254,7 +254,7 @@ fn a_missing_bucket_and_refused_credentials_are_named_and_fail_the_run() {
     let p = pipeline(dir.path(), "s3://lake/refused");
     let wrong = "not-the-secret-4711";
     let out = run_with(
-        &server,
+        server,
         &[
             "run",
             "--headless",
@@ -311,7 +311,7 @@ async fn every_failpoint_with_the_table_on_s3_recovers_exactly_once() {
     land_ids(clean.path(), "late.csv", 120..160);
     let out = run(&p, None);
     assert!(out.status.success(), "{}", text(&out));
-    let golden = ids_in(&server, clean_url).await;
+    let golden = ids_in(server, clean_url).await;
     assert_eq!(golden, (0..160).collect::<Vec<_>>());
 
     for failpoint in weir::engine::failpoint::FAILPOINTS {
@@ -328,7 +328,7 @@ async fn every_failpoint_with_the_table_on_s3_recovers_exactly_once() {
         land_ids(dir.path(), "late.csv", 120..160);
         let out = run(&p, None);
         assert!(out.status.success(), "{failpoint}: {}", text(&out));
-        assert_eq!(ids_in(&server, &url).await, golden, "{failpoint}");
+        assert_eq!(ids_in(server, &url).await, golden, "{failpoint}");
     }
 }
 
@@ -360,10 +360,10 @@ path = "silver"
     let p_arg = p.to_str().unwrap();
     let args = ["run", "--headless", "--trigger", "available-now", p_arg];
     land_ids(dir.path(), "a.csv", 0..70);
-    let out = run_with(&server, &args, None);
+    let out = run_with(server, &args, None);
     assert!(out.status.success(), "{}", text(&out));
     land_ids(dir.path(), "b.csv", 70..90);
-    let out = run_with(&server, &args, None);
+    let out = run_with(server, &args, None);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("DeltaSource[s3://lake/bronze/hop]"), "{said}");
@@ -469,7 +469,7 @@ async fn storage_options_in_the_pipeline_reach_the_store_and_are_checked() {
         !said.contains(weir::storage::test_server::SECRET_KEY),
         "{said}"
     );
-    assert_eq!(ids_in(&server, url).await, (0..30).collect::<Vec<_>>());
+    assert_eq!(ids_in(server, url).await, (0..30).collect::<Vec<_>>());
     let plan =
         std::fs::read_to_string(dir.path().join("_checkpoints/bronze/_weir/plan.json")).unwrap();
     assert!(
