@@ -45,6 +45,51 @@ pub const DEFAULT_PARTITION_NAME: &str = "__HIVE_DEFAULT_PARTITION__";
 /// Field metadata key marking a schema column as a partition column.
 pub const PARTITION_METADATA_KEY: &str = "weir.partition";
 
+/// A file's partition values as its path gives them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PathValues {
+    /// In column order; `None` is null (the Hive null, or a key the path lacks).
+    pub values: Vec<Option<String>>,
+    /// Partition columns with no `key=value` directory in the path (null in every row).
+    pub missing: Vec<String>,
+    /// `key=value` directories whose key is not a partition column (ignored).
+    pub extra: Vec<String>,
+}
+
+impl PathValues {
+    /// The warning for a path that does not fit the layout, naming the keys; `None` when it fits.
+    fn misfit(&self, layout: &Partitioning, path: &Path) -> Option<String> {
+        if self.missing.is_empty() && self.extra.is_empty() {
+            return None;
+        }
+        let keys = |keys: &[String]| {
+            keys.iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut what = Vec::new();
+        if !self.missing.is_empty() {
+            what.push(format!(
+                "has no directory for the partition key(s) {} (null in its rows)",
+                keys(&self.missing)
+            ));
+        }
+        if !self.extra.is_empty() {
+            what.push(format!(
+                "has the key(s) {}, not partition columns (ignored)",
+                keys(&self.extra)
+            ));
+        }
+        Some(format!(
+            "source file {} does not fit the partition layout {}: it {}",
+            path.display(),
+            layout.expected(),
+            what.join(" and ")
+        ))
+    }
+}
+
 /// The partition layout of a source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partitioning {
@@ -77,18 +122,18 @@ impl Partitioning {
         pairs
     }
 
-    /// The values of the partition columns for a file, in column order (`None` = null);
-    /// `Err` says how the path does not fit.
-    pub fn values(&self, path: &Path) -> Result<Vec<Option<String>>, String> {
+    /// The values of the partition columns for a file, in column order (`None` = null),
+    /// with the partition columns its path lacks and the keys it has beyond them; `Err`
+    /// only when a key is there twice (which of the two values is meant is unknown).
+    pub fn values(&self, path: &Path) -> Result<PathValues, String> {
         let pairs = Self::pairs(&self.root, path);
         let mut values = vec![None; self.columns.len()];
         let mut seen = vec![false; self.columns.len()];
+        let mut extra = Vec::new();
         for (key, raw) in &pairs {
             let Some(i) = self.columns.iter().position(|c| c == key) else {
-                return Err(self.mismatch(
-                    &pairs,
-                    &format!("has the key `{key}`, which is not a partition column"),
-                ));
+                extra.push(key.clone());
+                continue;
             };
             if seen[i] {
                 return Err(self.mismatch(&pairs, &format!("has the key `{key}` twice")));
@@ -96,21 +141,35 @@ impl Partitioning {
             seen[i] = true;
             values[i] = (raw != DEFAULT_PARTITION_NAME).then(|| unescape(raw));
         }
-        if let Some(i) = seen.iter().position(|s| !s) {
-            return Err(self.mismatch(
-                &pairs,
-                &format!("has no `{}=...` directory", self.columns[i]),
-            ));
-        }
-        Ok(values)
+        let missing = self
+            .columns
+            .iter()
+            .zip(&seen)
+            .filter(|(_, s)| !**s)
+            .map(|(c, _)| c.clone())
+            .collect();
+        Ok(PathValues {
+            values,
+            missing,
+            extra,
+        })
     }
 
-    fn mismatch(&self, pairs: &[(String, String)], what: &str) -> String {
+    /// `date=<value>/region=<value>/<file> below <root>`.
+    fn expected(&self) -> String {
         let expected: Vec<String> = self
             .columns
             .iter()
             .map(|c| format!("{c}=<value>"))
             .collect();
+        format!(
+            "{}/<file> below {}",
+            expected.join("/"),
+            self.root.display()
+        )
+    }
+
+    fn mismatch(&self, pairs: &[(String, String)], what: &str) -> String {
         let found = if pairs.is_empty() {
             "no key=value directory".to_string()
         } else {
@@ -121,10 +180,9 @@ impl Partitioning {
                 .join("/")
         };
         format!(
-            "does not fit the partition layout {}/<file> below {}: it {what} (found {found}); move it into the layout, \
+            "does not fit the partition layout {}: it {what} (found {found}); move it into the layout, \
              or set partition_columns to the keys its directories have",
-            expected.join("/"),
-            self.root.display()
+            self.expected()
         )
     }
 
@@ -193,8 +251,10 @@ pub fn unescape(s: &str) -> String {
 }
 
 /// The partition columns and their types from the paths of the sampled files:
-/// `columns` when given, else the keys of the first file's path. Data fields of the
-/// same name are replaced; the partition columns follow the data columns.
+/// `columns` when given, else the keys of the first file's path. A data field of the
+/// same name (ignoring case) keeps its place and takes the partition column's name and
+/// type; the other partition columns follow the data columns (Spark's
+/// `PartitioningUtils.mergeDataAndPartitionSchema`).
 pub fn infer(
     data: Schema,
     root: &Path,
@@ -223,10 +283,10 @@ pub fn infer(
     };
     let mut types: Vec<PartitionType> = vec![PartitionType::Null; columns.len()];
     for file in files {
-        let Ok(values) = layout.values(file) else {
+        let Ok(path) = layout.values(file) else {
             continue;
         };
-        for (ty, value) in types.iter_mut().zip(values) {
+        for (ty, value) in types.iter_mut().zip(path.values) {
             if let Some(v) = value {
                 *ty = ty.merge(if typed {
                     PartitionType::of(&v)
@@ -236,23 +296,38 @@ pub fn infer(
             }
         }
     }
-    let folded: Vec<String> = columns.iter().map(|c| c.to_lowercase()).collect();
+    let partition_fields: Vec<Field> = columns
+        .iter()
+        .zip(types)
+        .map(|(name, ty)| Field::new(name, ty.into_arrow(), true))
+        .collect();
+    let overlapping = |name: &str| {
+        partition_fields
+            .iter()
+            .find(|p| p.name().eq_ignore_ascii_case(name))
+    };
     let mut fields: Vec<Field> = data
         .fields()
         .iter()
-        .filter(|f| !folded.contains(&f.name().to_lowercase()))
-        .map(|f| f.as_ref().clone())
+        .map(|f| overlapping(f.name()).unwrap_or(f).clone())
         .collect();
-    for (name, ty) in columns.iter().zip(types) {
-        fields.push(Field::new(name, ty.into_arrow(), true));
+    for field in &partition_fields {
+        if !fields.iter().any(|f| f.name() == field.name()) {
+            fields.push(field.clone());
+        }
     }
     mark(Schema::new(fields), &columns)
 }
 
+/// An inferred partition column type: Spark's `inferPartitionColumnValue` and, for
+/// two values of one column, its `findWiderTypeForPartitionColumn`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum PartitionType {
     Null,
+    Int,
     Long,
+    /// An integer beyond 64 bits: `DECIMAL(precision, 0)`.
+    Decimal(u8),
     Double,
     Date,
     Timestamp,
@@ -261,9 +336,12 @@ enum PartitionType {
 
 impl PartitionType {
     fn of(value: &str) -> Self {
-        use arrow::compute::kernels::cast_utils::Parser;
-        if arrow::datatypes::Int64Type::parse(value).is_some() {
+        if value.parse::<i32>().is_ok() {
+            PartitionType::Int
+        } else if value.parse::<i64>().is_ok() {
             PartitionType::Long
+        } else if let Some(precision) = whole_number_digits(value) {
+            PartitionType::Decimal(precision)
         } else if value.parse::<f64>().is_ok_and(f64::is_finite) {
             PartitionType::Double
         } else if chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok() && value.len() == 10
@@ -276,25 +354,52 @@ impl PartitionType {
         }
     }
 
+    /// Spark's table: integers widen to BIGINT then DECIMAL, INT and DOUBLE give DOUBLE,
+    /// but BIGINT or DECIMAL with DOUBLE give STRING (no precision is lost), DATE with
+    /// TIMESTAMP gives TIMESTAMP, anything else STRING.
     fn merge(self, other: Self) -> Self {
         use PartitionType::*;
+        let digits = |t: Self| match t {
+            Int => Some(10),
+            Long => Some(20),
+            Decimal(p) => Some(p),
+            _ => None,
+        };
         match (self, other) {
             (Null, x) | (x, Null) => x,
             (a, b) if a == b => a,
-            (Long, Double) | (Double, Long) => Double,
-            _ => Str,
+            (Int, Long) | (Long, Int) => Long,
+            (Int, Double) | (Double, Int) => Double,
+            (Date, Timestamp) | (Timestamp, Date) => Timestamp,
+            (a, b) => match (digits(a), digits(b)) {
+                (Some(p), Some(q)) => Decimal(p.max(q).min(38)),
+                _ => Str,
+            },
         }
     }
 
     fn into_arrow(self) -> DataType {
         match self {
             PartitionType::Null | PartitionType::Str => DataType::Utf8,
+            PartitionType::Int => DataType::Int32,
             PartitionType::Long => DataType::Int64,
+            PartitionType::Decimal(precision) => DataType::Decimal128(precision, 0),
             PartitionType::Double => DataType::Float64,
             PartitionType::Date => DataType::Date32,
             PartitionType::Timestamp => timestamp_utc(),
         }
     }
+}
+
+/// The digits of a whole number that fits `DECIMAL(38, 0)` (Spark reads such a value
+/// as a `BigDecimal` of scale 0); `None` for anything else.
+fn whole_number_digits(value: &str) -> Option<u8> {
+    let digits = value.strip_prefix(['-', '+']).unwrap_or(value);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0').len().max(1);
+    u8::try_from(significant).ok().filter(|p| *p <= 38)
 }
 
 /// Decodes a file of a partitioned source: the data columns from the file, the
@@ -304,13 +409,24 @@ pub(crate) fn decode(
     spec: &ReadSpec,
     partitions: &Partitioning,
 ) -> Result<DecodedFile, FileReadError> {
-    let values = partitions
+    let path = partitions
         .values(&meta.path)
         .map_err(|message| FileReadError::Layout {
             path: meta.path.clone(),
             message,
         })?;
-    let is_partition = |name: &str| partitions.columns.iter().any(|c| c == name);
+    // Once per file: a file is decoded once per batch that takes it.
+    if let Some(warning) = path.misfit(partitions, &meta.path) {
+        tracing::warn!("{warning}");
+    }
+    let values = path.values;
+    // A data field named like a partition column (ignoring case) is the partition column.
+    let is_partition = |name: &str| {
+        partitions
+            .columns
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+    };
     let data_schema: SchemaRef = Arc::new(Schema::new(
         spec.schema
             .fields()
@@ -438,31 +554,63 @@ mod tests {
         }
     }
 
+    fn fits(values: Vec<Option<&str>>) -> Result<PathValues, String> {
+        Ok(PathValues {
+            values: values.into_iter().map(|v| v.map(String::from)).collect(),
+            ..PathValues::default()
+        })
+    }
+
     #[test]
     fn values_from_the_path() {
         let p = layout(&["date", "region"]);
         assert_eq!(
             p.values(Path::new("/l/date=2024-06-03/region=west/f.json")),
-            Ok(vec![Some("2024-06-03".into()), Some("west".into())])
+            fits(vec![Some("2024-06-03"), Some("west")])
         );
         // Any order, URL-decoded, the Hive null, directories above the layout ignored.
         assert_eq!(
             p.values(Path::new(
                 "/l/2024/region=north%20east/date=__HIVE_DEFAULT_PARTITION__/f.json"
             )),
-            Ok(vec![None, Some("north east".into())])
+            fits(vec![None, Some("north east")])
         );
         let e = p
-            .values(Path::new("/l/date=2024-06-03/f.json"))
+            .values(Path::new("/l/date=1/date=2/region=3/f.json"))
             .unwrap_err();
-        assert!(e.contains("no `region=...` directory"), "{e}");
+        assert!(e.contains("has the key `date` twice"), "{e}");
         assert!(e.contains("date=<value>/region=<value>/<file>"), "{e}");
-        let e = p.values(Path::new("/l/f.json")).unwrap_err();
-        assert!(e.contains("found no key=value directory"), "{e}");
-        let e = p
-            .values(Path::new("/l/date=1/region=2/hour=3/f.json"))
-            .unwrap_err();
-        assert!(e.contains("`hour`"), "{e}");
+    }
+
+    /// A path that does not fit gets nulls for the keys it lacks, ignores the keys it
+    /// has beyond the layout, and the warning names the keys and the file.
+    #[test]
+    fn misfit_paths_get_nulls_and_a_warning() {
+        let p = layout(&["date", "region"]);
+        let path = Path::new("/l/date=2024-06-03/f.json");
+        let values = p.values(path).unwrap();
+        assert_eq!(values.values, [Some("2024-06-03".to_string()), None]);
+        assert_eq!(values.missing, ["region"]);
+        let warning = values.misfit(&p, path).unwrap();
+        assert!(
+            warning.contains("/l/date=2024-06-03/f.json")
+                && warning.contains("partition key(s) `region` (null in its rows)"),
+            "{warning}"
+        );
+        let stray = Path::new("/l/f.json");
+        let values = p.values(stray).unwrap();
+        assert_eq!(values.values, [None, None]);
+        assert_eq!(values.missing, ["date", "region"]);
+        let path = Path::new("/l/date=1/region=2/hour=3/f.json");
+        let values = p.values(path).unwrap();
+        assert_eq!(values.extra, ["hour"]);
+        let warning = values.misfit(&p, path).unwrap();
+        assert!(
+            warning.contains("`hour`, not partition columns"),
+            "{warning}"
+        );
+        let fitting = Path::new("/l/date=1/region=2/f.json");
+        assert_eq!(p.values(fitting).unwrap().misfit(&p, fitting), None);
     }
 
     #[test]
@@ -476,19 +624,82 @@ mod tests {
             Field::new("id", DataType::Int64, true),
             Field::new("Region", DataType::Utf8, true),
         ]);
+        // `Region` of the data keeps its place; the partition column's name and type win.
         let schema = infer(data.clone(), Path::new("/l"), &files, None, true);
         assert_eq!(
             crate::schema::to_ddl(&schema),
-            "id BIGINT, date DATE, region STRING, n DOUBLE"
+            "id BIGINT, region STRING, date DATE, n DOUBLE"
         );
-        assert_eq!(marked_columns(&schema), ["date", "region", "n"]);
+        assert_eq!(marked_columns(&schema), ["region", "date", "n"]);
         let untyped = infer(data.clone(), Path::new("/l"), &files, None, false);
         assert_eq!(
             crate::schema::to_ddl(&untyped),
-            "id BIGINT, date STRING, region STRING, n STRING"
+            "id BIGINT, region STRING, date STRING, n STRING"
         );
         let none = infer(data.clone(), Path::new("/l"), &files, Some(&[]), true);
         assert_eq!(crate::schema::to_ddl(&none), "id BIGINT, Region STRING");
         assert!(marked_columns(&none).is_empty());
+    }
+
+    /// Spark's `inferPartitionColumnValue` and `findWiderTypeForPartitionColumn`.
+    #[test]
+    fn inferred_types_follow_spark() {
+        let ddl = |values: &[&str]| {
+            let files: Vec<PathBuf> = values
+                .iter()
+                .map(|v| PathBuf::from(format!("/l/k={v}/f.json")))
+                .collect();
+            crate::schema::to_ddl(&infer(Schema::empty(), Path::new("/l"), &files, None, true))
+        };
+        assert_eq!(ddl(&["1", "-2147483648", "+7"]), "k INT");
+        assert_eq!(ddl(&["1", "2147483648"]), "k BIGINT");
+        assert_eq!(ddl(&["1", "12345678901234567890123"]), "k DECIMAL(23,0)");
+        assert_eq!(ddl(&["9223372036854775808", "1"]), "k DECIMAL(19,0)");
+        assert_eq!(
+            ddl(&["9223372036854775808", "2147483648"]),
+            "k DECIMAL(20,0)"
+        );
+        assert_eq!(ddl(&["1", "2.5"]), "k DOUBLE");
+        // No precision lost: BIGINT or DECIMAL with DOUBLE is a STRING.
+        assert_eq!(ddl(&["2147483648", "2.5"]), "k STRING");
+        assert_eq!(ddl(&["12345678901234567890123", "2.5"]), "k STRING");
+        assert_eq!(ddl(&["1", "2024-06-03"]), "k STRING");
+        assert_eq!(ddl(&["2024-06-03"]), "k DATE");
+        assert_eq!(ddl(&["__HIVE_DEFAULT_PARTITION__"]), "k STRING");
+    }
+
+    /// A checkpoint whose recorded schema says BIGINT (inferred before INT was) keeps
+    /// reading the column as BIGINT: the recorded schema wins over a new inference.
+    #[test]
+    fn a_recorded_bigint_partition_column_stays_bigint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("landing");
+        let dir = root.join("n=5");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.json");
+        std::fs::write(&file, "{\"id\":1}\n").unwrap();
+        let location = tmp.path().join("cp");
+        let recorded = mark(
+            crate::schema::parse_ddl("id BIGINT, n BIGINT").unwrap(),
+            &["n".to_string()],
+        );
+        super::super::schema_store::record_version(&location, &recorded, "old", &[], &[]).unwrap();
+        let resolved = super::super::schema_store::resolve_with(&location, None, &root, || {
+            let data = crate::schema::parse_ddl("id BIGINT").unwrap();
+            Ok(Some((
+                infer(data, &root, &[file.clone()], None, true),
+                vec![],
+            )))
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(crate::schema::to_ddl(&resolved), "id BIGINT, n BIGINT");
+        let mut spec = ReadSpec::new(crate::spec::FileFormat::Json, resolved.clone());
+        spec.partitions = Partitioning::from_schema(&root, &resolved);
+        let decoded =
+            super::super::read::decode_file(&FileMeta::from_path(&file).unwrap(), &spec).unwrap();
+        let n = decoded.batches[0].column_by_name("n").unwrap();
+        assert_eq!(n.data_type(), &DataType::Int64);
+        assert_eq!(n.as_primitive::<arrow::datatypes::Int64Type>().value(0), 5);
     }
 }
