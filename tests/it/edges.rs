@@ -399,8 +399,8 @@ async fn timestamp_format_reads_spark_patterns() {
 }
 
 /// Hive-style directories are columns (Spark's partition discovery): typed, the Hive
-/// null, URL-decoded; a file that does not fit the layout fails, named, and nothing
-/// else is held up.
+/// null, URL-decoded; a file that does not fit the layout gets nulls with a warning
+/// naming the keys and the file; a header of the same name keeps its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_columns_from_paths() {
     let tmp = tempfile::tempdir().unwrap();
@@ -444,7 +444,8 @@ async fn partition_columns_from_paths() {
     let r = rescued(&table, "id").await;
     assert_eq!(r[2].as_ref().unwrap()["region"], "ignored");
 
-    // A file outside the layout is failed with its path named; the run goes on.
+    // A file outside the layout gets nulls for the keys it lacks, with a warning naming
+    // the keys and the file (Auto Loader's nulls; no file is failed).
     land(&landing, "stray.json", &edge("partitions/stray.json"));
     land(
         &landing.join("date=2024-06-05/region=south"),
@@ -453,15 +454,63 @@ async fn partition_columns_from_paths() {
     );
     let out = run_ok(&p);
     let records = progress(&out);
-    assert_eq!(records[0]["weir"]["numFilesFailed"], 1);
-    let errors = records[0]["weir"]["errors"].to_string();
+    assert_eq!(records[0]["weir"]["numFilesFailed"], 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("stray.json") && l.contains("does not fit the partition layout"))
+        .unwrap_or_else(|| panic!("no warning for stray.json: {stderr}"));
     assert!(
-        errors.contains("stray.json") && errors.contains("date=<value>/region=<value>"),
-        "{errors}"
+        warning.contains("`date`")
+            && warning.contains("`region`")
+            && warning.contains("null in its rows"),
+        "{warning}"
     );
     assert_eq!(
-        table_lines(&table, &["id"], "id", ",").await,
-        ["1", "2", "3", "4", "6"]
+        stderr.matches("does not fit the partition layout").count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        table_lines(&table, &["id", "date", "region"], "id", ",").await,
+        [
+            "1,2024-06-03,west",
+            "2,2024-06-03,west",
+            "3,2024-06-04,east side",
+            "4,null,north",
+            "5,null,null",
+            "6,2024-06-05,south"
+        ]
+    );
+
+    // A CSV header named like a partition column keeps its place; an integer key is an
+    // INT, as Spark infers it.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let p = pipeline(dir, "csv", "infer_column_types = true");
+    land(
+        &dir.join("landing/Hour=7"),
+        "a.csv",
+        b"hour,id\n99,1\n99,2\n",
+    );
+    run_ok(&p);
+    let rows = delta_rows(&dir.join("table")).await;
+    let fields: Vec<(String, arrow::datatypes::DataType)> = rows[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    assert_eq!(
+        fields[..2],
+        [
+            ("Hour".to_string(), arrow::datatypes::DataType::Int32),
+            ("id".to_string(), arrow::datatypes::DataType::Int64),
+        ]
+    );
+    assert_eq!(
+        table_lines(&dir.join("table"), &["Hour", "id"], "id", ",").await,
+        ["7,1", "7,2"]
     );
 
     // Type inference off: every partition column is a string.
