@@ -9,24 +9,25 @@
 //! schema's, or STRING when the schema does not name them).
 //!
 //! **A file's values.** The `key=value` directories are read from the file's directory
-//! upwards, as long as they hold a `=` (Spark's `parsePartition`); their keys must be
-//! exactly the partition columns (in any order). A value is URL-decoded (`%2F` is `/`,
-//! Spark's `unescapePathName`) and `__HIVE_DEFAULT_PARTITION__` is null. A file whose
-//! path does not fit (a key missing, an extra key, a file above the partition
-//! directories) is failed as a whole with an error naming its path and the expected
-//! layout, counted in `numFilesFailed`; the other files go on.
+//! upwards, as long as they hold a `=` (Spark's `parsePartition`), in any order. A value
+//! is URL-decoded (`%2F` is `/`, Spark's `unescapePathName`) and
+//! `__HIVE_DEFAULT_PARTITION__` is null. A file whose path does not fit (a key missing,
+//! an extra key, a file above the partition directories) gets null for the columns its
+//! path lacks, its extra keys are ignored, and one warning names the keys and the file
+//! (as Auto Loader reads it); only a key given twice fails the file.
 //!
-//! **Types.** Inferred from the sampled paths (Spark's
-//! `partitionColumnTypeInference`): an integer is BIGINT, another number DOUBLE,
-//! `yyyy-MM-dd` DATE, an ISO-8601 date and time TIMESTAMP, anything else STRING (a
-//! column whose sampled values disagree is STRING). With
-//! `partition_column_type_inference = false` (or `infer_column_types = false`)
+//! **Types.** Inferred from the sampled paths as Spark's `inferPartitionColumnValue`
+//! does: INT, then BIGINT, then DECIMAL(p, 0) for a longer whole number, DOUBLE,
+//! `yyyy-MM-dd` DATE, an ISO-8601 date and time TIMESTAMP, anything else STRING;
+//! disagreeing values of a column merge as its `findWiderTypeForPartitionColumn`.
+//! With `partition_column_type_inference = false` (or `infer_column_types = false`)
 //! every partition column is a STRING. A value that does not fit its column's type
 //! later is null in the column and kept in `_rescued_data` under the column's name.
+//! A recorded schema is never re-inferred, so older checkpoints keep their BIGINT.
 //!
-//! **Data columns of the same name.** The path wins (as in Spark): a field of the
-//! same name inside the file is not a column of its own; its values are in
-//! `_rescued_data`.
+//! **Data columns of the same name** (ignoring case) keep their place and take the
+//! partition column's name and type (Spark's `mergeDataAndPartitionSchema`); the values
+//! come from the path and the file's own are in `_rescued_data`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -687,7 +688,7 @@ mod tests {
         let resolved = super::super::schema_store::resolve_with(&location, None, &root, || {
             let data = crate::schema::parse_ddl("id BIGINT").unwrap();
             Ok(Some((
-                infer(data, &root, &[file.clone()], None, true),
+                infer(data, &root, std::slice::from_ref(&file), None, true),
                 vec![],
             )))
         })
