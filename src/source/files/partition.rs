@@ -307,11 +307,15 @@ pub fn infer(
             .iter()
             .find(|p| p.name().eq_ignore_ascii_case(name))
     };
-    let mut fields: Vec<Field> = data
-        .fields()
-        .iter()
-        .map(|f| overlapping(f.name()).unwrap_or(f).clone())
-        .collect();
+    let mut fields: Vec<Field> = Vec::with_capacity(data.fields().len() + columns.len());
+    for f in data.fields() {
+        let field = overlapping(f.name()).unwrap_or(f);
+        // Two data fields that differ only in case and match one partition column: the
+        // first takes its place, the other's values are rescued.
+        if !fields.iter().any(|g| g.name() == field.name()) {
+            fields.push(field.clone());
+        }
+    }
     for field in &partition_fields {
         if !fields.iter().any(|f| f.name() == field.name()) {
             fields.push(field.clone());
@@ -636,6 +640,15 @@ mod tests {
         assert_eq!(
             crate::schema::to_ddl(&untyped),
             "id BIGINT, region STRING, date STRING, n STRING"
+        );
+        let twice = Schema::new(vec![
+            Field::new("REGION", DataType::Utf8, true),
+            Field::new("id", DataType::Int64, true),
+            Field::new("region", DataType::Utf8, true),
+        ]);
+        assert_eq!(
+            crate::schema::to_ddl(&infer(twice, Path::new("/l"), &files, None, true)),
+            "region STRING, id BIGINT, date DATE, n DOUBLE"
         );
         let none = infer(data.clone(), Path::new("/l"), &files, Some(&[]), true);
         assert_eq!(crate::schema::to_ddl(&none), "id BIGINT, Region STRING");
