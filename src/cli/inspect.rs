@@ -18,9 +18,6 @@ pub struct InspectArgs {
 }
 
 pub fn run(args: &InspectArgs) -> ExitCode {
-    if crate::spark::is_spark_checkpoint(&args.checkpoint) {
-        return run_spark(args);
-    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -28,6 +25,23 @@ pub fn run(args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A checkpoint on an object store is read from a local copy (docs/object-storage.md).
+    let checkpoint = match rt.block_on(crate::storage::mirror::local_copies(std::slice::from_ref(
+        &args.checkpoint,
+    ))) {
+        Ok((mut locals, _)) => locals.pop().unwrap_or_else(|| args.checkpoint.clone()),
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let args = &InspectArgs {
+        checkpoint,
+        json: args.json,
+    };
+    if crate::spark::is_spark_checkpoint(&args.checkpoint) {
+        return run_spark(args);
+    }
     let inspection = match rt.block_on(inspect(&args.checkpoint)) {
         Ok(i) => i,
         Err(e) => {
