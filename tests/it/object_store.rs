@@ -580,3 +580,31 @@ fn strip_paths(v: &mut serde_json::Value) {
         _ => {}
     }
 }
+
+/// An endpoint nobody answers on fails the run naming the URL once object_store's retries
+/// (bounded here by `storage_options`) are spent; nothing is created locally.
+#[test]
+fn an_unreachable_endpoint_fails_the_run_naming_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let p = pipeline(dir.path(), "s3://lake/unreachable");
+    let toml = std::fs::read_to_string(&p).unwrap().replace(
+        "path = \"s3://lake/unreachable\"\n",
+        &format!(
+            "path = \"s3://lake/unreachable\"\nstorage_options = {{ aws_endpoint_url = \"http://127.0.0.1:{port}\", aws_allow_http = \"true\", aws_access_key_id = \"k\", aws_secret_access_key = \"s\", aws_region = \"us-east-1\", max_retries = \"1\", retry_timeout = \"2s\" }}\n"
+        ),
+    );
+    std::fs::write(&p, toml).unwrap();
+    land_ids(dir.path(), "a.csv", 0..5);
+    let out = weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("s3://lake/unreachable"), "{said}");
+    assert!(!dir.path().join("s3:").exists());
+}
