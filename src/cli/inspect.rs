@@ -35,6 +35,16 @@ pub fn run(args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if checkpoint != args.checkpoint
+        && !checkpoint.join("metadata").is_file()
+        && !checkpoint.join("offsets").is_dir()
+    {
+        eprintln!(
+            "error: {}: no checkpoint there (no metadata, no offsets/)",
+            args.checkpoint.display()
+        );
+        return ExitCode::FAILURE;
+    }
     let args = &InspectArgs {
         checkpoint,
         json: args.json,
