@@ -654,6 +654,46 @@ allow_existing_table = true
     );
 }
 
+/// `include_existing_files = false` added to a flow that has already run is ignored
+/// with a warning, as Auto Loader reads `includeExistingFiles` only at a stream's first
+/// start: the files that landed since then are ingested, not recorded as existing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_existing_files_added_at_a_restart_is_ignored_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    run_ok(&pipeline(dir, "json", ""));
+    land(&landing, "b.json", b"{\"id\":2}\n");
+
+    let p = pipeline(dir, "json", "include_existing_files = false");
+    let out = run_ok(&p);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("include_existing_files = false is ignored"),
+        "{stderr}"
+    );
+    assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1", "2"]);
+
+    // The decision stays: a later restart neither warns again nor skips new files.
+    land(&landing, "c.json", b"{\"id\":3}\n");
+    let out = run_ok(&p);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("is ignored"), "{stderr}");
+    assert_eq!(
+        table_lines(&table, &["id"], "id", ",").await,
+        ["1", "2", "3"]
+    );
+    let inspect = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("\"files_existing_skipped\": 0"), "{text}");
+}
+
 const MERGE: &str = r#"
 [[flow]]
 name = "m"
