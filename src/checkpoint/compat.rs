@@ -308,9 +308,9 @@ pub async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Problems {
                          expired the query's transaction while the flow was stopped for longer than that, and a restart can \
                          no longer tell which batches the table holds. Check that the table holds the checkpoint's last \
                          batch (`weir inspect`), raise {TXN_RETENTION} above the longest pause or unset it \
-                         (ALTER TABLE ... UNSET TBLPROPERTIES), then start a new checkpoint where this one ended \
-                         (`weir playbook checkpoint_incompatible`). Otherwise the table was recreated, or this checkpoint \
-                         belongs to another table",
+                         (ALTER TABLE ... UNSET TBLPROPERTIES) so that it does not happen again, then rebuild as \
+                         `weir playbook checkpoint_incompatible` describes. Otherwise the table was recreated, or this \
+                         checkpoint belongs to another table",
                         path.display()
                     ),
                     None => format!(
