@@ -301,19 +301,46 @@ pub async fn check_sink(spec: &FlowSpec, cp: &Checkpoint) -> Problems {
                     Some(path),
                 );
             } else if let Ok(None) = crate::delta::txn_version(path, &query_id).await {
-                reasons.push(
-                    format!(
+                let reason = match txn_retention(&table) {
+                    Some(retention) => format!(
+                        "the target table {} has no transaction id of query {query_id}, which committed batches into it \
+                         (up to Delta version {max_version}): the table sets {TXN_RETENTION} = {retention}, so Delta may have \
+                         expired the query's transaction while the flow was stopped for longer than that, and a restart can \
+                         no longer tell which batches the table holds. Check that the table holds the checkpoint's last \
+                         batch (`weir inspect`), raise {TXN_RETENTION} above the longest pause or unset it \
+                         (ALTER TABLE ... UNSET TBLPROPERTIES) so that it does not happen again, then rebuild as \
+                         `weir playbook checkpoint_incompatible` describes. Otherwise the table was recreated, or this \
+                         checkpoint belongs to another table",
+                        path.display()
+                    ),
+                    None => format!(
                         "the target table {} has no commit of query {query_id} (different query id): it was recreated, \
                          or this checkpoint belongs to another table",
                         path.display()
                     ),
-                    Some(path),
-                );
+                };
+                reasons.push(reason, Some(path));
             }
         }
         Err(e) => reasons.error(&e),
     }
     reasons
+}
+
+/// Delta's table property past which an application's `txn` is expired: ignored by
+/// readers, dropped from checkpoints (Delta protocol, "Transaction Identifiers");
+/// unset, they are kept forever.
+const TXN_RETENTION: &str = "delta.setTransactionRetentionDuration";
+
+/// The table's [`TXN_RETENTION`], when set: a query's txn missing from such a table may
+/// have expired rather than never been written.
+fn txn_retention(table: &deltalake::DeltaTable) -> Option<String> {
+    let snapshot = table.snapshot().ok()?;
+    snapshot
+        .metadata()
+        .configuration()
+        .get(TXN_RETENTION)
+        .cloned()
 }
 
 /// The engine's fail-fast: the static and sink checks as one error (the stateful

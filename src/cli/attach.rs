@@ -17,7 +17,7 @@ use clap::Args;
 use super::{EXIT_INVALID, init_logging, report, runtime};
 use crate::checkpoint::Checkpoint;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct AttachArgs {
     /// Checkpoint directories of the flows (or Spark queries) to watch.
     #[arg(required_unless_present = "event_log")]
@@ -46,6 +46,41 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 pub fn run(args: &AttachArgs) -> ExitCode {
     init_logging();
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    // Checkpoints and event-log directories on an object store are followed through
+    // local copies, refreshed every 2 s (docs/object-storage.md#following-a-remote-query).
+    let copies = rt.block_on(async {
+        let (checkpoints, mut mirrors) =
+            crate::storage::mirror::local_copies(&args.checkpoints).await?;
+        let (event_log, logs) = crate::storage::mirror::local_copies(&args.event_log).await?;
+        mirrors.extend(logs);
+        Ok::<_, crate::storage::StorageError>((checkpoints, event_log, mirrors))
+    });
+    let (checkpoints, event_log, mirrors) = match copies {
+        Ok(c) => c,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.spawn(crate::storage::mirror::follow(mirrors));
+    let local_args;
+    let args = if checkpoints != args.checkpoints || event_log != args.event_log {
+        local_args = AttachArgs {
+            checkpoints,
+            event_log,
+            ..args.clone()
+        };
+        &local_args
+    } else {
+        args
+    };
     for cp in &args.checkpoints {
         if !cp.is_dir() {
             eprintln!("error: {}: no such checkpoint directory", cp.display());
@@ -93,13 +128,6 @@ pub fn run(args: &AttachArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_INVALID);
     }
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            report(&e);
-            return ExitCode::FAILURE;
-        }
-    };
     let checkpoints: Vec<PathBuf> = args
         .checkpoints
         .iter()

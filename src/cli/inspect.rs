@@ -18,9 +18,6 @@ pub struct InspectArgs {
 }
 
 pub fn run(args: &InspectArgs) -> ExitCode {
-    if crate::spark::is_spark_checkpoint(&args.checkpoint) {
-        return run_spark(args);
-    }
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -28,6 +25,33 @@ pub fn run(args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A checkpoint on an object store is read from a local copy (docs/object-storage.md).
+    let checkpoint = match rt.block_on(crate::storage::mirror::local_copies(std::slice::from_ref(
+        &args.checkpoint,
+    ))) {
+        Ok((mut locals, _)) => locals.pop().unwrap_or_else(|| args.checkpoint.clone()),
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    if checkpoint != args.checkpoint
+        && !checkpoint.join("metadata").is_file()
+        && !checkpoint.join("offsets").is_dir()
+    {
+        eprintln!(
+            "error: {}: no checkpoint there (no metadata, no offsets/)",
+            args.checkpoint.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let args = &InspectArgs {
+        checkpoint,
+        json: args.json,
+    };
+    if crate::spark::is_spark_checkpoint(&args.checkpoint) {
+        return run_spark(args);
+    }
     let inspection = match rt.block_on(inspect(&args.checkpoint)) {
         Ok(i) => i,
         Err(e) => {

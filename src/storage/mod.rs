@@ -24,6 +24,7 @@
 
 mod delta;
 pub mod location;
+pub mod mirror;
 pub mod options;
 pub mod test_server;
 

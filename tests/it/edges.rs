@@ -703,6 +703,46 @@ allow_existing_table = true
     );
 }
 
+/// `include_existing_files = false` added to a flow that has already run is ignored
+/// with a warning, as Auto Loader reads `includeExistingFiles` only at a stream's first
+/// start: the files that landed since then are ingested, not recorded as existing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_existing_files_added_at_a_restart_is_ignored_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    run_ok(&pipeline(dir, "json", ""));
+    land(&landing, "b.json", b"{\"id\":2}\n");
+
+    let p = pipeline(dir, "json", "include_existing_files = false");
+    let out = run_ok(&p);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("include_existing_files = false is ignored"),
+        "{stderr}"
+    );
+    assert_eq!(table_lines(&table, &["id"], "id", ",").await, ["1", "2"]);
+
+    // The decision stays: a later restart neither warns again nor skips new files.
+    land(&landing, "c.json", b"{\"id\":3}\n");
+    let out = run_ok(&p);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("is ignored"), "{stderr}");
+    assert_eq!(
+        table_lines(&table, &["id"], "id", ",").await,
+        ["1", "2", "3"]
+    );
+    let inspect = weir()
+        .args(["inspect", "--json"])
+        .arg(dir.join("_checkpoints/t"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(text.contains("\"files_existing_skipped\": 0"), "{text}");
+}
+
 const MERGE: &str = r#"
 [[flow]]
 name = "m"
@@ -1241,6 +1281,60 @@ path = "table"
         table_lines(&dir.join("late"), &["v"], "v", ",").await,
         ["2"]
     );
+}
+
+/// Issue #46: a sink table whose `delta.setTransactionRetentionDuration` let Delta drop
+/// the query's txn is refused naming the property and what to do, not only as "recreated".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_txn_missing_under_a_transaction_retention_names_the_property() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let landing = dir.join("landing");
+    let table = dir.join("table");
+    land(&landing, "a.json", b"{\"id\":1}\n");
+    let p = pipeline(dir, "json", "");
+    run_ok(&p);
+
+    // The same rows, in a table whose log no longer holds the query's txn (what an
+    // expired transaction id leaves), with the retention property set.
+    std::fs::remove_dir_all(&table).unwrap();
+    std::fs::create_dir_all(&table).unwrap();
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, true),
+    ]));
+    let rows = arrow::array::RecordBatch::try_new(
+        schema,
+        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![1]))],
+    )
+    .unwrap();
+    let mut delta =
+        deltalake::DeltaTable::try_from_url(url::Url::from_directory_path(&table).unwrap())
+            .await
+            .unwrap()
+            .write(vec![rows.clone()])
+            .with_configuration([(
+                "delta.setTransactionRetentionDuration".to_string(),
+                Some("interval 1 seconds".to_string()),
+            )])
+            .await
+            .unwrap();
+    for _ in 0..2 {
+        delta = delta.write(vec![rows.clone().slice(0, 0)]).await.unwrap();
+    }
+    let version = delta_version(&table).await;
+
+    land(&landing, "b.json", b"{\"id\":2}\n");
+    let stderr = run_err(&p);
+    for fact in [
+        "no transaction id of query",
+        "delta.setTransactionRetentionDuration = interval 1 seconds",
+        "may have expired",
+        "weir playbook checkpoint_incompatible",
+    ] {
+        assert!(stderr.contains(fact), "missing {fact:?}: {stderr}");
+    }
+    assert!(!stderr.contains("different query id"), "{stderr}");
+    assert_eq!(delta_version(&table).await, version, "nothing written");
 }
 
 /// Copies a directory tree (a checkpoint "backup" taken by hand).

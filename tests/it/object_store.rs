@@ -477,3 +477,134 @@ async fn storage_options_in_the_pipeline_reach_the_store_and_are_checked() {
         "{plan}"
     );
 }
+
+/// Uploads every file below `dir` to `url` on the server (as a Spark query on S3 writes its
+/// checkpoint there).
+async fn upload(server: &S3Server, dir: &Path, url: &str) {
+    let options: weir::storage::StorageOptions = server
+        .options()
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
+    let location = weir::storage::Location::parse(url, Path::new("")).unwrap();
+    let store = weir::storage::Store::for_location(&location, &options).unwrap();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            let bytes = bytes::Bytes::from(std::fs::read(&path).unwrap());
+            store.put(&rel, bytes).await.unwrap();
+        }
+    }
+}
+
+/// `weir inspect` of a Spark query's checkpoint and of a weir flow's checkpoint on the S3
+/// server, by URL, says what the same checkpoint says on local disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reads_a_checkpoint_on_s3_as_on_local_disk() {
+    let Some(server) = server() else { return };
+    server.create_bucket("attach").expect("create the bucket");
+    let cache = tempfile::tempdir().unwrap();
+    let inspect = |target: &str| {
+        let mut cmd = weir();
+        for (k, v) in server.options() {
+            cmd.env(k, v);
+        }
+        cmd.env("XDG_CACHE_HOME", cache.path());
+        let out = cmd.args(["inspect", "--json", target]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut json: serde_json::Value = serde_json::from_str(&said)
+            .unwrap_or_else(|e| panic!("{e}: {said}{}", String::from_utf8_lossy(&out.stderr)));
+        // The paths differ (the local copy); everything read from the files is the same.
+        strip_paths(&mut json);
+        json
+    };
+    // A Spark 4.3 query's checkpoint.
+    let spark = fixture("spark/checkpoint");
+    upload(server, &spark, "s3://attach/spark/checkpoint").await;
+    let local = inspect(spark.to_str().unwrap());
+    let remote = inspect("s3://attach/spark/checkpoint");
+    assert_eq!(remote, local);
+    // A weir flow's checkpoint, after two batches.
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(dir.path(), "table");
+    land_ids(dir.path(), "a.csv", 0..10);
+    assert!(
+        weir()
+            .args(["run", "--headless"])
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success()
+    );
+    land_ids(dir.path(), "b.csv", 10..20);
+    assert!(
+        weir()
+            .args(["run", "--headless"])
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cp = dir.path().join("_checkpoints/bronze");
+    upload(server, &cp, "s3://attach/weir/bronze").await;
+    let local = inspect(cp.to_str().unwrap());
+    let remote = inspect("s3://attach/weir/bronze");
+    assert_eq!(remote["batches"], local["batches"], "{remote}");
+    assert!(
+        remote["batches"].as_array().is_some_and(|b| b.len() == 2),
+        "{remote}"
+    );
+}
+
+/// Removes every string that names a local path (they differ between a checkpoint and
+/// its copy).
+fn strip_paths(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s)
+            if s.starts_with('/') || s.contains("/tmp") || s.contains(".cache") =>
+        {
+            *s = String::new();
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_paths),
+        serde_json::Value::Object(o) => o.values_mut().for_each(strip_paths),
+        _ => {}
+    }
+}
+
+/// An endpoint nobody answers on fails the run naming the URL once object_store's retries
+/// (bounded here by `storage_options`) are spent; nothing is created locally.
+#[test]
+fn an_unreachable_endpoint_fails_the_run_naming_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let p = pipeline(dir.path(), "s3://lake/unreachable");
+    let toml = std::fs::read_to_string(&p).unwrap().replace(
+        "path = \"s3://lake/unreachable\"\n",
+        &format!(
+            "path = \"s3://lake/unreachable\"\nstorage_options = {{ aws_endpoint_url = \"http://127.0.0.1:{port}\", aws_allow_http = \"true\", aws_access_key_id = \"k\", aws_secret_access_key = \"s\", aws_region = \"us-east-1\", max_retries = \"1\", retry_timeout = \"2s\" }}\n"
+        ),
+    );
+    std::fs::write(&p, toml).unwrap();
+    land_ids(dir.path(), "a.csv", 0..5);
+    let out = weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("s3://lake/unreachable"), "{said}");
+    assert!(!dir.path().join("s3:").exists());
+}

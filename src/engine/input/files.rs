@@ -365,10 +365,14 @@ impl FilesInput {
         let mut ledger = open_ledger(checkpoint, index)?;
         // `include_existing_files = false`: the files present at the very first start are
         // recorded as skipped before anything else (also before the schema is known).
+        // Planned batches, not the ledger file, mark a started stream: the ledger is
+        // created just above, also by a first start that crashed before its snapshot.
+        let started = !Checkpoint::batch_ids(&checkpoint.offsets_dir())?.is_empty();
         crate::source::files::skip_existing_files(
             options,
             &mut ledger,
             &source_dir(checkpoint, index),
+            started,
             super::super::now_ms(),
         )?;
         let Some(schema) =

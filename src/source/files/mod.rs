@@ -608,14 +608,35 @@ impl BatchReader {
 /// start is marked by `<source dir>/initial_listing` (JSON: when, how many files), so a
 /// restart never takes a second snapshot. Returns the number of files recorded (0 when
 /// the marker exists already).
+///
+/// Auto Loader reads the option only at a stream's first start, so when it is added to a
+/// stream that has already planned batches (`already_started`) it is ignored with a
+/// warning: a snapshot now would record as existing the files that landed since the first
+/// start, and they would never be ingested. The marker then records that it was ignored,
+/// so later restarts stay quiet and never take the snapshot either.
 pub fn skip_existing_files(
     options: &FilesSource,
     ledger: &mut Ledger,
     source_dir: &Path,
+    already_started: bool,
     now_ms: i64,
 ) -> Result<u64> {
     let marker = source_dir.join("initial_listing");
     if options.include_existing_files || marker.exists() {
+        return Ok(0);
+    }
+    if already_started {
+        tracing::warn!(path = %options.path.display(),
+            "include_existing_files = false is ignored: it applies only at a stream's first start and this checkpoint already has batches (Auto Loader's includeExistingFiles); files not yet ingested are ingested as usual");
+        let text = serde_json::json!({
+            "atMs": now_ms,
+            "existingFiles": 0,
+            "ignored": "include_existing_files = false added after the first start",
+        })
+        .to_string();
+        crate::durable::create_dir_private(source_dir)
+            .and_then(|()| crate::durable::write_atomic(&marker, text.as_bytes()))
+            .map_err(|e| Error::checkpoint(&marker, e.to_string()))?;
         return Ok(0);
     }
     let mut files = Vec::new();
