@@ -85,6 +85,17 @@ path = "{sink}"
     )
 }
 
+/// [`pipeline`] with bronze at `url`, plus a silver flow streaming it into a local table.
+fn two_hops(dir: &Path, url: &str) -> std::path::PathBuf {
+    let p = pipeline(dir, url);
+    let mut toml = std::fs::read_to_string(&p).unwrap();
+    toml.push_str(&format!(
+        "\n[[flow]]\nname = \"silver\"\ntrigger = \"available_now\"\n\n[flow.source]\ntype = \"delta\"\npath = \"{url}\"\n\n[flow.sink]\ntype = \"delta\"\npath = \"silver\"\n"
+    ));
+    std::fs::write(&p, toml).unwrap();
+    p
+}
+
 fn land_ids(dir: &Path, file: &str, ids: std::ops::Range<i64>) {
     let mut body = String::from("id,note\n");
     for i in ids {
@@ -339,24 +350,7 @@ async fn a_delta_source_on_s3_streams_each_commit_once() {
     let Some(server) = server() else { return };
     server.create_bucket("lake").expect("create the bucket");
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(dir.path(), "s3://lake/bronze/hop");
-    let mut toml = std::fs::read_to_string(&p).unwrap();
-    toml.push_str(
-        r#"
-[[flow]]
-name = "silver"
-trigger = "available_now"
-
-[flow.source]
-type = "delta"
-path = "s3://lake/bronze/hop"
-
-[flow.sink]
-type = "delta"
-path = "silver"
-"#,
-    );
-    std::fs::write(&p, toml).unwrap();
+    let p = two_hops(dir.path(), "s3://lake/bronze/hop");
     let p_arg = p.to_str().unwrap();
     let args = ["run", "--headless", "--trigger", "available-now", p_arg];
     land_ids(dir.path(), "a.csv", 0..70);
@@ -381,24 +375,7 @@ async fn delta_tables_on_azure_hold_every_landed_row_once() {
         .create_container("lake")
         .expect("create the container");
     let dir = tempfile::tempdir().unwrap();
-    let p = pipeline(dir.path(), "az://lake/bronze/ids");
-    let mut toml = std::fs::read_to_string(&p).unwrap();
-    toml.push_str(
-        r#"
-[[flow]]
-name = "silver"
-trigger = "available_now"
-
-[flow.source]
-type = "delta"
-path = "az://lake/bronze/ids"
-
-[flow.sink]
-type = "delta"
-path = "silver"
-"#,
-    );
-    std::fs::write(&p, toml).unwrap();
+    let p = two_hops(dir.path(), "az://lake/bronze/ids");
     let run = || {
         let mut cmd = weir();
         for (k, v) in server.options() {
