@@ -15,8 +15,8 @@
 //! Listing: object stores list keys in lexical (UTF-8 byte) order and S3 and GCS start a
 //! listing after a given key server-side; Azure's listing is filtered on the client
 //! ([`Store::list`]). Requests are retried by object_store's retry policy (exponential
-//! backoff, `max_retries` 10, `retry_timeout` 3 minutes by default; both are
-//! `storage_options` keys).
+//! backoff, [`DEFAULT_MAX_RETRIES`] 15 within a `retry_timeout` of 3 minutes by default;
+//! both are `storage_options` keys).
 //!
 //! Delta tables reach the same stores: [`register_delta_stores`] registers this module's
 //! builder with deltalake for every object-store scheme, so `deltalake` opens
@@ -488,9 +488,24 @@ pub(crate) fn build(
     Ok((store, path))
 }
 
+/// Retries of a failed request before its error is the flow's (`max_retries` overrides).
+pub const DEFAULT_MAX_RETRIES: usize = 15;
+
 /// object_store's retry policy with `max_retries` / `retry_timeout` from the options.
 fn retry_config(options: &StorageOptions) -> Result<object_store::RetryConfig, String> {
-    let mut retry = object_store::RetryConfig::default();
+    let mut retry = object_store::RetryConfig {
+        // object_store's default backoff (100 ms, decorrelated jitter of base 2) tends to
+        // stay short: its 10 retries pass in about 3 s, less than a store takes to come
+        // back from a restart. Base 3 from 200 ms, capped at 10 s, grows past that within
+        // a few retries; still within the same 3-minute `retry_timeout`.
+        max_retries: DEFAULT_MAX_RETRIES,
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(10),
+            base: 3.0,
+        },
+        ..object_store::RetryConfig::default()
+    };
     if let Some(v) = options.get("max_retries") {
         retry.max_retries = v
             .parse()

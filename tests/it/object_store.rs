@@ -585,3 +585,38 @@ fn an_unreachable_endpoint_fails_the_run_naming_the_url() {
     assert!(said.contains("s3://lake/unreachable"), "{said}");
     assert!(!dir.path().join("s3:").exists());
 }
+
+/// The S3 server down when a run starts and back two seconds later: object_store's
+/// retries (exponential backoff) ride it out, and the table holds every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_down_at_the_start_of_a_run_is_waited_for() {
+    let wanted = std::env::var("WEIR_OBJECT_STORE_TESTS").is_ok_and(|v| v == "1");
+    if !weir::storage::test_server::weed_binary().is_file() && !wanted {
+        eprintln!("skipped: the object-store tests need scripts/object-store-servers.sh");
+        return;
+    }
+    // A server of its own: the shared one must stay up for the other tests.
+    let mut server = S3Server::start().expect("start an S3 server");
+    server.create_bucket("down").expect("create the bucket");
+    let dir = tempfile::tempdir().unwrap();
+    let url = "s3://down/t";
+    let p = pipeline(dir.path(), url);
+    land_ids(dir.path(), "a.csv", 0..40);
+    server.stop();
+    let mut cmd = weir();
+    for (k, v) in server.options() {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    server.restart().expect("restart the S3 server");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ids_in(&server, url).await, (0..40).collect::<Vec<_>>());
+}
