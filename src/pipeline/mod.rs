@@ -516,7 +516,7 @@ fn refuse_remote_locations(
         Err(cx.error(
             span.clone(),
             format!(
-                "{key} = {text:?}: this key takes a local path for now; object-store URLs are read and written by Delta sinks and Delta sources (docs/object-storage.md#what-runs-where)"
+                "{key} = {text:?}: this key takes a local path for now (give a directory on this machine); object-store URLs are read and written by Delta sinks and Delta sources so far (docs/object-storage.md#what-runs-where)"
             ),
         ))
     };

@@ -244,6 +244,9 @@ pub struct DeltaSource {
     read_columns: Option<Arc<Vec<String>>>,
     /// When the log was last listed ([`DeltaSource::latest_without_snapshot`]).
     listed_at: Option<std::time::Instant>,
+    /// The table's store when it is on an object store, built once (its HTTP client and
+    /// connections serve every batch's reads).
+    remote: std::sync::OnceLock<crate::storage::Store>,
 }
 
 /// How often an idle source lists the Delta log as well as probing for the next commit.
@@ -268,6 +271,7 @@ impl DeltaSource {
             commits: BTreeMap::new(),
             read_columns: None,
             listed_at: None,
+            remote: std::sync::OnceLock::new(),
         }
     }
 
@@ -662,17 +666,22 @@ impl DeltaSource {
                     .collect::<Vec<_>>(),
             )),
         };
-        let remote = match crate::storage::Location::from_path(&self.options.path) {
-            Ok(location) if location.is_remote() => Some(
-                crate::storage::Store::for_location(
+        let remote = match (
+            self.remote.get(),
+            crate::storage::Location::from_path(&self.options.path),
+        ) {
+            (Some(store), _) => Some(store.clone()),
+            (None, Ok(location)) if location.is_remote() => {
+                let store = crate::storage::Store::for_location(
                     &location,
                     &crate::storage::StorageOptions::new(),
                 )
                 .map_err(|source| Error::Storage {
                     role: crate::error::StorageRole::Source,
                     source,
-                })?,
-            ),
+                })?;
+                Some(self.remote.get_or_init(|| store).clone())
+            }
             _ => None,
         };
         Ok(DeltaBatchReader {

@@ -43,15 +43,22 @@ fn azurite() -> Option<AzuriteServer> {
     }
 }
 
-fn run_with(server: &S3Server, args: &[&str], secret: Option<&str>) -> Output {
+/// `weir ARGS` with `env` set (a test server's `options()`, then anything added: a later
+/// pair wins).
+fn run_env(env: &[(&str, String)], args: &[&str]) -> Output {
     let mut cmd = weir();
-    for (k, v) in server.options() {
+    for (k, v) in env {
         cmd.env(k, v);
     }
-    if let Some(s) = secret {
-        cmd.env("AWS_SECRET_ACCESS_KEY", s);
-    }
     cmd.args(args).output().expect("run weir")
+}
+
+fn run_with(server: &S3Server, args: &[&str], secret: Option<&str>) -> Output {
+    let mut env = server.options();
+    if let Some(s) = secret {
+        env.push(("AWS_SECRET_ACCESS_KEY", s.to_string()));
+    }
+    run_env(&env, args)
 }
 
 fn text(out: &Output) -> String {
@@ -289,17 +296,12 @@ async fn every_failpoint_with_the_table_on_s3_recovers_exactly_once() {
     let Some(server) = server() else { return };
     server.create_bucket("crash").expect("create the bucket");
     let run = |p: &Path, failpoint: Option<&str>| {
-        let mut cmd = weir();
-        for (k, v) in server.options() {
-            cmd.env(k, v);
-        }
+        let mut env = server.options();
         if let Some(fp) = failpoint {
-            cmd.env("WEIR_FAILPOINT", fp);
+            env.push(("WEIR_FAILPOINT", fp.to_string()));
         }
-        cmd.args(["run", "--headless", "--trigger", "available-now"])
-            .arg(p)
-            .output()
-            .expect("run weir")
+        let args = ["run", "--headless", "--trigger", "available-now"];
+        run_env(&env, &[&args[..], &[p.to_str().unwrap()]].concat())
     };
     let setup = |dir: &Path, url: &str| {
         let p = pipeline(dir, url);
@@ -376,15 +378,12 @@ async fn delta_tables_on_azure_hold_every_landed_row_once() {
         .expect("create the container");
     let dir = tempfile::tempdir().unwrap();
     let p = two_hops(dir.path(), "az://lake/bronze/ids");
+    let p_arg = p.to_str().unwrap();
     let run = || {
-        let mut cmd = weir();
-        for (k, v) in server.options() {
-            cmd.env(k, v);
-        }
-        cmd.args(["run", "--headless", "--trigger", "available-now"])
-            .arg(&p)
-            .output()
-            .expect("run weir")
+        run_env(
+            &server.options(),
+            &["run", "--headless", "--trigger", "available-now", p_arg],
+        )
     };
     land_ids(dir.path(), "a.csv", 0..60);
     let out = run();
@@ -492,12 +491,9 @@ async fn inspect_reads_a_checkpoint_on_s3_as_on_local_disk() {
     server.create_bucket("attach").expect("create the bucket");
     let cache = tempfile::tempdir().unwrap();
     let inspect = |target: &str| {
-        let mut cmd = weir();
-        for (k, v) in server.options() {
-            cmd.env(k, v);
-        }
-        cmd.env("XDG_CACHE_HOME", cache.path());
-        let out = cmd.args(["inspect", "--json", target]).output().unwrap();
+        let mut env = server.options();
+        env.push(("XDG_CACHE_HOME", cache.path().display().to_string()));
+        let out = run_env(&env, &["inspect", "--json", target]);
         let said = String::from_utf8_lossy(&out.stdout).to_string();
         let mut json: serde_json::Value = serde_json::from_str(&said)
             .unwrap_or_else(|e| panic!("{e}: {said}{}", String::from_utf8_lossy(&out.stderr)));
