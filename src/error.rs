@@ -214,8 +214,19 @@ impl Error {
         }
     }
 
+    /// The disk condition behind this error, if a write failed because the filesystem is
+    /// full or read-only (found anywhere in the chain of causes: deltalake, object_store
+    /// and parquet wrap the `io::Error` of the write, some of them only as text).
+    pub fn disk_condition(&self) -> Option<DiskCondition> {
+        DiskCondition::of(self)
+    }
+
     /// Whether retrying the same operation later can succeed without a change by a person.
     pub fn retryable(&self) -> bool {
+        if self.disk_condition().is_some() {
+            // Space has to be freed (or the disk remounted) by a person first.
+            return false;
+        }
         matches!(
             self,
             Error::SourceIo { .. }
@@ -231,6 +242,11 @@ impl Error {
     /// What went wrong, by kind (events, health evidence, the console's timeline); the
     /// kind knows the health state it leads to ([`ErrorKind::health_state`]).
     pub fn kind(&self) -> ErrorKind {
+        if self.disk_condition().is_some() {
+            // Not a corrupt checkpoint nor a parse error: the place weir writes to cannot
+            // take the write (docs/reliability.md, "Disk full and read-only disks").
+            return ErrorKind::SinkUnavailable;
+        }
         match self {
             Error::Pipeline(_) => ErrorKind::InvalidPipeline,
             Error::SchemaChanged { .. } => ErrorKind::SchemaChanged,
@@ -323,5 +339,134 @@ impl Error {
     }
 }
 
+/// Why a filesystem refused a write: the condition a person has to clear before the
+/// run can go on (issue #47: a full disk read as "Failed to parse parquet").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskCondition {
+    /// `ENOSPC` (or `EDQUOT`): no space left on the device (or the quota is used up).
+    NoSpace,
+    /// `EROFS`: the filesystem is mounted read-only.
+    ReadOnly,
+}
+
+impl DiskCondition {
+    /// The condition named anywhere in `error`'s chain of causes: an `io::Error` of kind
+    /// `StorageFull`/`QuotaExceeded`/`ReadOnlyFilesystem`, or its text where a library kept
+    /// only the message (`No space left on device (os error 28)`).
+    pub fn of(error: &(dyn std::error::Error + 'static)) -> Option<DiskCondition> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                match io.kind() {
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                        return Some(DiskCondition::NoSpace);
+                    }
+                    std::io::ErrorKind::ReadOnlyFilesystem => return Some(DiskCondition::ReadOnly),
+                    _ => {}
+                }
+            }
+            if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>() {
+                match sqlite.sqlite_error_code() {
+                    Some(rusqlite::ErrorCode::DiskFull) => return Some(DiskCondition::NoSpace),
+                    Some(rusqlite::ErrorCode::ReadOnly) => return Some(DiskCondition::ReadOnly),
+                    _ => {}
+                }
+            }
+            let text = e.to_string();
+            if text.contains("os error 28")
+                || text.contains("No space left on device")
+                || text.contains("database or disk is full")
+            {
+                return Some(DiskCondition::NoSpace);
+            }
+            if text.contains("os error 122") || text.contains("Disk quota exceeded") {
+                return Some(DiskCondition::NoSpace);
+            }
+            if text.contains("os error 30") || text.contains("Read-only file system") {
+                return Some(DiskCondition::ReadOnly);
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// What a person reads first: the condition and the path, and that nothing is lost.
+    pub fn headline(self, path: Option<&Path>) -> String {
+        let place = path.map_or_else(String::new, |p| format!(" on {}", p.display()));
+        match self {
+            DiskCondition::NoSpace => format!(
+                "no space left{place}: free space on that filesystem, then run again \
+                 (the batch that failed is re-run from the checkpoint; nothing is lost or written twice)"
+            ),
+            DiskCondition::ReadOnly => format!(
+                "read-only file system{place}: remount it read-write (or give weir write access), then run again \
+                 (the batch that failed is re-run from the checkpoint; nothing is lost or written twice)"
+            ),
+        }
+    }
+}
+
+/// Whether a panic is one that a library raises by design and catches itself, so the
+/// panic hook must not print it as a crash: object_store's `BufWriter::abort` panics
+/// ("Already shut down") once a failed `shutdown` (a full disk) has begun, and
+/// deltalake's Parquet writer calls it under `catch_unwind` and returns the write's own
+/// error (deltalake-core `datafile/writer.rs`). Anything else is printed as a crash.
+pub fn is_caught_library_panic(message: Option<&str>, file: Option<&str>) -> bool {
+    message == Some("Already shut down")
+        && file.is_some_and(|f| f.contains("object_store") && f.ends_with("buffered.rs"))
+}
+
 /// The crate's result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod disk_tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_found_under_any_wrapping() {
+        let enospc = std::io::Error::from_raw_os_error(28);
+        let wrapped = Error::Delta {
+            path: "/lake/t".into(),
+            source: deltalake::DeltaTableError::Generic(format!(
+                "Failed to parse parquet: External: {enospc}"
+            )),
+        };
+        assert_eq!(wrapped.disk_condition(), Some(DiskCondition::NoSpace));
+        assert_eq!(wrapped.kind(), ErrorKind::SinkUnavailable);
+        assert!(!wrapped.retryable());
+        let io = Error::unwritable("/ckpt/offsets/3", std::io::Error::from_raw_os_error(30));
+        assert_eq!(io.disk_condition(), Some(DiskCondition::ReadOnly));
+        assert_eq!(
+            io.kind(),
+            ErrorKind::SinkUnavailable,
+            "not a corrupt checkpoint"
+        );
+        let other = Error::unwritable("/ckpt/offsets/3", std::io::Error::from_raw_os_error(13));
+        assert_eq!(other.disk_condition(), None);
+        assert_eq!(other.kind(), ErrorKind::CheckpointCorrupt);
+        let headline = DiskCondition::NoSpace.headline(Some(Path::new("/lake/t")));
+        assert!(
+            headline.starts_with("no space left on /lake/t: "),
+            "{headline}"
+        );
+    }
+
+    #[test]
+    fn only_object_stores_caught_abort_panic_is_silenced() {
+        let file = "/root/.cargo/registry/src/x/object_store-0.13.2/src/buffered.rs";
+        assert!(is_caught_library_panic(
+            Some("Already shut down"),
+            Some(file)
+        ));
+        assert!(!is_caught_library_panic(
+            Some("Already shut down"),
+            Some("src/engine/mod.rs")
+        ));
+        assert!(!is_caught_library_panic(
+            Some("index out of bounds"),
+            Some(file)
+        ));
+        assert!(!is_caught_library_panic(None, Some(file)));
+    }
+}

@@ -128,9 +128,16 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Prints an error with its chain of causes to stderr.
-pub fn report(error: &dyn std::error::Error) {
-    eprintln!("error: {error}");
+/// Prints an error with its chain of causes to stderr. A full or read-only disk is
+/// said first, in plain words with the path, whatever library's error carried it.
+pub fn report(error: &(dyn std::error::Error + 'static)) {
+    if let Some(condition) = crate::error::DiskCondition::of(error) {
+        let path = error.downcast_ref::<crate::Error>().and_then(|e| e.path());
+        eprintln!("error: {}", condition.headline(path));
+        eprintln!("  caused by: {error}");
+    } else {
+        eprintln!("error: {error}");
+    }
     let mut source = error.source();
     while let Some(s) = source {
         eprintln!("  caused by: {s}");

@@ -8,6 +8,7 @@ mod cli;
 mod console;
 mod crash;
 mod demo_live;
+mod disk_full;
 mod drill;
 mod edges;
 mod edges_modes;
