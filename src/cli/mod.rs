@@ -74,6 +74,10 @@ pub enum Command {
     Table(table::TableArgs),
     /// A read-only SQL query over the pipeline's tables and progress (docs/sql.md).
     Sql(sql::SqlArgs),
+    /// The child process one query of `weir sql` or the console runs in (docs/sql.md,
+    /// "Limits"); not for people.
+    #[command(name = "sql-worker", hide = true)]
+    SqlWorker,
 }
 
 /// Exit code for an invalid pipeline file or usage.
@@ -103,6 +107,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Watch(args) => watch::run(&args),
         Command::Table(args) => table::run(&args),
         Command::Sql(args) => sql::run(&args),
+        Command::SqlWorker => crate::sql::isolated::worker_main(),
     }
 }
 

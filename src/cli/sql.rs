@@ -77,6 +77,7 @@ pub fn run(args: &SqlArgs) -> ExitCode {
         timeout: args.timeout,
         max_rows: args.limit,
         max_memory: args.max_memory,
+        isolated: true,
         ..Limits::default()
     };
     let rt = match runtime() {

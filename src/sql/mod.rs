@@ -12,6 +12,7 @@
 //! ```
 
 mod history;
+pub mod isolated;
 pub mod peek;
 mod progress;
 mod tables;
@@ -55,6 +56,10 @@ pub struct Limits {
     pub max_memory: u64,
     /// Partitions DataFusion runs a query with (threads it may keep busy).
     pub partitions: usize,
+    /// Run the query in a child process whose whole memory is limited ([`isolated`]):
+    /// `weir sql` and the console do; the library's own callers (tests, peeks) run in
+    /// process.
+    pub isolated: bool,
 }
 
 impl Default for Limits {
@@ -67,12 +72,13 @@ impl Default for Limits {
                 .map(|n| n.get())
                 .unwrap_or(2)
                 .min(4),
+            isolated: false,
         }
     }
 }
 
 /// Why a query gave no rows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum SqlError {
     #[error(
         "weir sql is read-only: {what} is refused; only queries run (SELECT, WITH, VALUES, EXPLAIN, SHOW, DESCRIBE)"
@@ -471,6 +477,9 @@ pub async fn run(
     sql: &str,
     limits: &Limits,
 ) -> Result<QueryOutput, SqlError> {
+    if limits.isolated {
+        return isolated::run(flows, sql, limits).await;
+    }
     let (flows, sql, task_limits) = (flows.to_vec(), sql.to_string(), *limits);
     let mut work = tokio::spawn(async move {
         let catalog = Catalog::open(&flows, &task_limits).await?;

@@ -22,7 +22,7 @@ use datafusion::prelude::SessionContext;
 use crate::spec::{FilesSource, FlowSpec, SinkSpec, SourceSpec, normalize};
 
 /// What one flow contributes to the catalog.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct FlowTables {
     pub flow: String,
     /// The flow's checkpoint (its progress records), if known.
@@ -36,7 +36,9 @@ pub struct FlowTables {
     pub quarantine_table: Option<PathBuf>,
     /// `bad_records_path` (JSON lines, one file per batch).
     pub quarantine_files: Option<PathBuf>,
-    /// The flow's first source when it is a files source (to peek at its input files).
+    /// The flow's first source when it is a files source (to peek at its input files;
+    /// peeks run in process, so a query's child process does not get it).
+    #[serde(skip)]
     pub files_source: Option<Box<FilesSource>>,
 }
 

@@ -334,6 +334,43 @@ fn sql_limits_hold() {
     assert!(stderr(&out).contains("memory"), "{}", stderr(&out));
 }
 
+/// Issue #47, item 2: one limit covers everything a query allocates, not only what
+/// DataFusion's operators reserve. Each query runs in a child process (`weir
+/// sql-worker`) whose data segment is capped, so an expression that builds a 400 MB
+/// string fails with the memory error instead of taking 1.5 GiB; so does a cross join
+/// that materialises its rows, and a query under the limit still answers.
+#[test]
+fn one_memory_limit_covers_expressions_and_joins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = ran_pipeline(tmp.path());
+    for query in [
+        "SELECT length(repeat('x', 400000000))",
+        "SELECT string_agg(repeat(a.kind, 2000), ',') FROM bronze_events a CROSS JOIN generate_series(1, 20000) b",
+    ] {
+        let out = sql(&p, &["--max-memory", "16MiB", query]);
+        assert_eq!(out.status.code(), Some(1), "{query}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("needs more memory than its limit (16.0 MiB)"),
+            "{query}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{query}: {err}");
+    }
+    // Under the limit: the same process path answers, rows intact.
+    let out = sql(
+        &p,
+        &[
+            "--max-memory",
+            "16MiB",
+            "--format",
+            "csv",
+            "SELECT length(repeat('x', 1000)) AS n",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n1000\n");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_refuses_ddl_and_dml_and_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();

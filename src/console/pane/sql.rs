@@ -99,6 +99,8 @@ impl SqlState {
             limits: crate::sql::Limits {
                 // The console shares the machine with the flows.
                 partitions: 2,
+                // Each query in a child process of its own: its memory never the engine's.
+                isolated: true,
                 ..Default::default()
             },
             next_id: 1,
