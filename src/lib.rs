@@ -13,7 +13,7 @@
 //! ```text
 //! spec                       what a flow declares: flow, sources, sink, trigger, stateful query, joins, units, PipelineError
 //! records                    what weir records and reads back: progress, health verdicts, error kinds (plain serde types)
-//! clock, durable, malloc, numbered, background  the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories); directories of numbered entries (offsets/N, state/<op>); threads with a runtime of their own
+//! clock, durable, malloc, numbered, background, failpoint  the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories); directories of numbered entries (offsets/N, state/<op>); threads with a runtime of their own; crash drills' failpoints and pauses (WEIR_FAILPOINT)
 //! storage                    the one storage seam: a location (path or s3/gs/az URL) plus storage_options -> an object_store store; each backend's guarantees; deltalake's stores
 //! error                      the crate's Error: domain, retryable, kind, path
 //! delta_store                the object store Delta tables are written through: every object fsynced before a commit relies on it
@@ -88,6 +88,7 @@ pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod failpoint;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod generate;

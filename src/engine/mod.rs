@@ -28,7 +28,7 @@
 pub mod batch;
 pub mod board;
 pub mod control;
-pub mod failpoint;
+pub use crate::failpoint;
 pub mod input;
 pub mod notify;
 pub mod plan;

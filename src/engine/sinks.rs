@@ -129,6 +129,15 @@ impl Sinks {
         }
     }
 
+    /// The files of a streamed append that are no longer in the table's store (deleted
+    /// by another tool between their write and the commit).
+    pub async fn missing_files(&mut self, adds: &[Add]) -> Result<Vec<String>> {
+        match self.sink().await? {
+            Sink::Delta(delta) => delta.missing_files(adds).await,
+            _ => Ok(Vec::new()),
+        }
+    }
+
     /// Writes batch `batch_id`'s rows to the side table at `path` (created on first use),
     /// named by its pipeline `key` (`late_rows`, `bad_records_table`), with the side
     /// table's own app id ([`crate::checkpoint::side_table_app_id`]).

@@ -1061,6 +1061,35 @@ impl DeltaSink {
 
     /// Commits files written for batch `batch_id` (`num_rows` rows, written since
     /// `start`) in one Delta commit with the batch's txn, their order kept.
+    /// The files of `adds` that are not in the table's store (a HEAD each, concurrently).
+    pub async fn missing_files(&self, adds: &[Add]) -> Result<Vec<String>> {
+        let store = self.table.log_store().object_store(None);
+        let heads = adds.iter().map(|add| {
+            let store = store.clone();
+            async move {
+                let path = object_store::path::Path::from_url_path(&add.path)
+                    .unwrap_or_else(|_| object_store::path::Path::from(add.path.as_str()));
+                match object_store::ObjectStoreExt::head(&store, &path).await {
+                    Ok(_) => Ok(None),
+                    Err(object_store::Error::NotFound { .. }) => Ok(Some(add.path.clone())),
+                    Err(e) => Err(e),
+                }
+            }
+        });
+        let found = futures::future::join_all(heads).await;
+        let mut missing = Vec::new();
+        for f in found {
+            match f {
+                Ok(Some(path)) => missing.push(path),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(self.err(deltalake::DeltaTableError::ObjectStore { source: e }));
+                }
+            }
+        }
+        Ok(missing)
+    }
+
     async fn commit_adds(
         &mut self,
         batch_id: u64,
@@ -1068,6 +1097,22 @@ impl DeltaSink {
         num_rows: usize,
         start: std::time::Instant,
     ) -> Result<SinkCommit> {
+        crate::failpoint::pause("pause_before_sink_commit", batch_id).await;
+        // Another tool's VACUUM (retention 0, or a full one) deletes data files that no
+        // commit lists yet: this batch's, between their write and this commit. Adding
+        // them anyway would commit files that do not exist, and every later read of the
+        // table would fail (delta-io/delta-rs#3835). So each file is looked for first;
+        // a missing one fails the write as transient, and the retry writes it again.
+        let missing = self.missing_files(&adds).await?;
+        if let Some(first) = missing.first() {
+            return Err(self.err(deltalake::DeltaTableError::Generic(format!(
+                "{} of the {} data file(s) written for batch {batch_id} were deleted before the commit \
+                 that adds them (another tool's VACUUM with a short retention?), e.g. {first}; \
+                 nothing was committed, and the batch is written again",
+                missing.len(),
+                adds.len()
+            ))));
+        }
         // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
         // re-materialises it after every commit, a cost that grows with the table).
         let adds = Arc::new(adds);

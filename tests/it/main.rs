@@ -22,6 +22,7 @@ mod maintenance;
 mod multihop;
 mod object_store;
 mod operate;
+mod other_writers;
 mod pipeline_files;
 mod power;
 mod schema_drift;

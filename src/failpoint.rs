@@ -10,6 +10,13 @@
 //! | `after_sink_commit` | the sink committed batch N (Delta version written) |
 //! | `after_state` | state version N is written (stateful flows; stateless: same point as below) |
 //! | `before_commit` | everything but `commits/N` |
+//!
+//! Pauses ([`PAUSES`]) stop the batch instead of the process, until a file appears:
+//! `WEIR_FAILPOINT=pause_before_sink_commit[:<batch_id>]` with
+//! `WEIR_FAILPOINT_RESUME=<file>` waits, after the batch's Parquet files are written and
+//! before the Delta commit that adds them, until `<file>` exists (it writes
+//! `<file>.paused` when it starts waiting). A test runs another tool in that window
+//! (issue #46: a VACUUM between the write and the commit).
 
 use std::sync::OnceLock;
 
@@ -21,6 +28,12 @@ pub const FAILPOINTS: [&str; 5] = [
     "after_state",
     "before_commit",
 ];
+
+/// The steps where the batch can be paused (see the module doc).
+pub const PAUSES: [&str; 1] = ["pause_before_sink_commit"];
+
+/// The environment variable naming the file whose creation ends a pause.
+pub const RESUME_ENV: &str = "WEIR_FAILPOINT_RESUME";
 
 struct Armed {
     name: String,
@@ -52,11 +65,27 @@ fn armed() -> Option<&'static Armed> {
 /// unnoticed. Returns the announcement to print, if armed.
 pub fn check_env() -> Result<Option<String>, String> {
     match armed() {
-        Some(a) if !FAILPOINTS.contains(&a.name.as_str()) => Err(format!(
-            "WEIR_FAILPOINT={:?} is not a failpoint; allowed: {}",
+        Some(a) if !FAILPOINTS.contains(&a.name.as_str()) && !PAUSES.contains(&a.name.as_str()) => {
+            Err(format!(
+                "WEIR_FAILPOINT={:?} is not a failpoint; allowed: {}, {}",
+                a.name,
+                FAILPOINTS.join(", "),
+                PAUSES.join(", ")
+            ))
+        }
+        Some(a) if PAUSES.contains(&a.name.as_str()) && std::env::var_os(RESUME_ENV).is_none() => {
+            Err(format!(
+                "WEIR_FAILPOINT={} pauses until a file appears: set {RESUME_ENV} to its path",
+                a.name
+            ))
+        }
+        Some(a) if PAUSES.contains(&a.name.as_str()) => Ok(Some(format!(
+            "WEIR_FAILPOINT is armed: this process pauses at step {} of {} until the file in {RESUME_ENV} exists. \
+             This is a test drill; unset WEIR_FAILPOINT for a normal run",
             a.name,
-            FAILPOINTS.join(", ")
-        )),
+            a.batch
+                .map_or_else(|| "every batch".to_string(), |b| format!("batch {b}")),
+        ))),
         Some(a) => Ok(Some(format!(
             "WEIR_FAILPOINT is armed: this process aborts (like kill -9) at step {} of {} of {}. \
              This is a crash drill; unset WEIR_FAILPOINT for a normal run",
@@ -82,5 +111,29 @@ pub fn hit(name: &str, flow: &str, batch_id: u64) {
     {
         eprintln!("weir: failpoint {name} hit in batch {batch_id} of flow {flow}; aborting");
         std::process::abort();
+    }
+}
+
+/// Pauses the batch if the pause `name` is armed for `batch_id` (any flow): waits until
+/// the file named by [`RESUME_ENV`] exists, having written `<file>.paused`.
+pub async fn pause(name: &str, batch_id: u64) {
+    let Some(a) = armed() else { return };
+    if a.name != name || a.batch.is_some_and(|b| b != batch_id) {
+        return;
+    }
+    let Some(resume) = std::env::var_os(RESUME_ENV).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let mut paused = resume.clone().into_os_string();
+    paused.push(".paused");
+    if let Err(e) = std::fs::write(&paused, batch_id.to_string()) {
+        eprintln!("weir: failpoint {name}: cannot write {paused:?}: {e}");
+    }
+    eprintln!(
+        "weir: failpoint {name} paused batch {batch_id}; waiting for {}",
+        resume.display()
+    );
+    while !resume.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
