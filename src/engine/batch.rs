@@ -28,7 +28,7 @@ use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata
 use crate::clock::ms_since;
 use crate::error::{Error, Result};
 use crate::ops::watermark::{EventTimeStats, Split, split_late_at};
-use crate::records::DimensionProgress;
+use crate::records::{DimensionProgress, ExpectationProgress};
 use crate::records::StateOperatorMetrics;
 use crate::schema::events::SchemaEvent;
 use crate::schema::evolve::Decision;
@@ -156,6 +156,10 @@ pub struct Output {
     /// Rows beyond the future-skew guard (`watermark.max_future`).
     pub num_future_event_time: u64,
     pub num_quarantined: u64,
+    /// Each expectation's passed and failed rows (`weir.expectations`).
+    pub expectations: Vec<ExpectationProgress>,
+    /// Rows the `drop` expectations removed.
+    pub num_dropped_by_expectations: u64,
     pub dimensions: Vec<DimensionProgress>,
     /// Read, transformed and written file by file ([`super::streamed`]).
     pub streamed: bool,
@@ -183,6 +187,8 @@ impl Output {
             num_invalid_event_time: 0,
             num_future_event_time: 0,
             num_quarantined: 0,
+            expectations: Vec::new(),
+            num_dropped_by_expectations: 0,
             dimensions,
             streamed: true,
             started,
@@ -593,7 +599,17 @@ pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Outpu
     let mut num_invalid_event_time = 0u64;
     let mut num_future_event_time = 0u64;
     let mut late = Vec::new();
+    let mut expected = flow.expectations.zero();
     for (i, left) in streams.into_iter().enumerate() {
+        // Expectations see every input row, before `where`/`select`; a `fail` stops the
+        // batch here, before anything is written.
+        let left = if flow.expectations.is_empty() {
+            left
+        } else {
+            let source = flow.inputs.get(i).map(Input::description).unwrap_or_default();
+            flow.expectations
+                .apply(left, &mut expected, batch_id, &source)?
+        };
         // Corrupt records are not data: a deduplication passes them to the sink as they
         // are (no key, no event time: they would be routed away from the operator and
         // lost, or deduplicated against a real row whose key is null).
@@ -660,6 +676,8 @@ pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Outpu
     out.extend(corrupt);
     Ok(Output {
         dimensions: flow.projection.dimensions(),
+        expectations: flow.expectations.progress(&expected),
+        num_dropped_by_expectations: expected.dropped,
         streamed: false,
         read,
         rows: out,

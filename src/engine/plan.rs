@@ -32,6 +32,7 @@ use super::input::Input;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::ops::Projection;
+use crate::ops::expect::Expectations;
 use crate::ops::stateful::StatefulOperator;
 use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, next_watermark};
@@ -51,6 +52,9 @@ pub struct FlowPlan {
     /// `where`/`select` and stream-static joins over input 0's rows (with a stream-stream
     /// join, `where`/`select` apply to the joined rows instead).
     pub projection: Projection,
+    /// `[[flow.expect]]` over the stream's rows before the projection (input 0's, or
+    /// every union source's).
+    pub expectations: std::sync::Arc<Expectations>,
     pub operator: Operator,
     /// The schema of the rows the sink receives (creates a Delta table on an empty first batch).
     pub output_schema: SchemaRef,
@@ -210,6 +214,7 @@ impl FlowPlan {
             .map(Input::batch_schema)
             .collect::<Result<Vec<_>>>()?;
         let (projection, operator, output_schema) = plan_operator(spec, &schemas, state).await?;
+        let expectations = std::sync::Arc::new(plan_expectations(spec, &schemas)?);
         let mut inputs = inputs;
         for (input, columns) in inputs.iter_mut().zip(read_columns(spec, &operator)) {
             input.read_only(columns);
@@ -224,7 +229,17 @@ impl FlowPlan {
             && !matches!(operator, Operator::StreamJoin(_))
             && let Some(input) = inputs.first_mut()
         {
-            input.read_metadata_fields(projection.metadata_fields().as_ref());
+            // Expectations name a failing row's file (`_metadata.file_path`), and a
+            // constraint may read any field.
+            let fields = match projection.metadata_fields() {
+                Some(_) if expectations.reads_metadata() => None,
+                Some(mut fields) if !expectations.is_empty() => {
+                    fields.insert("file_path".to_string());
+                    Some(fields)
+                }
+                fields => fields,
+            };
+            input.read_metadata_fields(fields.as_ref());
         }
         let union_schema = if spec.is_union() {
             Some(stream_schema(spec, &schemas)?)
@@ -247,6 +262,7 @@ impl FlowPlan {
                 .collect(),
             inputs,
             projection,
+            expectations,
             operator,
             output_schema,
             union_schema,
@@ -338,6 +354,16 @@ fn check_union_watermarks(spec: &FlowSpec, projected: &SchemaRef) -> Result<()> 
 /// (instead of to input 0's rows).
 fn applies_after_join(spec: &FlowSpec) -> bool {
     spec.stream_join.is_some()
+}
+
+/// Compiles the flow's expectations against the stream's rows (input 0's, or a union's
+/// columns), as they are before `where`/`select`.
+pub fn plan_expectations(spec: &FlowSpec, schemas: &[SchemaRef]) -> Result<Expectations> {
+    if spec.expectations.is_empty() {
+        return Ok(Expectations::none(&spec.name));
+    }
+    let left = stream_schema(spec, schemas)?;
+    Expectations::plan_flow(&spec.name, &spec.expectations, &left)
 }
 
 /// Plans `where`/`select` and the stream-static joins against input 0's batch schema:

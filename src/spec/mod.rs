@@ -10,6 +10,7 @@
 
 pub mod alerts;
 mod error;
+mod expect;
 mod health;
 mod join;
 mod sink;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 pub use alerts::{AlertCondition, AlertRule, AlertTarget, AlertsSpec};
 pub use error::PipelineError;
+pub use expect::{ExpectationSpec, KeyAt, OnViolation};
 pub use health::HealthConfig;
 pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, TimeRange};
 pub use sink::{ColumnMappingMode, SinkSpec};
@@ -98,6 +100,9 @@ impl fmt::Display for Trigger {
 pub struct FlowSpec {
     pub name: String,
     pub source: SourceSpec,
+    /// Data-quality constraints on the input rows, before `where`/`select`
+    /// (`[[flow.expect]]`, docs/expectations.md).
+    pub expectations: Vec<ExpectationSpec>,
     pub where_: Option<String>,
     pub select: Option<Vec<String>>,
     pub sink: SinkSpec,

@@ -11,6 +11,7 @@ mod demo_live;
 mod drill;
 mod edges;
 mod edges_modes;
+mod expectations;
 mod fuzz_corpus;
 mod generate;
 mod health;
