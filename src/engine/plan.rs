@@ -70,6 +70,8 @@ pub struct FlowPlan {
     pub watermark_policy: WatermarkPolicy,
     /// The Delta table rows behind the watermark go to (`late_rows`).
     pub late_rows: Option<PathBuf>,
+    /// The Delta table the rows `drop` expectations remove go to (`quarantine_path`).
+    pub quarantine_path: Option<PathBuf>,
     /// The sink's Delta table, whose commits this process's downstream flows are told of.
     pub sink_table: Option<PathBuf>,
     /// Spark's `minBatchesToRetain`: the checkpoint's retention after each commit.
@@ -139,6 +141,7 @@ impl BatchPath {
             && spec.stream_join.is_none()
             && spec.source_watermark(0).is_none()
             && spec.late_rows.is_none()
+            && spec.quarantine_path.is_none()
             && spec.stateful.output_mode == OutputMode::Append;
         let streams = only_moves_rows
             && matches!(spec.sources().as_slice(), [source @ SourceSpec::Files(_)] if source.quarantine() == (None, None))
@@ -269,6 +272,7 @@ impl FlowPlan {
             path,
             watermark_policy: spec.multiple_watermark_policy,
             late_rows: spec.late_rows.clone(),
+            quarantine_path: spec.quarantine_path.clone(),
             sink_table: spec.writes(),
             min_batches_to_retain: spec.min_batches_to_retain,
             retry: spec.health.clone(),
@@ -293,8 +297,12 @@ impl FlowPlan {
 /// others (Spark's optimizer prunes the columns below the join the same way).
 fn read_columns(spec: &FlowSpec, operator: &Operator) -> Vec<Option<Vec<String>>> {
     match operator {
+        // Expectations read the left side's rows as the source has them: every column.
         Operator::StreamJoin(join)
-            if spec.joins.is_empty() && !spec.is_union() && spec.late_rows.is_none() =>
+            if spec.joins.is_empty()
+                && !spec.is_union()
+                && spec.late_rows.is_none()
+                && spec.expectations.is_empty() =>
         {
             let (left, right) = join.input_columns();
             vec![Some(left), Some(right)]

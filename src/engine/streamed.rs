@@ -163,7 +163,7 @@ pub async fn read_transform_write(
                 return Ok(rows);
             }
             let mut counts = expectations.zero();
-            let rows = expectations.apply(rows, &mut counts, batch_id, &source)?;
+            let rows = expectations.apply(rows, &mut counts, batch_id, &source, None)?;
             if let Ok(mut total) = expected.lock() {
                 total.add(&counts);
             }

@@ -29,6 +29,9 @@ use crate::spec::{ExpectationSpec, OnViolation};
 /// A flow's expectations, compiled against its input rows' schema.
 pub struct Expectations {
     flow: String,
+    /// The rows' schema the checks were compiled against.
+    schema: Option<SchemaRef>,
+    specs: Vec<ExpectationSpec>,
     checks: Vec<Check>,
 }
 
@@ -73,6 +76,8 @@ impl Expectations {
     pub fn none(flow: &str) -> Self {
         Expectations {
             flow: flow.to_string(),
+            schema: None,
+            specs: Vec::new(),
             checks: Vec::new(),
         }
     }
@@ -120,6 +125,8 @@ impl Expectations {
         }
         Ok(Expectations {
             flow: flow.to_string(),
+            schema: Some(input.clone()),
+            specs: specs.to_vec(),
             checks,
         })
     }
@@ -152,31 +159,57 @@ impl Expectations {
     /// Evaluates every expectation on every row of `batches` and adds the counts to
     /// `counts`: the rows no `drop` expectation removed, or the error of the first
     /// `fail` expectation a row violates (naming the row's file or offset, else
-    /// `source`, and the row).
+    /// `source`, and the row). With `quarantine`, the removed rows go there
+    /// ([`quarantine_rows`]).
     pub fn apply(
         &self,
         batches: Vec<RecordBatch>,
         counts: &mut Counts,
         batch_id: u64,
         source: &str,
+        mut quarantine: Option<&mut Vec<RecordBatch>>,
     ) -> Result<Vec<RecordBatch>> {
         if self.checks.is_empty() {
             return Ok(batches);
         }
         let mut out = Vec::with_capacity(batches.len());
+        let mut replanned: Option<Expectations> = None;
         for batch in batches {
             let rows = batch.num_rows();
             if rows == 0 {
                 continue;
             }
+            // Compiled expressions address columns by position: rows of another shape
+            // (a source whose schema moved on) get the constraints planned for theirs.
+            let this = match &self.schema {
+                Some(s) if !same_shape(s, &batch.schema()) => {
+                    if replanned
+                        .as_ref()
+                        .and_then(|r| r.schema.as_ref())
+                        .is_none_or(|r| !same_shape(r, &batch.schema()))
+                    {
+                        replanned = Some(
+                            Expectations::plan(&self.flow, &self.specs, &batch.schema())
+                                .map_err(|i| invalid_error(&self.specs, &i))?,
+                        );
+                    }
+                    replanned.as_ref().unwrap_or(self)
+                }
+                _ => self,
+            };
             let mut keep: Option<BooleanArray> = None;
-            for (i, check) in self.checks.iter().enumerate() {
+            // Each violated expectation's passing rows, for the quarantine's names.
+            let mut violated: Vec<(&str, BooleanArray)> = Vec::new();
+            for (i, check) in this.checks.iter().enumerate() {
                 let passed = self.evaluate(check, &batch)?;
                 let n = passed.true_count();
                 counts.passed[i] += n as u64;
                 counts.failed[i] += (rows - n) as u64;
                 if n == rows {
                     continue;
+                }
+                if quarantine.is_some() {
+                    violated.push((check.spec.name.as_str(), passed.clone()));
                 }
                 match check.spec.on_violation {
                     OnViolation::Warn => {}
@@ -197,6 +230,14 @@ impl Expectations {
                 Some(keep) => {
                     let kept = keep.true_count();
                     counts.dropped += (rows - kept) as u64;
+                    if let Some(q) = quarantine.as_deref_mut()
+                        && kept < rows
+                    {
+                        q.push(
+                            quarantine_rows(&batch, &keep, &violated, batch_id)
+                                .map_err(|e| self.arrow_error(e))?,
+                        );
+                    }
                     if kept > 0 {
                         out.push(
                             arrow::compute::filter_record_batch(&batch, &keep)
@@ -275,6 +316,71 @@ impl Expectations {
             })
             .collect()
     }
+}
+
+/// The rows of `batch` that `keep` removes, as the quarantine table has them: the data
+/// columns, then `_expectations` (the names of the expectations the row failed, in the
+/// flow's order: `drop` ones and any other), `_source_file` (`_metadata.file_path`, null
+/// for a row not read from a file) and `_batch_id`.
+pub fn quarantine_rows(
+    batch: &RecordBatch,
+    keep: &BooleanArray,
+    violated: &[(&str, BooleanArray)],
+    batch_id: u64,
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    use arrow::array::{ArrayRef, Int64Array, ListBuilder, StringBuilder};
+    use arrow::datatypes::{Field, Schema};
+    let gone = arrow::compute::not(keep)?;
+    let rows = arrow::compute::filter_record_batch(batch, &gone)?;
+    let failed: Vec<(&str, BooleanArray)> = violated
+        .iter()
+        .map(|(name, passed)| {
+            arrow::compute::filter(passed, &gone).map(|a| (*name, a.as_boolean().clone()))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let n = rows.num_rows();
+    let mut names = ListBuilder::new(StringBuilder::new());
+    for r in 0..n {
+        for (name, passed) in &failed {
+            if !passed.value(r) {
+                names.values().append_value(name);
+            }
+        }
+        names.append(true);
+    }
+    let names = names.finish();
+    let source_file: ArrayRef = rows
+        .column_by_name(METADATA_COLUMN)
+        .and_then(|m| m.as_struct_opt())
+        .and_then(|m| m.column_by_name("file_path"))
+        .filter(|c| c.data_type() == &DataType::Utf8)
+        .cloned()
+        .unwrap_or_else(|| arrow::array::new_null_array(&DataType::Utf8, n));
+    let mut fields: Vec<Field> = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (f, c) in rows.schema().fields().iter().zip(rows.columns()) {
+        if f.name() != METADATA_COLUMN {
+            fields.push(f.as_ref().clone());
+            columns.push(c.clone());
+        }
+    }
+    fields.push(Field::new("_expectations", names.data_type().clone(), false));
+    columns.push(Arc::new(names));
+    fields.push(Field::new("_source_file", DataType::Utf8, true));
+    columns.push(source_file);
+    fields.push(Field::new("_batch_id", DataType::Int64, false));
+    columns.push(Arc::new(Int64Array::from(vec![batch_id as i64; n])));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+/// Whether rows of `a` and `b` have the same columns (names and types) in the same order.
+fn same_shape(a: &SchemaRef, b: &SchemaRef) -> bool {
+    a.fields().len() == b.fields().len()
+        && a
+            .fields()
+            .iter()
+            .zip(b.fields())
+            .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
 }
 
 /// The pipeline error of an invalid expectation, at its constraint's key.
@@ -421,7 +527,7 @@ mod tests {
         ];
         let e = Expectations::plan("f", &specs, &schema).unwrap();
         let mut counts = e.zero();
-        let out = e.apply(vec![batch], &mut counts, 0, "s").unwrap();
+        let out = e.apply(vec![batch], &mut counts, 0, "s", None).unwrap();
         assert_eq!(counts.passed, vec![3, 2, 4]);
         assert_eq!(counts.failed, vec![2, 3, 1]);
         assert_eq!(counts.dropped, 4, "ids 2, 3, 4, 5");
@@ -439,7 +545,7 @@ mod tests {
         let e = Expectations::plan("f", &specs, &schema).unwrap();
         let mut counts = e.zero();
         let err = e
-            .apply(vec![batch], &mut counts, 7, "files /in")
+            .apply(vec![batch], &mut counts, 7, "files /in", None)
             .unwrap_err()
             .to_string();
         assert!(err.contains("\"has_dep_time\""), "{err}");

@@ -51,6 +51,9 @@ pub struct FlowFile {
     /// Data-quality constraints on the input rows (`[[flow.expect]]`, Lakeflow's
     /// expectations; docs/expectations.md).
     pub expect: Option<Vec<Spanned<ExpectFile>>>,
+    /// A Delta table receiving the rows the `drop` expectations remove, with the names of
+    /// the expectations each failed (docs/expectations.md).
+    pub quarantine_path: Option<Spanned<String>>,
     #[serde(rename = "where")]
     pub where_: Option<Spanned<String>>,
     pub select: Option<Vec<Spanned<String>>>,

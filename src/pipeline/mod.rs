@@ -565,6 +565,9 @@ fn refuse_remote_locations(
     if let Some(l) = &flow.late_rows {
         check("late_rows path", &l.path, false)?;
     }
+    if let Some(q) = &flow.quarantine_path {
+        check("quarantine_path", q.get_ref(), false)?;
+    }
     for j in flow.join.iter().flatten() {
         check("join table", &j.get_ref().table, false)?;
     }
@@ -615,6 +618,7 @@ fn resolve_flow(
         name,
         source,
         expect,
+        quarantine_path,
         where_,
         select,
         sink,
@@ -647,6 +651,21 @@ fn resolve_flow(
     let trigger = resolve_trigger(cx, trigger)?;
     check_where_select(cx, &span, &where_, &select)?;
     let expectations = resolve_expectations(cx, expect)?;
+    let quarantine_path = match quarantine_path {
+        None => None,
+        Some(q) if !expectations
+            .iter()
+            .any(|e| e.on_violation == crate::spec::OnViolation::Drop) =>
+        {
+            return Err(cx.error(
+                q.span(),
+                "quarantine_path receives the rows the `drop` expectations remove, and this flow has none; \
+                 add a [[flow.expect]] with on_violation = \"drop\", or remove quarantine_path"
+                    .into(),
+            ));
+        }
+        Some(q) => Some(resolve_path(base, q.get_ref())),
+    };
     let (mut sink, optimize_every, merge_schema_given) =
         resolve_sink(cx, base, &span, &name, sink, &source)?;
     let checkpoint = match checkpoint {
@@ -712,6 +731,7 @@ fn resolve_flow(
         name,
         source,
         expectations,
+        quarantine_path,
         where_: where_.map(|w| w.into_inner()),
         select: select.map(|s| s.into_iter().map(|i| i.into_inner()).collect()),
         sink,

@@ -181,6 +181,32 @@ async fn warn_counts_and_keeps_drop_removes_what_a_filter_removes() {
     assert_eq!(e["name"], "has_dep_time");
     assert_eq!(e["dataset"], "bronze_flights");
     assert!(e["passed_records"].is_u64() && e["failed_records"].is_u64(), "{e}");
+
+    // `weir inspect` shows them per batch, and summed.
+    let out = weir()
+        .args(["inspect", "--json"])
+        .arg(s.dir.join("_checkpoints/bronze_flights"))
+        .output()
+        .unwrap();
+    let inspected: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let batch = &inspected["batches"][0]["expectations"][0];
+    assert_eq!(batch["name"], "has_dep_time");
+    assert_eq!(
+        batch["failed_records"].as_u64(),
+        Some(records[0].weir.expectations[0].failed_records)
+    );
+    let out = weir()
+        .arg("inspect")
+        .arg(s.dir.join("_checkpoints/bronze_flights"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("expectations (batches above)"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("has_dep_time")
+            && l.contains(&format!(" {no_dep_time} "))),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,10 +240,14 @@ on_violation = "fail"
     assert!(!checkpoint.join("commits/0").exists());
     assert!(progress(&s.dir).is_empty());
 
-    // The fixed spec (the row is dropped instead) re-runs batch 0 with its files.
+    // The fixed spec (the row is dropped instead, into a quarantine table) re-runs
+    // batch 0 with its files.
     std::fs::write(
         &s.pipeline,
-        with_expectations(&failing.replace("\"fail\"", "\"drop\"")),
+        with_expectations(&format!(
+            "quarantine_path = \"lake/quarantine/flights\"\n{}",
+            failing.replace("\"fail\"", "\"drop\"")
+        )),
     )
     .unwrap();
     let out = run(&s.pipeline, None);
@@ -232,6 +262,27 @@ on_violation = "fail"
         "nothing lost, nothing twice"
     );
     assert_eq!(delta_version(&table).await, Some(DAYS as i64 - 1));
+
+    // The dropped rows are in the quarantine table, each with the expectation it failed
+    // and its file: together with the table, every input row once.
+    let quarantine = s.dir.join("lake/quarantine/flights");
+    let mut all = table_keys(&table).await;
+    all.extend(table_keys(&quarantine).await);
+    all.sort();
+    assert_eq!(all, keys(&ctx, "SELECT * FROM raw").await);
+    let rows = delta_rows(&quarantine).await;
+    let named = scalar(
+        &sql(
+            &rows,
+            "SELECT count(*) FROM t WHERE array_to_string(_expectations, ',') = 'has_dep_time' \
+             AND _source_file LIKE 'file:%flights_2013-01-0%.csv' AND dep_time IS NULL \
+             AND _batch_id BETWEEN 0 AND 2",
+        )
+        .await,
+    ) as u64;
+    let dropped = count(&ctx, "SELECT count(*) FROM raw WHERE dep_time = 'NA'").await;
+    assert_eq!(num_rows(&rows) as u64, dropped);
+    assert_eq!(named, dropped, "each names has_dep_time, its file and batch");
 }
 
 /// A crash at each step of the batch protocol with a `drop` expectation: after the
