@@ -267,6 +267,7 @@ impl Expectations {
                 source: Box::new(e),
             })?;
         Ok(match value.data_type() {
+            DataType::Boolean if value.null_count() == 0 => value.as_boolean().clone(),
             DataType::Boolean => arrow::compute::prep_null_mask_filter(value.as_boolean()),
             // A constraint that is NULL for every row (e.g. `NULL`): no row passes.
             _ => BooleanArray::from(vec![false; rows]),
@@ -439,15 +440,20 @@ fn locate(batch: &RecordBatch, row: usize) -> (Option<PathBuf>, Option<String>) 
     if let Some(meta) = batch.column_by_name(METADATA_COLUMN)
         && let Some(meta) = meta.as_struct_opt()
     {
-        if let Some(path) = meta.column_by_name("file_path").and_then(|c| string(c)) {
-            return (Some(PathBuf::from(&path)), Some(format!("file {path}")));
+        if let Some(path) = meta.column_by_name("file_path").and_then(|c| string(c.as_ref())) {
+            // Spark's `file:` URI; the error's path is the file's.
+            let file = url::Url::parse(&path)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+                .unwrap_or_else(|| PathBuf::from(&path));
+            return (Some(file), Some(format!("file {path}")));
         }
-        let field = |n: &str| meta.column_by_name(n).and_then(|c| string(c));
+        let field = |n: &str| meta.column_by_name(n).and_then(|c| string(c.as_ref()));
         if let Some(at) = kafka(field("topic"), field("partition"), field("offset")) {
             return (None, Some(at));
         }
     }
-    let field = |n: &str| batch.column_by_name(n).and_then(|c| string(c));
+    let field = |n: &str| batch.column_by_name(n).and_then(|c| string(c.as_ref()));
     (None, kafka(field("topic"), field("partition"), field("offset")))
 }
 
