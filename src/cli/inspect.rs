@@ -266,7 +266,11 @@ pub fn render_text(i: &Inspection) -> String {
     if !expectations.is_empty() {
         out.push_str("\nexpectations (batches above)\n name                     passed      failed      failed %\n");
         for (name, p, f) in expectations {
-            let rate = if p + f == 0 { 0.0 } else { 100.0 * f as f64 / (p + f) as f64 };
+            let rate = if p + f == 0 {
+                0.0
+            } else {
+                100.0 * f as f64 / (p + f) as f64
+            };
             out.push_str(&format!(" {name:<24} {p:<11} {f:<11} {rate:.2}\n"));
         }
     }

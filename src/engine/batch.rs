@@ -28,8 +28,8 @@ use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata
 use crate::clock::ms_since;
 use crate::error::{Error, Result};
 use crate::ops::watermark::{EventTimeStats, Split, split_late_at};
-use crate::records::{DimensionProgress, ExpectationProgress};
 use crate::records::StateOperatorMetrics;
+use crate::records::{DimensionProgress, ExpectationProgress};
 use crate::schema::events::SchemaEvent;
 use crate::schema::evolve::Decision;
 use crate::sink::SinkCommit;
@@ -610,13 +610,19 @@ pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Outpu
         let left = if flow.expectations.is_empty() {
             left
         } else {
-            let source = flow.inputs.get(i).map(Input::description).unwrap_or_default();
+            let source = flow
+                .inputs
+                .get(i)
+                .map(Input::description)
+                .unwrap_or_default();
             flow.expectations.apply(
                 left,
                 &mut expected,
                 batch_id,
                 &source,
-                flow.quarantine_path.is_some().then_some(&mut expectation_quarantine),
+                flow.quarantine_path
+                    .is_some()
+                    .then_some(&mut expectation_quarantine),
             )?
         };
         // Corrupt records are not data: a deduplication passes them to the sink as they

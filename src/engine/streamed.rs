@@ -216,7 +216,9 @@ pub async fn read_transform_write(
                             pending.extend(batches);
                             if pending_rows >= GROUP_ROWS {
                                 pending_rows = 0;
-                                for out in runner.run(checked(std::mem::take(&mut pending))?).await? {
+                                for out in
+                                    runner.run(checked(std::mem::take(&mut pending))?).await?
+                                {
                                     writer.write(&out).await?;
                                 }
                             }

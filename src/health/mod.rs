@@ -270,7 +270,10 @@ pub fn expectation_jumps(window: &[StreamingQueryProgress]) -> Vec<String> {
             .iter()
             .flat_map(|r| r.weir.expectations.iter().filter(|x| x.name == e.name))
             .fold((0u64, 0u64), |(f, t), x| {
-                (f + x.failed_records, t + x.passed_records + x.failed_records)
+                (
+                    f + x.failed_records,
+                    t + x.passed_records + x.failed_records,
+                )
             });
         if total == 0 || checked == 0 {
             continue;
@@ -365,12 +368,14 @@ mod tests {
     fn an_expectation_failing_many_more_rows_is_noted() {
         let with = |batch_id, failed| {
             let mut r = record(batch_id, 0, 1, 10.0, 10.0);
-            r.weir.expectations.push(crate::records::ExpectationProgress {
-                name: "has_dep_time".into(),
-                dataset: "bronze".into(),
-                passed_records: 100 - failed,
-                failed_records: failed,
-            });
+            r.weir
+                .expectations
+                .push(crate::records::ExpectationProgress {
+                    name: "has_dep_time".into(),
+                    dataset: "bronze".into(),
+                    passed_records: 100 - failed,
+                    failed_records: failed,
+                });
             r
         };
         let cfg = HealthConfig::default();
@@ -381,7 +386,9 @@ mod tests {
         assert_eq!(h.state, HealthState::Healthy);
         assert_eq!(
             h.evidence.reasons,
-            ["expectation has_dep_time: 30.0% of rows failed in batch 2, up from 1.0% over the 2 batch(es) before it"]
+            [
+                "expectation has_dep_time: 30.0% of rows failed in batch 2, up from 1.0% over the 2 batch(es) before it"
+            ]
         );
     }
 

@@ -519,12 +519,14 @@ mod tests {
         r.sink.num_output_rows = 30;
         r.duration_ms.insert("triggerExecution".into(), 700);
         r.weir.health = Some(Health::default());
-        r.weir.expectations.push(crate::records::ExpectationProgress {
-            name: "has_id".into(),
-            dataset: "bronze".into(),
-            passed_records: 28,
-            failed_records: 2,
-        });
+        r.weir
+            .expectations
+            .push(crate::records::ExpectationProgress {
+                name: "has_id".into(),
+                dataset: "bronze".into(),
+                passed_records: 28,
+                failed_records: 2,
+            });
         r.weir.num_rows_dropped_by_expectations = 2;
         s.observe_record(&r, 1_000);
         s.status = Some(FlowStatus::Idle);

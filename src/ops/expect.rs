@@ -97,8 +97,8 @@ impl Expectations {
         for (index, spec) in specs.iter().enumerate() {
             let invalid = |message: String| Invalid { index, message };
             let sql = super::sql_fragment(&spec.constraint, false).map_err(&invalid)?;
-            let schema = DFSchema::try_from(input.as_ref().clone())
-                .map_err(|e| invalid(e.to_string()))?;
+            let schema =
+                DFSchema::try_from(input.as_ref().clone()).map_err(|e| invalid(e.to_string()))?;
             let expr = ctx
                 .parse_sql_expr(&sql, &schema)
                 .map_err(|e| invalid(columns_hint(e.to_string(), input)))?;
@@ -108,10 +108,7 @@ impl Expectations {
             if !matches!(ty, DataType::Boolean | DataType::Null) {
                 return Err(invalid(format!(
                     "the constraint is of type {ty}, not BOOLEAN; write a condition each row must meet, e.g. \"{} IS NOT NULL\"",
-                    input
-                        .fields()
-                        .first()
-                        .map_or("col", |f| f.name().as_str())
+                    input.fields().first().map_or("col", |f| f.name().as_str())
                 )));
             }
             let expr = ctx
@@ -216,8 +213,9 @@ impl Expectations {
                     OnViolation::Drop => {
                         keep = Some(match keep {
                             None => passed,
-                            Some(k) => arrow::compute::and(&k, &passed)
-                                .map_err(|e| self.arrow_error(e))?,
+                            Some(k) => {
+                                arrow::compute::and(&k, &passed).map_err(|e| self.arrow_error(e))?
+                            }
                         });
                     }
                     OnViolation::Fail => {
@@ -285,7 +283,7 @@ impl Expectations {
         let failed = (passed.len() - passed.true_count()) as u64;
         let first = (0..passed.len()).find(|&i| !passed.value(i)).unwrap_or(0);
         let (path, location) = locate(batch, first);
-        Error::ExpectationFailed {
+        Error::ExpectationFailed(Box::new(crate::error::ExpectationFailure {
             flow: self.flow.clone(),
             name: check.spec.name.clone(),
             constraint: check.sql.clone(),
@@ -294,7 +292,7 @@ impl Expectations {
             location: location.unwrap_or_else(|| format!("source {source}")),
             path,
             row: render_row(batch, first),
-        }
+        }))
     }
 
     fn arrow_error(&self, e: arrow::error::ArrowError) -> Error {
@@ -340,7 +338,13 @@ pub fn quarantine_rows(
         })
         .collect::<std::result::Result<_, _>>()?;
     let n = rows.num_rows();
-    let mut names = ListBuilder::new(StringBuilder::new());
+    // Parquet's name for a list's items, which Delta writers use: the table's files
+    // agree whichever write path (direct append, delta-rs's write) wrote them.
+    let mut names = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new(
+        "element",
+        DataType::Utf8,
+        true,
+    )));
     for r in 0..n {
         for (name, passed) in &failed {
             if !passed.value(r) {
@@ -365,7 +369,11 @@ pub fn quarantine_rows(
             columns.push(c.clone());
         }
     }
-    fields.push(Field::new("_expectations", names.data_type().clone(), false));
+    fields.push(Field::new(
+        "_expectations",
+        names.data_type().clone(),
+        false,
+    ));
     columns.push(Arc::new(names));
     fields.push(Field::new("_source_file", DataType::Utf8, true));
     columns.push(source_file);
@@ -377,8 +385,7 @@ pub fn quarantine_rows(
 /// Whether rows of `a` and `b` have the same columns (names and types) in the same order.
 fn same_shape(a: &SchemaRef, b: &SchemaRef) -> bool {
     a.fields().len() == b.fields().len()
-        && a
-            .fields()
+        && a.fields()
             .iter()
             .zip(b.fields())
             .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
@@ -440,7 +447,10 @@ fn locate(batch: &RecordBatch, row: usize) -> (Option<PathBuf>, Option<String>) 
     if let Some(meta) = batch.column_by_name(METADATA_COLUMN)
         && let Some(meta) = meta.as_struct_opt()
     {
-        if let Some(path) = meta.column_by_name("file_path").and_then(|c| string(c.as_ref())) {
+        if let Some(path) = meta
+            .column_by_name("file_path")
+            .and_then(|c| string(c.as_ref()))
+        {
             // Spark's `file:` URI; the error's path is the file's.
             let file = url::Url::parse(&path)
                 .ok()
@@ -454,7 +464,10 @@ fn locate(batch: &RecordBatch, row: usize) -> (Option<PathBuf>, Option<String>) 
         }
     }
     let field = |n: &str| batch.column_by_name(n).and_then(|c| string(c.as_ref()));
-    (None, kafka(field("topic"), field("partition"), field("offset")))
+    (
+        None,
+        kafka(field("topic"), field("partition"), field("offset")),
+    )
 }
 
 /// Row `row` of `batch` as a JSON object (without `_metadata`), cut to 500 characters.
@@ -528,7 +541,11 @@ mod tests {
         let (schema, batch) = rows();
         let specs = [
             spec("has_dep_time", "dep_time IS NOT NULL", OnViolation::Warn),
-            spec("valid_time", "dep_time BETWEEN 0 AND 2400", OnViolation::Drop),
+            spec(
+                "valid_time",
+                "dep_time BETWEEN 0 AND 2400",
+                OnViolation::Drop,
+            ),
             spec("has_carrier", "carrier IS NOT NULL", OnViolation::Drop),
         ];
         let e = Expectations::plan("f", &specs, &schema).unwrap();
@@ -539,7 +556,12 @@ mod tests {
         assert_eq!(counts.dropped, 4, "ids 2, 3, 4, 5");
         let ids: Vec<i64> = out
             .iter()
-            .flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec())
+            .flat_map(|b| {
+                b.column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .values()
+                    .to_vec()
+            })
             .collect();
         assert_eq!(ids, vec![1]);
     }
@@ -547,7 +569,11 @@ mod tests {
     #[test]
     fn fail_names_the_expectation_and_the_first_failing_row() {
         let (schema, batch) = rows();
-        let specs = [spec("has_dep_time", "dep_time IS NOT NULL", OnViolation::Fail)];
+        let specs = [spec(
+            "has_dep_time",
+            "dep_time IS NOT NULL",
+            OnViolation::Fail,
+        )];
         let e = Expectations::plan("f", &specs, &schema).unwrap();
         let mut counts = e.zero();
         let err = e
@@ -566,11 +592,19 @@ mod tests {
         let e = Expectations::plan("f", &[spec("x", "dep_tme > 0", OnViolation::Warn)], &schema)
             .err()
             .unwrap();
-        assert!(e.message.contains("unknown column dep_tme"), "{}", e.message);
+        assert!(
+            e.message.contains("unknown column dep_tme"),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("id, dep_time, carrier"), "{}", e.message);
-        let e = Expectations::plan("f", &[spec("x", "dep_time + 1", OnViolation::Warn)], &schema)
-            .err()
-            .unwrap();
+        let e = Expectations::plan(
+            "f",
+            &[spec("x", "dep_time + 1", OnViolation::Warn)],
+            &schema,
+        )
+        .err()
+        .unwrap();
         assert!(e.message.contains("not BOOLEAN"), "{}", e.message);
     }
 }

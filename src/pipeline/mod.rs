@@ -653,9 +653,10 @@ fn resolve_flow(
     let expectations = resolve_expectations(cx, expect)?;
     let quarantine_path = match quarantine_path {
         None => None,
-        Some(q) if !expectations
-            .iter()
-            .any(|e| e.on_violation == crate::spec::OnViolation::Drop) =>
+        Some(q)
+            if !expectations
+                .iter()
+                .any(|e| e.on_violation == crate::spec::OnViolation::Drop) =>
         {
             return Err(cx.error(
                 q.span(),

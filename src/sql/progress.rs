@@ -204,12 +204,14 @@ mod tests {
         p.sink.num_output_rows = 40;
         p.weir.delta_version = Some(5);
         p.weir.health = Some(crate::records::Health::default());
-        p.weir.expectations.push(crate::records::ExpectationProgress {
-            name: "has_id".into(),
-            dataset: "bronze".into(),
-            passed_records: 40,
-            failed_records: 2,
-        });
+        p.weir
+            .expectations
+            .push(crate::records::ExpectationProgress {
+                name: "has_id".into(),
+                dataset: "bronze".into(),
+                passed_records: 40,
+                failed_records: 2,
+            });
         p.weir.num_rows_dropped_by_expectations = 2;
         let tmp = tempfile::tempdir().unwrap();
         let cp = tmp.path().join("cp");
