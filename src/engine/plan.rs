@@ -232,11 +232,13 @@ impl FlowPlan {
             && !matches!(operator, Operator::StreamJoin(_))
             && let Some(input) = inputs.first_mut()
         {
-            // Expectations name a failing row's file (`_metadata.file_path`), and a
-            // constraint may read any field.
+            // A `fail` expectation names a failing row's file and the quarantine keeps
+            // it (`_metadata.file_path`); a constraint may read any field.
             let fields = match projection.metadata_fields() {
                 Some(_) if expectations.reads_metadata() => None,
-                Some(mut fields) if !expectations.is_empty() => {
+                Some(mut fields)
+                    if expectations.names_files() || spec.quarantine_path.is_some() =>
+                {
                     fields.insert("file_path".to_string());
                     Some(fields)
                 }

@@ -144,6 +144,13 @@ impl Expectations {
         self.checks.iter().any(|c| c.sql.contains(METADATA_COLUMN))
     }
 
+    /// Whether a row's file is named: by a `fail` expectation's error.
+    pub fn names_files(&self) -> bool {
+        self.checks
+            .iter()
+            .any(|c| c.spec.on_violation == OnViolation::Fail)
+    }
+
     /// Zero counts for these expectations.
     pub fn zero(&self) -> Counts {
         Counts {
