@@ -432,3 +432,64 @@ constraint = "dep_tme IS NOT NULL"
         "{stdout}"
     );
 }
+
+/// A `fail` expectation violated in a streamed batch: the streamed write is declined (no
+/// Parquet file of it committed) and the batch stops before anything is written; the
+/// batches before it stay committed, and a fixed spec completes the flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_in_a_streamed_batch_stops_it_before_anything_is_written() {
+    let failing = r#"
+[[flow.expect]]
+name = "has_dep_time_after_day_2"
+constraint = "day < 3 OR dep_time IS NOT NULL"
+on_violation = "fail"
+"#;
+    let s = setup(failing);
+    let out = run(&s.pipeline, None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("of batch 2") && stderr.contains("flights_2013-01-03.csv"),
+        "{stderr}"
+    );
+    let table = s.dir.join("lake/bronze/flights");
+    let records = progress(&s.dir);
+    assert_eq!(records.len(), 2, "batches 0 and 1 committed");
+    assert!(records[1].weir.streamed);
+    assert_eq!(delta_version(&table).await, Some(1));
+    let checkpoint = s.dir.join("_checkpoints/bronze_flights");
+    assert!(checkpoint.join("offsets/2").exists() && !checkpoint.join("commits/2").exists());
+    let ctx = raw(&s.dir).await;
+    assert_eq!(
+        table_keys(&table).await,
+        keys(&ctx, "SELECT * FROM raw WHERE CAST(day AS INT) < 3").await
+    );
+
+    std::fs::write(
+        &s.pipeline,
+        with_expectations(&failing.replace("\"fail\"", "\"warn\"")),
+    )
+    .unwrap();
+    let out = run(&s.pipeline, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        table_keys(&table).await,
+        keys(&ctx, "SELECT * FROM raw").await,
+        "warn keeps every row: nothing lost, nothing twice"
+    );
+    let last = progress(&s.dir).pop().unwrap();
+    assert_eq!(last.batch_id, 2);
+    assert!(last.weir.replayed);
+    assert_eq!(
+        last.weir.expectations[0].failed_records,
+        count(
+            &ctx,
+            "SELECT count(*) FROM raw WHERE CAST(day AS INT) = 3 AND dep_time = 'NA'"
+        )
+        .await
+    );
+}
