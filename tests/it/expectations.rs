@@ -342,6 +342,20 @@ on_violation = "fail"
         named, dropped,
         "each names has_dep_time, its file and batch"
     );
+
+    // `weir sql` reads it by the flow's name.
+    let out = weir()
+        .args(["sql", "--format", "csv"])
+        .arg(&s.pipeline)
+        .arg("SELECT count(*) AS n FROM bronze_flights_dropped_rows")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l == dropped.to_string()),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A crash at each step of the batch protocol with a `drop` expectation: after the
