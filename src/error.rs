@@ -130,6 +130,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A row violated an expectation with `on_violation = "fail"` (Lakeflow's
+    /// `expect_or_fail`): the batch stopped before anything was written.
+    #[error("{0}")]
+    ExpectationFailed(Box<ExpectationFailure>),
+
     /// A stateful operator (watermark, window, aggregation, deduplication) is declared in a way
     /// that cannot run; the message says what to change.
     #[error("flow {flow}: {message}")]
@@ -167,6 +172,28 @@ pub enum Error {
     },
 }
 
+/// An expectation with `on_violation = "fail"` that a row violated: which, where, the row.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "flow {flow}: expectation {name:?} (constraint `{constraint}`, on_violation = \"fail\") failed on {failed} row(s) of batch {batch_id}; \
+     the first, from {location}: {row}. Nothing of the batch was written and the checkpoint did not advance: \
+     fix the input or the expectation (or make it \"drop\" or \"warn\"), and the next run re-runs batch {batch_id}"
+)]
+pub struct ExpectationFailure {
+    pub flow: String,
+    pub name: String,
+    pub constraint: String,
+    pub batch_id: u64,
+    /// Rows of the Arrow batch where the first violation was found.
+    pub failed: u64,
+    /// `file <path>`, `topic T partition P offset O`, or `source <description>`.
+    pub location: String,
+    /// The file of the failing row, when it came from one.
+    pub path: Option<PathBuf>,
+    /// The failing row as JSON (without `_metadata`), cut to 500 characters.
+    pub row: String,
+}
+
 /// What a store was being used for when it failed: it decides the health state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StorageRole {
@@ -194,7 +221,8 @@ impl Error {
             }
             Error::SchemaChanged { .. }
             | Error::SchemaMismatch { .. }
-            | Error::MalformedRecord { .. } => Domain::User,
+            | Error::MalformedRecord { .. }
+            | Error::ExpectationFailed(_) => Domain::User,
             Error::Source { .. } | Error::Plan { .. } | Error::StateIncompatible { .. } => {
                 Domain::User
             }
@@ -252,6 +280,7 @@ impl Error {
             Error::SchemaChanged { .. } => ErrorKind::SchemaChanged,
             Error::SchemaMismatch { .. } => ErrorKind::SchemaMismatch,
             Error::MalformedRecord { .. } => ErrorKind::MalformedRecord,
+            Error::ExpectationFailed(_) => ErrorKind::ExpectationFailed,
             Error::Checkpoint { .. } => ErrorKind::CheckpointCorrupt,
             Error::CheckpointLocked { .. } => ErrorKind::CheckpointLocked,
             Error::SourceIo { .. } | Error::KafkaUnavailable { .. } => ErrorKind::SourceUnavailable,
@@ -296,6 +325,7 @@ impl Error {
                 Some(Path::new(path))
             }
             Error::SchemaChanged { file, .. } => Some(Path::new(file)),
+            Error::ExpectationFailed(f) => f.path.as_deref(),
             Error::SchemaMismatch { .. }
             | Error::Sql { .. }
             | Error::Arrow { .. }

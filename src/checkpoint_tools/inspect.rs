@@ -235,6 +235,10 @@ pub struct BatchReport {
     pub num_files: Option<u64>,
     pub duration_ms: Option<u64>,
     pub delta_version: Option<i64>,
+    /// Each expectation's passed and failed rows in the batch (its progress record's
+    /// `weir.expectations`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::records::ExpectationProgress>,
 }
 
 /// Reads everything there is to know about a checkpoint without changing it.
@@ -317,6 +321,7 @@ pub async fn inspect(root: &Path) -> Result<Inspection> {
             num_files: p.map(|p| p.weir.num_files),
             duration_ms: p.map(|p| p.batch_duration),
             delta_version: p.and_then(|p| p.weir.delta_version),
+            expectations: p.map(|p| p.weir.expectations.clone()).unwrap_or_default(),
         });
     }
     for &id in &commit_ids {

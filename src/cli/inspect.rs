@@ -251,6 +251,29 @@ pub fn render_text(i: &Inspection) -> String {
             opt(b.delta_version)
         ));
     }
+    // Each expectation over the batches listed: rows passed and failed, and the share
+    // of rows that failed it.
+    let mut expectations: Vec<(&str, u64, u64)> = Vec::new();
+    for e in i.batches.iter().flat_map(|b| &b.expectations) {
+        match expectations.iter_mut().find(|(n, _, _)| *n == e.name) {
+            Some((_, p, f)) => {
+                *p += e.passed_records;
+                *f += e.failed_records;
+            }
+            None => expectations.push((&e.name, e.passed_records, e.failed_records)),
+        }
+    }
+    if !expectations.is_empty() {
+        out.push_str("\nexpectations (batches above)\n name                     passed      failed      failed %\n");
+        for (name, p, f) in expectations {
+            let rate = if p + f == 0 {
+                0.0
+            } else {
+                100.0 * f as f64 / (p + f) as f64
+            };
+            out.push_str(&format!(" {name:<24} {p:<11} {f:<11} {rate:.2}\n"));
+        }
+    }
     for op in &i.state_operators {
         out.push_str(&format!(
             "\nstate {}{}: {} keyed by [{}], {} version(s), {} bytes\n version  delta bytes  snapshot bytes\n",

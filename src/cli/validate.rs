@@ -43,6 +43,40 @@ pub fn run(path: &Path) -> ExitCode {
                 }
             }
         }
+        // Expectations see the stream's rows before `where`/`select`: planned as soon as
+        // that schema is known (else at the run's start, before its first batch).
+        if !flow.expectations.is_empty() {
+            let stream: Option<Vec<_>> = if flow.is_union() {
+                schemas.iter().cloned().collect()
+            } else {
+                schemas.first().cloned().flatten().map(|s| vec![s])
+            };
+            match stream {
+                Some(stream) => {
+                    if let Err(e) = plan::plan_expectations(flow, &stream) {
+                        match e {
+                            crate::Error::Pipeline(e) => eprintln!("error: {e}"),
+                            e => eprintln!("error: {}: flow {:?}: {e}", path.display(), flow.name),
+                        }
+                        ok = false;
+                        continue;
+                    }
+                }
+                None => println!(
+                    "flow {}: expectations not planned: the source's schema is inferred at the first run (their columns are checked then, before anything is written)",
+                    flow.name
+                ),
+            }
+            println!(
+                "flow {}: expectations {}",
+                flow.name,
+                flow.expectations
+                    .iter()
+                    .map(|e| format!("{} ({})", e.name, e.on_violation))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if let Some(sj) = &flow.stream_join {
             // `where`/`select` apply to the joined rows: plan them once both sides are known.
             if let (Some(Some(left)), Some(Some(right))) = (schemas.first(), schemas.get(1)) {

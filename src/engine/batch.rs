@@ -28,8 +28,8 @@ use crate::checkpoint::{Checkpoint, CommitMetadata, OffsetSeq, OffsetSeqMetadata
 use crate::clock::ms_since;
 use crate::error::{Error, Result};
 use crate::ops::watermark::{EventTimeStats, Split, split_late_at};
-use crate::records::DimensionProgress;
 use crate::records::StateOperatorMetrics;
+use crate::records::{DimensionProgress, ExpectationProgress};
 use crate::schema::events::SchemaEvent;
 use crate::schema::evolve::Decision;
 use crate::sink::SinkCommit;
@@ -156,6 +156,12 @@ pub struct Output {
     /// Rows beyond the future-skew guard (`watermark.max_future`).
     pub num_future_event_time: u64,
     pub num_quarantined: u64,
+    /// Each expectation's passed and failed rows (`weir.expectations`).
+    pub expectations: Vec<ExpectationProgress>,
+    /// Rows the `drop` expectations removed.
+    pub num_dropped_by_expectations: u64,
+    /// Those rows for the `quarantine_path` table (with the expectations each failed).
+    pub expectation_quarantine: Vec<RecordBatch>,
     pub dimensions: Vec<DimensionProgress>,
     /// Read, transformed and written file by file ([`super::streamed`]).
     pub streamed: bool,
@@ -183,6 +189,9 @@ impl Output {
             num_invalid_event_time: 0,
             num_future_event_time: 0,
             num_quarantined: 0,
+            expectations: Vec::new(),
+            num_dropped_by_expectations: 0,
+            expectation_quarantine: Vec::new(),
             dimensions,
             streamed: true,
             started,
@@ -593,7 +602,29 @@ pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Outpu
     let mut num_invalid_event_time = 0u64;
     let mut num_future_event_time = 0u64;
     let mut late = Vec::new();
+    let mut expected = flow.expectations.zero();
+    let mut expectation_quarantine = Vec::new();
     for (i, left) in streams.into_iter().enumerate() {
+        // Expectations see every input row, before `where`/`select`; a `fail` stops the
+        // batch here, before anything is written.
+        let left = if flow.expectations.is_empty() {
+            left
+        } else {
+            let source = flow
+                .inputs
+                .get(i)
+                .map(Input::description)
+                .unwrap_or_default();
+            flow.expectations.apply(
+                left,
+                &mut expected,
+                batch_id,
+                &source,
+                flow.quarantine_path
+                    .is_some()
+                    .then_some(&mut expectation_quarantine),
+            )?
+        };
         // Corrupt records are not data: a deduplication passes them to the sink as they
         // are (no key, no event time: they would be routed away from the operator and
         // lost, or deduplicated against a real row whose key is null).
@@ -660,6 +691,9 @@ pub async fn transform(flow: &mut FlowPlan, mut read: ReadBatch) -> Result<Outpu
     out.extend(corrupt);
     Ok(Output {
         dimensions: flow.projection.dimensions(),
+        expectations: flow.expectations.progress(&expected),
+        num_dropped_by_expectations: expected.dropped,
+        expectation_quarantine,
         streamed: false,
         read,
         rows: out,
@@ -707,6 +741,15 @@ pub async fn write(flow: &mut FlowPlan, mut output: Output, sinks: &mut Sinks) -
                 )
                 .await?;
         }
+    }
+    // Before the sink: a re-run whose sink holds the batch may skip its read.
+    let dropped = std::mem::take(&mut output.expectation_quarantine);
+    if let Some(path) = &flow.quarantine_path
+        && !dropped.is_empty()
+    {
+        sinks
+            .write_side(path, "quarantine_path", batch_id, dropped, None)
+            .await?;
     }
     let overwrite = flow.path.commit == CommitPath::Overwrite;
     let rows = std::mem::take(&mut output.rows);

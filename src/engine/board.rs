@@ -39,6 +39,10 @@ pub struct Totals {
     pub records_quarantined: u64,
     pub files_failed: u64,
     pub rows_dropped_by_watermark: u64,
+    /// Per expectation (`[[flow.expect]]`) by name: rows that passed, rows that failed.
+    pub expectations: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Rows the `drop` expectations removed.
+    pub rows_dropped_by_expectations: u64,
     /// Runs of the flow that ended with an error (after the engine's retries).
     pub failures: u64,
 }
@@ -130,6 +134,12 @@ impl FlowSnapshot {
         t.records_corrupt += r.weir.num_records_corrupt;
         t.records_quarantined += r.weir.num_records_quarantined;
         t.files_failed += r.weir.num_files_failed;
+        for e in &r.weir.expectations {
+            let (passed, failed) = t.expectations.entry(e.name.clone()).or_default();
+            *passed += e.passed_records;
+            *failed += e.failed_records;
+        }
+        t.rows_dropped_by_expectations += r.weir.num_rows_dropped_by_expectations;
         t.rows_dropped_by_watermark += r
             .state_operators
             .iter()

@@ -32,6 +32,7 @@ use super::input::Input;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::ops::Projection;
+use crate::ops::expect::Expectations;
 use crate::ops::stateful::StatefulOperator;
 use crate::ops::stream_join::{JoinPlan, StreamJoinOperator};
 use crate::ops::watermark::{EventTimeStats, next_watermark};
@@ -51,6 +52,9 @@ pub struct FlowPlan {
     /// `where`/`select` and stream-static joins over input 0's rows (with a stream-stream
     /// join, `where`/`select` apply to the joined rows instead).
     pub projection: Projection,
+    /// `[[flow.expect]]` over the stream's rows before the projection (input 0's, or
+    /// every union source's).
+    pub expectations: std::sync::Arc<Expectations>,
     pub operator: Operator,
     /// The schema of the rows the sink receives (creates a Delta table on an empty first batch).
     pub output_schema: SchemaRef,
@@ -66,6 +70,8 @@ pub struct FlowPlan {
     pub watermark_policy: WatermarkPolicy,
     /// The Delta table rows behind the watermark go to (`late_rows`).
     pub late_rows: Option<PathBuf>,
+    /// The Delta table the rows `drop` expectations remove go to (`quarantine_path`).
+    pub quarantine_path: Option<PathBuf>,
     /// The sink's Delta table, whose commits this process's downstream flows are told of.
     pub sink_table: Option<PathBuf>,
     /// Spark's `minBatchesToRetain`: the checkpoint's retention after each commit.
@@ -135,6 +141,7 @@ impl BatchPath {
             && spec.stream_join.is_none()
             && spec.source_watermark(0).is_none()
             && spec.late_rows.is_none()
+            && spec.quarantine_path.is_none()
             && spec.stateful.output_mode == OutputMode::Append;
         let streams = only_moves_rows
             && matches!(spec.sources().as_slice(), [source @ SourceSpec::Files(_)] if source.quarantine() == (None, None))
@@ -210,6 +217,7 @@ impl FlowPlan {
             .map(Input::batch_schema)
             .collect::<Result<Vec<_>>>()?;
         let (projection, operator, output_schema) = plan_operator(spec, &schemas, state).await?;
+        let expectations = std::sync::Arc::new(plan_expectations(spec, &schemas)?);
         let mut inputs = inputs;
         for (input, columns) in inputs.iter_mut().zip(read_columns(spec, &operator)) {
             input.read_only(columns);
@@ -224,7 +232,19 @@ impl FlowPlan {
             && !matches!(operator, Operator::StreamJoin(_))
             && let Some(input) = inputs.first_mut()
         {
-            input.read_metadata_fields(projection.metadata_fields().as_ref());
+            // A `fail` expectation names a failing row's file and the quarantine keeps
+            // it (`_metadata.file_path`); a constraint may read any field.
+            let fields = match projection.metadata_fields() {
+                Some(_) if expectations.reads_metadata() => None,
+                Some(mut fields)
+                    if expectations.names_files() || spec.quarantine_path.is_some() =>
+                {
+                    fields.insert("file_path".to_string());
+                    Some(fields)
+                }
+                fields => fields,
+            };
+            input.read_metadata_fields(fields.as_ref());
         }
         let union_schema = if spec.is_union() {
             Some(stream_schema(spec, &schemas)?)
@@ -247,12 +267,14 @@ impl FlowPlan {
                 .collect(),
             inputs,
             projection,
+            expectations,
             operator,
             output_schema,
             union_schema,
             path,
             watermark_policy: spec.multiple_watermark_policy,
             late_rows: spec.late_rows.clone(),
+            quarantine_path: spec.quarantine_path.clone(),
             sink_table: spec.writes(),
             min_batches_to_retain: spec.min_batches_to_retain,
             retry: spec.health.clone(),
@@ -277,8 +299,12 @@ impl FlowPlan {
 /// others (Spark's optimizer prunes the columns below the join the same way).
 fn read_columns(spec: &FlowSpec, operator: &Operator) -> Vec<Option<Vec<String>>> {
     match operator {
+        // Expectations read the left side's rows as the source has them: every column.
         Operator::StreamJoin(join)
-            if spec.joins.is_empty() && !spec.is_union() && spec.late_rows.is_none() =>
+            if spec.joins.is_empty()
+                && !spec.is_union()
+                && spec.late_rows.is_none()
+                && spec.expectations.is_empty() =>
         {
             let (left, right) = join.input_columns();
             vec![Some(left), Some(right)]
@@ -338,6 +364,16 @@ fn check_union_watermarks(spec: &FlowSpec, projected: &SchemaRef) -> Result<()> 
 /// (instead of to input 0's rows).
 fn applies_after_join(spec: &FlowSpec) -> bool {
     spec.stream_join.is_some()
+}
+
+/// Compiles the flow's expectations against the stream's rows (input 0's, or a union's
+/// columns), as they are before `where`/`select`.
+pub fn plan_expectations(spec: &FlowSpec, schemas: &[SchemaRef]) -> Result<Expectations> {
+    if spec.expectations.is_empty() {
+        return Ok(Expectations::none(&spec.name));
+    }
+    let left = stream_schema(spec, schemas)?;
+    Expectations::plan_flow(&spec.name, &spec.expectations, &left)
 }
 
 /// Plans `where`/`select` and the stream-static joins against input 0's batch schema:

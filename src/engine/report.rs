@@ -240,6 +240,8 @@ pub fn progress(
                 })
                 .collect(),
             watermark_held_by: c.watermark_held_by.and_then(|i| c.sources.get(i).cloned()),
+            expectations: output.expectations.clone(),
+            num_rows_dropped_by_expectations: output.num_dropped_by_expectations,
         },
     }
 }

@@ -97,6 +97,18 @@ pub async fn read_transform_write(
         },
         _ => return Ok(Streamed::Declined(planned)),
     };
+    // The flow's expectations run on each writer's rows before its query; their counts
+    // are summed over the writers (a declined batch's are dropped: the staged run counts).
+    let expectations = flow.expectations.clone();
+    let expected = Arc::new(std::sync::Mutex::new(expectations.zero()));
+    let source = if expectations.is_empty() {
+        String::new()
+    } else {
+        flow.inputs
+            .first()
+            .map(Input::description)
+            .unwrap_or_default()
+    };
     let Some(Input::Files(input)) = flow.inputs.first_mut() else {
         return Ok(Streamed::Declined(planned));
     };
@@ -142,6 +154,21 @@ pub async fn read_transform_write(
     let files = Arc::new(files);
     let mut handles = Vec::with_capacity(writers);
     for run in 0..writers {
+        let (expectations, expected, source) =
+            (expectations.clone(), expected.clone(), source.clone());
+        // Expectations over a writer's rows (a `fail` ends the writer: the batch is
+        // declined and its staged run stops with the error, before anything is written).
+        let checked = move |rows: Vec<RecordBatch>| -> Result<Vec<RecordBatch>> {
+            if expectations.is_empty() {
+                return Ok(rows);
+            }
+            let mut counts = expectations.zero();
+            let rows = expectations.apply(rows, &mut counts, batch_id, &source, None)?;
+            if let Ok(mut total) = expected.lock() {
+                total.add(&counts);
+            }
+            Ok(rows)
+        };
         let (reader, query, append, stop, runtime, claims, files, prefetched, next_head) = (
             reader.clone(),
             query.clone(),
@@ -189,12 +216,14 @@ pub async fn read_transform_write(
                             pending.extend(batches);
                             if pending_rows >= GROUP_ROWS {
                                 pending_rows = 0;
-                                for out in runner.run(std::mem::take(&mut pending)).await? {
+                                for out in
+                                    runner.run(checked(std::mem::take(&mut pending))?).await?
+                                {
                                     writer.write(&out).await?;
                                 }
                             }
                         }
-                        for out in runner.run(pending).await? {
+                        for out in runner.run(checked(pending)?).await? {
                             writer.write(&out).await?;
                         }
                         // No file left to read or take: while this writer's file is
@@ -351,7 +380,11 @@ pub async fn read_transform_write(
         reads: vec![read],
         new_columns_ignored: Vec::new(),
     };
-    let output = Output::streamed(read, flow.projection.dimensions(), started);
+    let mut output = Output::streamed(read, flow.projection.dimensions(), started);
+    if let Ok(counts) = expected.lock() {
+        output.expectations = flow.expectations.progress(&counts);
+        output.num_dropped_by_expectations = counts.dropped;
+    }
     Ok(Streamed::Written(Box::new(Written { output, sink })))
 }
 

@@ -275,6 +275,15 @@ impl Generator {
                  export one flow per source writing the same table",
             );
         }
+        if !flow.expectations.is_empty() {
+            // A dropped or failing row must not pass unseen on Spark.
+            self.refuse(
+                flow,
+                "expect",
+                "expectations ([[flow.expect]]) are not exported yet: open-source Spark has no `expect`; \
+                 remove them for the export, or run the flow with weir (docs/expectations.md)",
+            );
+        }
         self.source(flow, "source", &flow.source, &mut code, "df", &mut notes);
         if let SourceSpec::Delta(_) = &flow.source {
             delta_inputs.push(format!("{name}.source"));

@@ -246,10 +246,52 @@ pub fn classify(inputs: Inputs<'_>) -> Health {
             }
         }
     }
+    // A note, not a state: an expectation failing many more rows than it did.
+    let n = cfg.window_batches.max(1);
+    let window = &inputs.records[inputs.records.len().saturating_sub(n)..];
+    evidence.reasons.extend(expectation_jumps(window));
     Health {
         state: HealthState::Healthy,
         evidence,
     }
+}
+
+/// The expectations whose share of failed rows in the window's last batch is at least
+/// twice, and 5 points above, their share over the batches before it (docs/health.md,
+/// "Expectations"): one line each, naming the expectation, the batch and both shares.
+pub fn expectation_jumps(window: &[StreamingQueryProgress]) -> Vec<String> {
+    let Some((last, before)) = window.split_last() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in &last.weir.expectations {
+        let total = e.passed_records + e.failed_records;
+        let (failed, checked) = before
+            .iter()
+            .flat_map(|r| r.weir.expectations.iter().filter(|x| x.name == e.name))
+            .fold((0u64, 0u64), |(f, t), x| {
+                (
+                    f + x.failed_records,
+                    t + x.passed_records + x.failed_records,
+                )
+            });
+        if total == 0 || checked == 0 {
+            continue;
+        }
+        let now = e.failed_records as f64 / total as f64;
+        let then = failed as f64 / checked as f64;
+        if now >= 2.0 * then && now - then >= 0.05 {
+            out.push(format!(
+                "expectation {}: {:.1}% of rows failed in batch {}, up from {:.1}% over the {} batch(es) before it",
+                e.name,
+                now * 100.0,
+                last.batch_id,
+                then * 100.0,
+                before.len()
+            ));
+        }
+    }
+    out
 }
 
 /// Seconds to drain `b1` files at the rate the window drained them; `None` when not draining.
@@ -318,6 +360,36 @@ mod tests {
         r.sources.push(s);
         r.weir.num_files = files;
         r
+    }
+
+    /// A healthy flow whose expectation fails many more rows in its last batch than
+    /// before gets a note naming it; a steady rate, or a small rise, does not.
+    #[test]
+    fn an_expectation_failing_many_more_rows_is_noted() {
+        let with = |batch_id, failed| {
+            let mut r = record(batch_id, 0, 1, 10.0, 10.0);
+            r.weir
+                .expectations
+                .push(crate::records::ExpectationProgress {
+                    name: "has_dep_time".into(),
+                    dataset: "bronze".into(),
+                    passed_records: 100 - failed,
+                    failed_records: failed,
+                });
+            r
+        };
+        let cfg = HealthConfig::default();
+        let steady = [with(0, 1), with(1, 2), with(2, 2)];
+        assert!(run(&steady, None, &cfg).evidence.reasons.is_empty());
+        let jump = [with(0, 1), with(1, 1), with(2, 30)];
+        let h = run(&jump, None, &cfg);
+        assert_eq!(h.state, HealthState::Healthy);
+        assert_eq!(
+            h.evidence.reasons,
+            [
+                "expectation has_dep_time: 30.0% of rows failed in batch 2, up from 1.0% over the 2 batch(es) before it"
+            ]
+        );
     }
 
     fn run(

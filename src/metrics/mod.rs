@@ -185,6 +185,44 @@ impl Collector for Scrape {
         counter(
             &mut e,
             flows,
+            "weir_flow_expectation_dropped_rows",
+            "Rows the drop expectations removed (weir.numRowsDroppedByExpectations).",
+            |f| f.totals.rows_dropped_by_expectations,
+        )?;
+        let expectations: Vec<(&str, &str, u64, u64)> = flows
+            .iter()
+            .flat_map(|f| {
+                f.totals
+                    .expectations
+                    .iter()
+                    .map(|(name, (p, x))| (f.flow.as_str(), name.as_str(), *p, *x))
+            })
+            .collect();
+        for (metric, help, passed) in [
+            (
+                "weir_flow_expectation_passed_records",
+                "Rows that met the expectation (weir.expectations[].passed_records).",
+                true,
+            ),
+            (
+                "weir_flow_expectation_failed_records",
+                "Rows that violated the expectation: false or NULL (weir.expectations[].failed_records).",
+                false,
+            ),
+        ] {
+            if expectations.is_empty() {
+                break;
+            }
+            let mut m = e.encode_descriptor(metric, help, None, MetricType::Counter)?;
+            for (flow, name, p, x) in &expectations {
+                let labels = [("flow", *flow), ("expectation", *name)];
+                m.encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, u64, u64>(if passed { p } else { x }, None)?;
+            }
+        }
+        counter(
+            &mut e,
+            flows,
             "weir_flow_failures",
             "Runs of the flow that stopped on an error (after retries).",
             |f| f.totals.failures,
@@ -481,6 +519,15 @@ mod tests {
         r.sink.num_output_rows = 30;
         r.duration_ms.insert("triggerExecution".into(), 700);
         r.weir.health = Some(Health::default());
+        r.weir
+            .expectations
+            .push(crate::records::ExpectationProgress {
+                name: "has_id".into(),
+                dataset: "bronze".into(),
+                passed_records: 28,
+                failed_records: 2,
+            });
+        r.weir.num_rows_dropped_by_expectations = 2;
         s.observe_record(&r, 1_000);
         s.status = Some(FlowStatus::Idle);
         let text = encode(vec![Arc::new(s)], Arc::new(AlertStats::default()), 4_000).unwrap();
@@ -498,6 +545,10 @@ mod tests {
             "weir_flow_health{flow=\"bronze\",state=\"lagging\"} 0",
             "weir_flow_status{flow=\"bronze\",status=\"idle\"} 1",
             "weir_flow_freshness_seconds{flow=\"bronze\"} 3.0",
+            "# TYPE weir_flow_expectation_failed_records counter",
+            "weir_flow_expectation_passed_records_total{flow=\"bronze\",expectation=\"has_id\"} 28",
+            "weir_flow_expectation_failed_records_total{flow=\"bronze\",expectation=\"has_id\"} 2",
+            "weir_flow_expectation_dropped_rows_total{flow=\"bronze\"} 2",
             "# EOF",
         ] {
             assert!(

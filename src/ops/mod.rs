@@ -11,6 +11,7 @@
 
 pub mod aggregate;
 pub mod dedup;
+pub mod expect;
 pub mod join;
 pub mod stateful;
 pub mod stream_join;

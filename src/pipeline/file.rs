@@ -48,6 +48,12 @@ pub struct AlertRuleFile {
 pub struct FlowFile {
     pub name: Spanned<String>,
     pub source: SourceFile,
+    /// Data-quality constraints on the input rows (`[[flow.expect]]`, Lakeflow's
+    /// expectations; docs/expectations.md).
+    pub expect: Option<Vec<Spanned<ExpectFile>>>,
+    /// A Delta table receiving the rows the `drop` expectations remove, with the names of
+    /// the expectations each failed (docs/expectations.md).
+    pub quarantine_path: Option<Spanned<String>>,
     #[serde(rename = "where")]
     pub where_: Option<Spanned<String>>,
     pub select: Option<Vec<Spanned<String>>>,
@@ -87,6 +93,17 @@ pub struct FlowFile {
     /// Bytes of deduplication state kept in memory, e.g. `"256 MiB"`; beyond them the
     /// state spills to disk (docs/state.md).
     pub state_memory_limit: Option<Spanned<ByteSize>>,
+}
+
+/// `[[flow.expect]]`: a named constraint and what a violating row does.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectFile {
+    pub name: Spanned<String>,
+    /// A SQL boolean expression over the input row.
+    pub constraint: Spanned<String>,
+    /// `"warn"` (default), `"drop"` or `"fail"`.
+    pub on_violation: Option<Spanned<String>>,
 }
 
 /// `[[flow.union]]`: one more source of the flow, with its own watermark.

@@ -27,10 +27,12 @@ pub enum Kind {
     DeltaMergeSink,
     MemorySink,
     ConsoleSink,
+    /// A `[[flow.expect]]` table (an expectation; docs/expectations.md).
+    Expectation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::FilesCsv,
         Kind::FilesJson,
         Kind::FilesParquet,
@@ -42,6 +44,7 @@ impl Kind {
         Kind::DeltaMergeSink,
         Kind::MemorySink,
         Kind::ConsoleSink,
+        Kind::Expectation,
     ];
 
     /// The `type` of the `[flow.source]` or `[flow.sink]` table of this kind.
@@ -53,6 +56,8 @@ impl Kind {
             Kind::DeltaMergeSink => "delta_merge",
             Kind::MemorySink => "memory",
             Kind::ConsoleSink => "console",
+            // No `type` key: the table's name.
+            Kind::Expectation => "expect",
         }
     }
 
@@ -120,6 +125,8 @@ const FILES_DOC: &str = "pipeline.md#flowsource-with-type--files";
 const DELTA_DOC: &str = "pipeline.md#flowsource-with-type--delta";
 const KAFKA_DOC: &str = "pipeline.md#flowsource-with-type--kafka";
 const SINK_DOC: &str = "pipeline.md#flowsink";
+const EXPECT_DOC: &str = "pipeline.md#flowexpect";
+const EXPECT: &[Kind] = &[Kind::Expectation];
 
 const fn key(
     key: &'static str,
@@ -162,8 +169,8 @@ const CSV_ONLY: &str =
     "a [csv] table is only allowed with format = \"csv\" (this source has format = \"{format}\")";
 const JSON_ONLY_NON_NUMERIC: &str = "`allow_non_numeric_numbers` applies to JSON files; for CSV use csv.nan_value, csv.positive_inf, csv.negative_inf";
 
-/// Every key of `[flow.source]` and `[flow.sink]` (besides `type`), in the order of the
-/// reference's tables.
+/// Every key of `[flow.source]`, `[flow.sink]` (besides `type`) and `[[flow.expect]]`, in
+/// the order of the reference's tables.
 // One row a line, so the table reads (and diffs) as one.
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
@@ -251,6 +258,10 @@ pub const KEYS: &[Key] = &[
     key("storage_options", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
     key("name", &[Kind::MemorySink], "string", "the flow name", SINK_DOC, r#"name = "m""#),
     key("num_rows", &[Kind::ConsoleSink], "integer", "20", SINK_DOC, "num_rows = 5"),
+    // [[flow.expect]] (docs/expectations.md)
+    key("name", EXPECT, "string", "required", EXPECT_DOC, r#"name = "has_id""#),
+    key("constraint", EXPECT, "SQL boolean expression", "required", EXPECT_DOC, r#"constraint = "id IS NOT NULL""#),
+    key("on_violation", EXPECT, r#"`"warn"`, `"drop"`, `"fail"`"#, r#"`"warn"`"#, EXPECT_DOC, r#"on_violation = "drop""#),
 ];
 
 /// Whether `kind` takes `key` (or its alias).
@@ -382,6 +393,10 @@ mod tests {
                 ("keys", r#"keys = ["id"]"#),
             ],
             Kind::MemorySink | Kind::ConsoleSink => vec![],
+            Kind::Expectation => vec![
+                ("name", r#"name = "e""#),
+                ("constraint", r#"constraint = "true""#),
+            ],
         });
         lines
     }
@@ -405,6 +420,12 @@ mod tests {
                 .map(|(_, line)| line.to_string()),
         );
         table.extend(sample.lines().map(str::to_string));
+        if kind == Kind::Expectation {
+            let table = table[1..].join("\n");
+            return format!(
+                "[[flow]]\nname = \"a\"\n[flow.source]\ntype = \"files\"\npath = \"in\"\nformat = \"json\"\n[[flow.expect]]\n{table}\n[flow.sink]\ntype = \"memory\"\n"
+            );
+        }
         let table = table.join("\n");
         if kind.is_sink() {
             format!(
@@ -422,6 +443,15 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
+    /// Which table a kind's keys are in: a source, a sink, an expectation.
+    fn side(kind: Kind) -> u8 {
+        match kind {
+            Kind::Expectation => 2,
+            k if k.is_sink() => 1,
+            _ => 0,
+        }
+    }
+
     /// Every kind takes every key its rows list (each row's sample is valid on its own)
     /// and refuses, naming it, every other key of its side (source or sink).
     #[test]
@@ -430,7 +460,7 @@ mod tests {
         for kind in Kind::ALL {
             let side: Vec<&Key> = KEYS
                 .iter()
-                .filter(|k| k.kinds.iter().any(|x| x.is_sink() == kind.is_sink()))
+                .filter(|k| k.kinds.iter().any(|x| side(*x) == side(kind)))
                 .collect();
             let mut seen = BTreeSet::new();
             for row in side {
@@ -502,6 +532,7 @@ mod tests {
             Kind::DeltaMergeSink,
             Kind::MemorySink,
             Kind::ConsoleSink,
+            Kind::Expectation,
         ] {
             let message = parse(&pipeline_with(kind, "no_such_key = 1"))
                 .err()
@@ -510,10 +541,10 @@ mod tests {
             let table: BTreeSet<String> = KEYS
                 .iter()
                 .filter(|k| {
-                    if kind.is_sink() {
+                    if side(kind) != 0 {
                         k.kinds.contains(&kind)
                     } else {
-                        !k.kinds[0].is_sink()
+                        side(k.kinds[0]) == 0
                     }
                 })
                 .flat_map(|k| std::iter::once(k.key).chain(k.alias))

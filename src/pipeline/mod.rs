@@ -565,6 +565,9 @@ fn refuse_remote_locations(
     if let Some(l) = &flow.late_rows {
         check("late_rows path", &l.path, false)?;
     }
+    if let Some(q) = &flow.quarantine_path {
+        check("quarantine_path", q.get_ref(), false)?;
+    }
     for j in flow.join.iter().flatten() {
         check("join table", &j.get_ref().table, false)?;
     }
@@ -614,6 +617,8 @@ fn resolve_flow(
     let file::FlowFile {
         name,
         source,
+        expect,
+        quarantine_path,
         where_,
         select,
         sink,
@@ -645,6 +650,23 @@ fn resolve_flow(
     )?;
     let trigger = resolve_trigger(cx, trigger)?;
     check_where_select(cx, &span, &where_, &select)?;
+    let expectations = resolve_expectations(cx, expect)?;
+    let quarantine_path = match quarantine_path {
+        None => None,
+        Some(q)
+            if !expectations
+                .iter()
+                .any(|e| e.on_violation == crate::spec::OnViolation::Drop) =>
+        {
+            return Err(cx.error(
+                q.span(),
+                "quarantine_path receives the rows the `drop` expectations remove, and this flow has none; \
+                 add a [[flow.expect]] with on_violation = \"drop\", or remove quarantine_path"
+                    .into(),
+            ));
+        }
+        Some(q) => Some(resolve_path(base, q.get_ref())),
+    };
     let (mut sink, optimize_every, merge_schema_given) =
         resolve_sink(cx, base, &span, &name, sink, &source)?;
     let checkpoint = match checkpoint {
@@ -709,6 +731,8 @@ fn resolve_flow(
         joins,
         name,
         source,
+        expectations,
+        quarantine_path,
         where_: where_.map(|w| w.into_inner()),
         select: select.map(|s| s.into_iter().map(|i| i.into_inner()).collect()),
         sink,
@@ -734,6 +758,70 @@ fn resolve_trigger(
             Trigger::ProcessingTime(processing_time.0)
         }
     })
+}
+
+/// `[[flow.expect]]`: each a unique, non-empty name, a constraint that parses as one SQL
+/// expression (its columns are resolved against the source's schema when the flow is
+/// planned: `weir validate` with a known schema, `weir run` before its first batch), and
+/// `on_violation` one of Lakeflow's three actions.
+fn resolve_expectations(
+    cx: &Context<'_>,
+    expect: Option<Vec<toml::Spanned<file::ExpectFile>>>,
+) -> Result<Vec<crate::spec::ExpectationSpec>, PipelineError> {
+    let mut out: Vec<crate::spec::ExpectationSpec> = Vec::new();
+    for e in expect.unwrap_or_default() {
+        let e = e.into_inner();
+        let name_span = e.name.span();
+        let name = e.name.into_inner();
+        if name.trim().is_empty() {
+            return Err(cx.error(
+                name_span,
+                "an expectation's `name` is empty; name what it checks, e.g. \"has_dep_time\" (progress records and metrics count by it)".into(),
+            ));
+        }
+        if out.iter().any(|o| o.name == name) {
+            return Err(cx.error(
+                name_span,
+                format!("expectation name {name:?} is used twice in this flow; each [[flow.expect]] needs its own name (its counts are reported by it, as Lakeflow requires a unique name per dataset)"),
+            ));
+        }
+        let constraint_span = e.constraint.span();
+        let constraint = e.constraint.into_inner();
+        crate::ops::check_sql_syntax(&constraint, false).map_err(|m| {
+            cx.error(
+                constraint_span.clone(),
+                format!("invalid SQL constraint: {m}; `constraint` takes one boolean SQL expression over the input row, e.g. \"dep_time IS NOT NULL\""),
+            )
+        })?;
+        let on_violation = match e.on_violation {
+            None => crate::spec::OnViolation::Warn,
+            Some(v) => {
+                let span = v.span();
+                let word = v.into_inner();
+                crate::spec::OnViolation::parse(&word).ok_or_else(|| {
+                    cx.error(
+                        span,
+                        format!(
+                            "unknown on_violation {word:?}; allowed: \"warn\" (keep the row, count it; the default), \"drop\" (remove the row, count it) or \"fail\" (stop the batch before anything is written)"
+                        ),
+                    )
+                })?
+            }
+        };
+        let located = cx.error(constraint_span, String::new());
+        out.push(crate::spec::ExpectationSpec {
+            name,
+            constraint,
+            on_violation,
+            at: crate::spec::KeyAt {
+                file: located.file,
+                line: located.line,
+                column: located.column,
+                key: located.key,
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// `where` and `select` parse as one SQL expression each (planned against the schema later).

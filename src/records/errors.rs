@@ -42,6 +42,8 @@ pub enum ErrorKind {
     CheckpointIncompatible,
     /// A malformed record in a source with `mode = "failfast"`.
     MalformedRecord,
+    /// A row violated an expectation with `on_violation = "fail"`.
+    ExpectationFailed,
     /// An Apache Spark driver stopped writing its event log without ending its queries
     /// (killed or lost; `weir attach --spark`).
     DriverLost,
@@ -50,7 +52,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::InvalidPipeline,
         ErrorKind::SchemaChanged,
         ErrorKind::SchemaMismatch,
@@ -68,6 +70,7 @@ impl ErrorKind {
         ErrorKind::CheckpointIncompatible,
         ErrorKind::MalformedRecord,
         ErrorKind::DriverLost,
+        ErrorKind::ExpectationFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +92,7 @@ impl ErrorKind {
             ErrorKind::CheckpointIncompatible => "checkpoint_incompatible",
             ErrorKind::MalformedRecord => "malformed_record",
             ErrorKind::DriverLost => "driver_lost",
+            ErrorKind::ExpectationFailed => "expectation_failed",
             ErrorKind::Other => "other",
         }
     }

@@ -11,6 +11,7 @@ pub mod progress;
 pub use errors::{Domain, ErrorKind};
 pub use health::{ErrorFacts, Evidence, Health, HealthRecord, HealthState};
 pub use progress::{
-    BacklogUnit, DimensionProgress, FileError, SinkProgress, SourceProgress, SourceWatermark,
-    StateOperatorMetrics, StateOperatorProgress, StreamingQueryProgress, WeirProgress, iso_millis,
+    BacklogUnit, DimensionProgress, ExpectationProgress, FileError, SinkProgress, SourceProgress,
+    SourceWatermark, StateOperatorMetrics, StateOperatorProgress, StreamingQueryProgress,
+    WeirProgress, iso_millis,
 };

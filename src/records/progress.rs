@@ -217,6 +217,29 @@ pub struct WeirProgress {
     /// holding it back; `max`: the fastest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark_held_by: Option<String>,
+    /// Each `[[flow.expect]]`'s rows that passed and failed in this batch, under
+    /// Lakeflow's event-log names (`flow_progress.data_quality.expectations`); Spark's
+    /// own `observedMetrics` has no such entry (docs/expectations.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<ExpectationProgress>,
+    /// Rows the `drop` expectations removed (Lakeflow's `data_quality.dropped_records`;
+    /// a row failing two of them counts once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_rows_dropped_by_expectations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One expectation's counts in one batch, named as Lakeflow's event log names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectationProgress {
+    pub name: String,
+    /// The flow (Lakeflow's dataset: the table the flow writes).
+    pub dataset: String,
+    pub passed_records: u64,
+    pub failed_records: u64,
 }
 
 /// One source's own watermark in a flow of several sources.

@@ -10,6 +10,7 @@
 
 pub mod alerts;
 mod error;
+mod expect;
 mod health;
 mod join;
 mod sink;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 pub use alerts::{AlertCondition, AlertRule, AlertTarget, AlertsSpec};
 pub use error::PipelineError;
+pub use expect::{ExpectationSpec, KeyAt, OnViolation};
 pub use health::HealthConfig;
 pub use join::{DimensionFormat, JoinOn, JoinSpec, JoinType, StreamJoinSpec, TimeRange};
 pub use sink::{ColumnMappingMode, SinkSpec};
@@ -98,6 +100,12 @@ impl fmt::Display for Trigger {
 pub struct FlowSpec {
     pub name: String,
     pub source: SourceSpec,
+    /// Data-quality constraints on the input rows, before `where`/`select`
+    /// (`[[flow.expect]]`, docs/expectations.md).
+    pub expectations: Vec<ExpectationSpec>,
+    /// The Delta table the rows `drop` expectations remove go to, with the names of the
+    /// expectations each failed (`quarantine_path`).
+    pub quarantine_path: Option<PathBuf>,
     pub where_: Option<String>,
     pub select: Option<Vec<String>>,
     pub sink: SinkSpec,
@@ -187,7 +195,7 @@ impl FlowSpec {
     }
 
     /// Every Delta table this flow writes, with the key that names it: the sink
-    /// (`sink.path`), `late_rows`, and each source's `bad_records_table`. Each is written
+    /// (`sink.path`), `late_rows`, `quarantine_path`, and each source's `bad_records_table`. Each is written
     /// with its own application transaction id ([`FlowSpec::side_app_id`]).
     pub fn tables_written(&self) -> Vec<(&'static str, PathBuf)> {
         let mut out = Vec::new();
@@ -196,6 +204,9 @@ impl FlowSpec {
         }
         if let Some(late) = &self.late_rows {
             out.push(("late_rows", normalize(late)));
+        }
+        if let Some(q) = &self.quarantine_path {
+            out.push(("quarantine_path", normalize(q)));
         }
         for source in self.sources() {
             if let (_, Some(table)) = source.quarantine() {

@@ -87,6 +87,16 @@ pub fn progress_schema() -> SchemaRef {
         int("numNewColumnsIgnored"),
         text("health"),
         list_of("errors", vec![text("path"), text("error")]),
+        list_of(
+            "expectations",
+            vec![
+                text("name"),
+                text("dataset"),
+                int("passed_records"),
+                int("failed_records"),
+            ],
+        ),
+        int("numRowsDroppedByExpectations"),
     ];
     Arc::new(Schema::new(vec![
         Field::new("flow", DataType::Utf8, false),
@@ -194,6 +204,15 @@ mod tests {
         p.sink.num_output_rows = 40;
         p.weir.delta_version = Some(5);
         p.weir.health = Some(crate::records::Health::default());
+        p.weir
+            .expectations
+            .push(crate::records::ExpectationProgress {
+                name: "has_id".into(),
+                dataset: "bronze".into(),
+                passed_records: 40,
+                failed_records: 2,
+            });
+        p.weir.num_rows_dropped_by_expectations = 2;
         let tmp = tempfile::tempdir().unwrap();
         let cp = tmp.path().join("cp");
         std::fs::create_dir_all(Checkpoint::at(&cp).weir_dir()).unwrap();
@@ -221,6 +240,8 @@ mod tests {
             "numOutputRows: 40",
             "deltaVersion: 5",
             "health: healthy",
+            "expectations: [{name: has_id, dataset: bronze, passed_records: 40, failed_records: 2}]",
+            "numRowsDroppedByExpectations: 2",
         ] {
             assert!(text.contains(want), "{want} not in\n{text}");
         }

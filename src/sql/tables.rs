@@ -2,6 +2,7 @@
 //!
 //! - `<flow>`: the flow's Delta sink table;
 //! - `<flow>_late_rows`: its `late_rows` table;
+//! - `<flow>_dropped_rows`: the rows its `drop` expectations removed (`quarantine_path`);
 //! - `<flow>_quarantine`: its quarantine (`bad_records_table`, else the JSON-lines files
 //!   of `bad_records_path`);
 //! - `<parent>.<name>`: every Delta table the pipeline writes or reads (sinks, Delta
@@ -32,6 +33,8 @@ pub struct FlowTables {
     /// Delta tables the flow reads (streams and dimension tables).
     pub reads: Vec<PathBuf>,
     pub late_rows: Option<PathBuf>,
+    /// `quarantine_path`: the rows the `drop` expectations removed.
+    pub dropped_rows: Option<PathBuf>,
     /// `bad_records_table`.
     pub quarantine_table: Option<PathBuf>,
     /// `bad_records_path` (JSON lines, one file per batch).
@@ -61,6 +64,7 @@ impl FlowTables {
             },
             reads: flow.reads(),
             late_rows: flow.late_rows.as_deref().map(normalize),
+            dropped_rows: flow.quarantine_path.as_deref().map(normalize),
             quarantine_table: quarantine_table.as_deref().map(normalize),
             quarantine_files: quarantine_files.as_deref().map(normalize),
             files_source: match &flow.source {
@@ -92,6 +96,7 @@ impl FlowTables {
             for t in &plan.side_tables {
                 match t.key.as_str() {
                     "late_rows" => out.late_rows = Some(normalize(&t.path)),
+                    "quarantine_path" => out.dropped_rows = Some(normalize(&t.path)),
                     "bad_records_table" if out.quarantine_table.is_none() => {
                         out.quarantine_table = Some(normalize(&t.path))
                     }
@@ -260,6 +265,22 @@ pub fn name_tables(flows: &[FlowTables]) -> Naming {
                 format!("flow {}'s late rows {}", f.flow, p.display()),
             );
         }
+        if let Some(p) = &f.dropped_rows {
+            add(
+                &mut naming,
+                TableEntry {
+                    name: TableName::Bare(format!("{}_dropped_rows", f.flow)),
+                    kind: TableKind::Quarantine,
+                    flow: Some(f.flow.clone()),
+                    backing: Backing::Delta(p.clone()),
+                },
+                format!(
+                    "flow {}'s rows dropped by expectations {}",
+                    f.flow,
+                    p.display()
+                ),
+            );
+        }
         let quarantine = match (&f.quarantine_table, &f.quarantine_files) {
             (Some(t), _) => Some(Backing::Delta(t.clone())),
             (None, Some(d)) => Some(Backing::QuarantineFiles(d.clone())),
@@ -284,6 +305,7 @@ pub fn name_tables(flows: &[FlowTables]) -> Naming {
         paths.extend(f.sink.iter().cloned());
         paths.extend(f.reads.iter().cloned());
         paths.extend(f.late_rows.iter().cloned());
+        paths.extend(f.dropped_rows.iter().cloned());
         paths.extend(f.quarantine_table.iter().cloned());
     }
     let mut by_name: BTreeMap<TableName, Vec<PathBuf>> = BTreeMap::new();

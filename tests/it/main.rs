@@ -12,6 +12,7 @@ mod disk_full;
 mod drill;
 mod edges;
 mod edges_modes;
+mod expectations;
 mod fuzz_corpus;
 mod generate;
 mod health;
