@@ -35,10 +35,13 @@ use crate::error::{Error, Result};
 /// A file as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedFile {
-    /// Absolute path.
+    /// Absolute path; on object storage, the object's URL.
     pub path: String,
     pub size: u64,
     pub modification_time_ms: i64,
+    /// On object storage, the object's ETag: a rewritten object has a new one (`None`
+    /// for a local file, told by its size and modification time).
+    pub etag: Option<String>,
 }
 
 impl ListedFile {
@@ -52,6 +55,7 @@ impl ListedFile {
                 path: format!("/landing/f{i}.csv"),
                 size,
                 modification_time_ms: i as i64,
+                etag: None,
             })
             .collect()
     }
@@ -68,6 +72,20 @@ pub struct LedgerEntry {
     pub decided_at_ms: Option<i64>,
     /// Failed read attempts in a row (`retry` rows).
     pub attempts: u32,
+    /// The object's ETag when it was listed (object storage).
+    pub etag: Option<String>,
+}
+
+impl LedgerEntry {
+    /// Whether `file` is the version of the file this row is about: the same ETag and
+    /// size on object storage (Auto Loader's key for a rewritten object), the same size
+    /// and modification time on local disk.
+    pub fn same_version(&self, file: &ListedFile) -> bool {
+        match (&file.etag, &self.etag) {
+            (Some(listed), Some(known)) => self.size == file.size && listed == known,
+            _ => self.size == file.size && self.modification_time_ms == file.modification_time_ms,
+        }
+    }
 }
 
 /// The wait before a file that could not be read (`retry`) is planned again: 1 s after
@@ -169,7 +187,8 @@ CREATE TABLE IF NOT EXISTS files (
     num_rows             INTEGER,
     error                TEXT,
     outcome              TEXT,
-    attempts             INTEGER
+    attempts             INTEGER,
+    etag                 TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path, id);
 CREATE INDEX IF NOT EXISTS files_by_batch ON files(batch_id);
@@ -189,7 +208,7 @@ impl Ledger {
         // Ledgers written before outcomes and retries were recorded gain the columns
         // (NULL: no outcome recorded, as for a batch whose first attempt stopped before
         // its write; no failed attempt).
-        for (column, kind) in [("outcome", "TEXT"), ("attempts", "INTEGER")] {
+        for (column, kind) in [("outcome", "TEXT"), ("attempts", "INTEGER"), ("etag", "TEXT")] {
             let present = conn
                 .prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = ?1")
                 .and_then(|mut stmt| stmt.exists([column]))
@@ -240,7 +259,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT size, modification_time_ms, batch_id, state, committed_at_ms, attempts FROM files
+                "SELECT size, modification_time_ms, batch_id, state, committed_at_ms, attempts, etag FROM files
                  WHERE path = ?1 ORDER BY id DESC LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
@@ -252,6 +271,7 @@ impl Ledger {
                 state: FileState::parse(&row.get::<_, String>(3)?),
                 decided_at_ms: row.get(4)?,
                 attempts: row.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0) as u32,
+                etag: row.get(6)?,
             })
         })
         .optional()
@@ -277,9 +297,9 @@ impl Ledger {
     pub fn record_modified(&mut self, file: &ListedFile, now_ms: i64) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                 VALUES (?1, ?2, ?3, NULL, 'modified', ?4)",
-                params![file.path, file.size as i64, file.modification_time_ms, now_ms],
+                "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                 VALUES (?1, ?2, ?3, NULL, 'modified', ?4, ?5)",
+                params![file.path, file.size as i64, file.modification_time_ms, now_ms, file.etag],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -296,8 +316,8 @@ impl Ledger {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                     VALUES (?1, ?2, ?3, NULL, 'existing', ?4)",
+                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                     VALUES (?1, ?2, ?3, NULL, 'existing', ?4, ?5)",
                 )
                 .map_err(|e| ledger_error(&path, e))?;
             for f in files {
@@ -305,7 +325,8 @@ impl Ledger {
                     f.path,
                     f.size as i64,
                     f.modification_time_ms,
-                    now_ms
+                    now_ms,
+                    f.etag
                 ])
                 .map_err(|e| ledger_error(&path, e))?;
             }
@@ -323,8 +344,8 @@ impl Ledger {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5)",
+                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
                 )
                 .map_err(|e| ledger_error(&path, e))?;
             for f in files {
@@ -333,7 +354,8 @@ impl Ledger {
                     f.size as i64,
                     f.modification_time_ms,
                     batch_id as i64,
-                    now_ms
+                    now_ms,
+                    f.etag
                 ])
                 .map_err(|e| ledger_error(&path, e))?;
             }
@@ -346,7 +368,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT path, size, modification_time_ms FROM files
+                "SELECT path, size, modification_time_ms, etag FROM files
                  WHERE batch_id = ?1 AND state NOT IN ('modified', 'retry') ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -356,6 +378,7 @@ impl Ledger {
                     path: row.get(0)?,
                     size: row.get::<_, i64>(1)? as u64,
                     modification_time_ms: row.get(2)?,
+                    etag: row.get(3)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -368,7 +391,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT batch_id, path, size, modification_time_ms FROM files
+                "SELECT batch_id, path, size, modification_time_ms, etag FROM files
                  WHERE batch_id < ?1 AND state != 'modified' ORDER BY batch_id, id",
             )
             .map_err(|e| self.err(e))?;
@@ -380,6 +403,7 @@ impl Ledger {
                         path: row.get(1)?,
                         size: row.get::<_, i64>(2)? as u64,
                         modification_time_ms: row.get(3)?,
+                        etag: row.get(4)?,
                     },
                 ))
             })
@@ -642,6 +666,7 @@ mod tests {
             path: path.into(),
             size,
             modification_time_ms: mtime,
+            etag: None,
         }
     }
 
