@@ -88,6 +88,16 @@ impl Landing {
         Ok(Some(Landing { store, base }))
     }
 
+    /// The landing zone at any location, a local directory included (tests: the listing
+    /// rules over object_store's local file system).
+    #[cfg(test)]
+    fn at(location: &Location) -> Landing {
+        Landing {
+            store: Store::for_location(location, &StorageOptions::new()).expect("a store"),
+            base: location.to_url().expect("a URL").to_string(),
+        }
+    }
+
     /// The URL of the landing zone (ending in `/`).
     pub fn url(&self) -> &str {
         &self.base
@@ -136,7 +146,7 @@ impl Landing {
                 continue;
             }
             if let Some(glob) = &options.path_glob_filter {
-                let name = key.rsplit('/').next().unwrap_or(&key);
+                let name = key.rsplit('/').next().unwrap_or(key.as_str());
                 if !glob.matches(&key) && !glob.matches(name) {
                     continue;
                 }
@@ -285,6 +295,70 @@ mod tests {
             ordered,
             requests: 1,
         }
+    }
+
+    /// A source over `dir` with the pipeline keys `extra`.
+    fn options(dir: &Path, extra: &str) -> FilesSource {
+        let text = format!(
+            "[[flow]]\nname = \"f\"\n[flow.source]\ntype = \"files\"\npath = \"landing\"\nformat = \"json\"\n\
+             schema = \"id BIGINT\"\n{extra}\n[flow.sink]\ntype = \"delta\"\npath = \"out\"\n"
+        );
+        let pipeline = crate::pipeline::parse(&dir.join("pipeline.toml"), &text).expect("pipeline");
+        let crate::spec::SourceSpec::Files(options) = pipeline.flows[0].source.clone() else {
+            panic!("a files source");
+        };
+        options
+    }
+
+    #[tokio::test]
+    async fn the_listing_rules_apply_to_keys() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let landing = tmp.path().join("landing");
+        for (rel, body) in [
+            ("date=2024-01-01/a.json", "{}\n"),
+            ("date=2024-01-01/.a.json.tmp", "{}\n"),
+            ("_temporary/0/b.json", "{}\n"),
+            ("_c=1/c.json", "{}\n"),
+            ("d.json._COPYING_", "{}\n"),
+            ("empty.json", ""),
+            ("notes.txt", "{}\n"),
+        ] {
+            let path = landing.join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+            std::fs::write(&path, body).expect("write");
+        }
+        let at = Landing::at(&Location::Local(landing.clone()));
+        let now = crate::clock::now_ms();
+        let listed = at
+            .list(&options(tmp.path(), "path_glob_filter = \"*.json\""), now, None)
+            .await
+            .expect("list");
+        let keys: Vec<&str> = listed
+            .files
+            .iter()
+            .filter_map(|f| at.key_of(&f.path))
+            .collect();
+        assert_eq!(keys, ["_c=1/c.json", "date=2024-01-01/a.json"]);
+        assert!(listed.files.iter().all(|f| f.etag.is_some() && f.size == 3));
+        assert_eq!(listed.last_key.as_deref(), Some("notes.txt"));
+        // Too young: nothing taken, and the last key stays before the first young one.
+        let young = at
+            .list(&options(tmp.path(), "min_file_age = \"1 hour\""), now, None)
+            .await
+            .expect("list");
+        assert!(young.files.is_empty());
+        assert_eq!(young.last_key, None);
+        // After a key: only the keys past it.
+        let after = at
+            .list(&options(tmp.path(), ""), now, Some("date=2024-01-01/a.json"))
+            .await
+            .expect("list");
+        let keys: Vec<&str> = after
+            .files
+            .iter()
+            .filter_map(|f| at.key_of(&f.path))
+            .collect();
+        assert_eq!(keys, ["notes.txt"]);
     }
 
     #[test]
