@@ -441,7 +441,11 @@ fn resolve_files(
         .path
         .as_deref()
         .is_some_and(crate::storage::location::is_remote_text);
-    if let Some(n) = files.use_notifications.as_ref().filter(|_| remote && use_notifications) {
+    if let Some(n) = files
+        .use_notifications
+        .as_ref()
+        .filter(|_| remote && use_notifications)
+    {
         return Err(cx.error(
             n.span(),
             "`use_notifications` watches a local directory (inotify); a path on object storage is \

@@ -128,11 +128,9 @@ impl Input {
         checkpoint: &Checkpoint,
     ) -> Result<Option<Input>> {
         Ok(match spec {
-            SourceSpec::Files(f) => {
-                FilesInput::open(f, index, checkpoint)
-                    .await?
-                    .map(|i| Input::Files(Box::new(i)))
-            }
+            SourceSpec::Files(f) => FilesInput::open(f, index, checkpoint)
+                .await?
+                .map(|i| Input::Files(Box::new(i))),
             SourceSpec::Delta(d) => DeltaInput::open(d)
                 .await?
                 .map(|i| Input::Delta(Box::new(i))),

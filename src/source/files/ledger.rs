@@ -208,7 +208,11 @@ impl Ledger {
         // Ledgers written before outcomes and retries were recorded gain the columns
         // (NULL: no outcome recorded, as for a batch whose first attempt stopped before
         // its write; no failed attempt).
-        for (column, kind) in [("outcome", "TEXT"), ("attempts", "INTEGER"), ("etag", "TEXT")] {
+        for (column, kind) in [
+            ("outcome", "TEXT"),
+            ("attempts", "INTEGER"),
+            ("etag", "TEXT"),
+        ] {
             let present = conn
                 .prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = ?1")
                 .and_then(|mut stmt| stmt.exists([column]))

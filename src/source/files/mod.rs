@@ -213,7 +213,10 @@ impl FileSource {
 
     pub fn description(&self) -> String {
         match &self.remote {
-            Some(r) => format!("FileStreamSource[{}]", r.landing.url().trim_end_matches('/')),
+            Some(r) => format!(
+                "FileStreamSource[{}]",
+                r.landing.url().trim_end_matches('/')
+            ),
             None => format!("FileStreamSource[{}]", file_url(&self.options.path)),
         }
     }

@@ -77,7 +77,8 @@ impl Landing {
         }
         let location = Location::parse(&text, Path::new(""))
             .map_err(|e| storage_error(StorageError::Location(e)))?;
-        let store = Store::for_location(&location, &StorageOptions::new()).map_err(storage_error)?;
+        let store =
+            Store::for_location(&location, &StorageOptions::new()).map_err(storage_error)?;
         let base = location
             .to_url()
             .map_err(|e| Error::Source {
@@ -330,7 +331,11 @@ mod tests {
         let at = Landing::at(&Location::Local(landing.clone()));
         let now = crate::clock::now_ms();
         let listed = at
-            .list(&options(tmp.path(), "path_glob_filter = \"*.json\""), now, None)
+            .list(
+                &options(tmp.path(), "path_glob_filter = \"*.json\""),
+                now,
+                None,
+            )
             .await
             .expect("list");
         let keys: Vec<&str> = listed
@@ -350,7 +355,11 @@ mod tests {
         assert_eq!(young.last_key, None);
         // After a key: only the keys past it.
         let after = at
-            .list(&options(tmp.path(), ""), now, Some("date=2024-01-01/a.json"))
+            .list(
+                &options(tmp.path(), ""),
+                now,
+                Some("date=2024-01-01/a.json"),
+            )
             .await
             .expect("list");
         let keys: Vec<&str> = after
@@ -365,7 +374,11 @@ mod tests {
     fn incremental_listing_starts_after_the_last_key_between_full_listings() {
         let backfill = 60_000;
         let mut inc = Incremental::new(IncrementalListing::True);
-        assert_eq!(inc.start_after(0, backfill), None, "the first listing is full");
+        assert_eq!(
+            inc.start_after(0, backfill),
+            None,
+            "the first listing is full"
+        );
         inc.listed(0, None, &listing(Some("2024/01/a.json"), true, 1));
         assert_eq!(
             inc.start_after(1_000, backfill).as_deref(),
@@ -382,7 +395,11 @@ mod tests {
             inc.start_after(3_000, backfill).as_deref(),
             Some("2024/01/b.json")
         );
-        assert_eq!(inc.start_after(60_000, backfill), None, "the backfill is due");
+        assert_eq!(
+            inc.start_after(60_000, backfill),
+            None,
+            "the backfill is due"
+        );
         // Off: always full.
         let mut off = Incremental::new(IncrementalListing::False);
         off.listed(0, None, &listing(Some("a"), true, 1));

@@ -333,12 +333,12 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
         // Only empty or blank files so far: wait for data.
         Err(super::infer::InferError::NothingToInfer { .. }) => Ok(None),
         // The object store failed: source_unavailable, retried as a whole.
-        Err(super::infer::InferError::File(super::read::FileReadError::Store { source, .. })) => {
-            Err(Error::Storage {
-                role: crate::error::StorageRole::Source,
-                source: *source,
-            })
-        }
+        Err(super::infer::InferError::File(super::read::FileReadError::Store {
+            source, ..
+        })) => Err(Error::Storage {
+            role: crate::error::StorageRole::Source,
+            source: *source,
+        }),
         Err(e) => Err(Error::Source {
             path: spec.path.clone(),
             message: format!("schema inference failed: {e}"),
