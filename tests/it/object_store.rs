@@ -977,3 +977,77 @@ async fn a_missing_bucket_or_a_vanished_object_is_named_by_its_url() {
     assert!(err.retryable(), "{err}");
     assert!(err.to_string().contains("s3://files/gone/a.json"), "{err}");
 }
+
+/// Incremental listing (`use_incremental_listing = "true"`) on the S3 server, driven with
+/// a test clock: after the first (full) listing a trigger lists only the keys after the
+/// last key seen, so a key landing below it is found by the next full listing,
+/// `backfill_interval` later; nothing is taken twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_listing_lists_after_the_last_key_and_backfills_the_rest() {
+    let Some(server) = server() else { return };
+    server.create_bucket("files").expect("create the bucket");
+    let url = "s3://files/incremental/landing/";
+    let dir = tempfile::tempdir().unwrap();
+    let location = weir::storage::Location::parse(url, Path::new("")).unwrap();
+    weir::storage::remember_options(&location, storage_options(server));
+    let text = format!(
+        "[[flow]]\nname = \"f\"\n[flow.source]\ntype = \"files\"\npath = \"{url}\"\nformat = \"json\"\n\
+         schema = \"id BIGINT\"\nuse_incremental_listing = \"true\"\nbackfill_interval = \"1 hour\"\n\
+         [flow.sink]\ntype = \"delta\"\npath = \"out\"\n"
+    );
+    let pipeline = weir::pipeline::parse(&dir.path().join("pipeline.toml"), &text).unwrap();
+    let weir::spec::SourceSpec::Files(options) = pipeline.flows[0].source.clone() else {
+        panic!("a files source");
+    };
+    let ledger =
+        weir::source::files::ledger::Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, true),
+    ]));
+    let mut source = weir::source::files::FileSource::new(options, ledger, schema);
+    source.on_object_store(
+        weir::source::files::remote::Landing::of(Path::new(url))
+            .unwrap()
+            .expect("a landing zone on S3"),
+    );
+    const HOUR: i64 = 3_600_000;
+    let t0 = weir::clock::now_ms();
+    let mut batch = 0u64;
+    let mut take = async |source: &mut weir::source::files::FileSource, now: i64| {
+        let listing = source.list_remote(now, false).await.unwrap();
+        let names: Vec<String> = listing
+            .candidates
+            .iter()
+            .map(|f| f.path.trim_start_matches(url).to_string())
+            .collect();
+        source
+            .ledger
+            .plan_batch(batch, &listing.candidates, now)
+            .unwrap();
+        batch += 1;
+        names
+    };
+    put(server, &format!("{url}2024/06/01/a.json"), b"{\"id\":1}\n").await;
+    put(server, &format!("{url}2024/06/02/b.json"), b"{\"id\":2}\n").await;
+    assert_eq!(
+        take(&mut source, t0).await,
+        ["2024/06/01/a.json", "2024/06/02/b.json"],
+        "the first listing is full"
+    );
+    // A later key is found after the last one; a late key in an older date is not.
+    put(server, &format!("{url}2024/06/03/c.json"), b"{\"id\":3}\n").await;
+    put(
+        server,
+        &format!("{url}2024/06/01/late.json"),
+        b"{\"id\":4}\n",
+    )
+    .await;
+    assert_eq!(take(&mut source, t0 + 1).await, ["2024/06/03/c.json"]);
+    assert!(take(&mut source, t0 + 2).await.is_empty());
+    // The backfill listing, an hour on, finds it; nothing is taken twice.
+    assert_eq!(
+        take(&mut source, t0 + HOUR + 3).await,
+        ["2024/06/01/late.json"]
+    );
+    assert!(take(&mut source, t0 + HOUR + 4).await.is_empty());
+}
