@@ -943,8 +943,10 @@ async fn every_failpoint_with_the_landing_zone_on_s3_recovers_exactly_once() {
 }
 
 /// A landing zone in a bucket that does not exist fails the run naming the URL, with the
-/// health state `source_unavailable`; an object listed and gone when read is an error
-/// naming its URL (the file is taken again if it comes back).
+/// health state `source_unavailable`, and so do refused credentials (the secret never
+/// shown) and an endpoint nobody answers on (given in the source's `storage_options`); an
+/// object listed and gone when read is an error naming its URL (the file is taken again
+/// if it comes back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_bucket_or_a_vanished_object_is_named_by_its_url() {
     let Some(server) = server() else { return };
@@ -962,6 +964,51 @@ async fn a_missing_bucket_or_a_vanished_object_is_named_by_its_url() {
     assert!(!dir.path().join("s3:").exists());
 
     server.create_bucket("files").expect("create the bucket");
+    let dir = tempfile::tempdir().unwrap();
+    let url = "s3://files/refused/landing/";
+    let p = json_pipeline(dir.path(), url, "schema = \"id BIGINT\"");
+    let wrong = "not-the-secret-4712";
+    let mut env = server.options();
+    env.push(("AWS_SECRET_ACCESS_KEY", wrong.to_string()));
+    let out = run_env(
+        &env,
+        &[
+            "run",
+            "--headless",
+            "--trigger",
+            "available-now",
+            p.to_str().unwrap(),
+        ],
+    );
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(url.trim_end_matches('/')) && said.contains("access refused"),
+        "{said}"
+    );
+    assert!(!said.contains(wrong), "the secret is never printed: {said}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let url = "s3://files/unreachable/landing/";
+    let p = json_pipeline(
+        dir.path(),
+        url,
+        &format!(
+            "schema = \"id BIGINT\"\nstorage_options = {{ aws_endpoint_url = \"http://127.0.0.1:{port}\", aws_allow_http = \"true\", aws_access_key_id = \"k\", aws_secret_access_key = \"s\", aws_region = \"us-east-1\", max_retries = \"1\", retry_timeout = \"2s\" }}"
+        ),
+    );
+    let out = weir()
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains(url.trim_end_matches('/')), "{said}");
+
     let location = weir::storage::Location::parse("s3://files/gone/", Path::new("")).unwrap();
     weir::storage::remember_options(&location, storage_options(server));
     let landing = weir::source::files::remote::Landing::of(Path::new("s3://files/gone/"))
