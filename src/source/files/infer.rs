@@ -81,7 +81,7 @@ pub fn infer_schema_in(
                     Some(landing) => landing.get_blocking(&file.path).and_then(|raw| {
                         decode_contents(
                             &file.path,
-                            raw.to_vec(),
+                            Vec::from(raw),
                             text_options.encoding,
                             text_options.max_file_bytes,
                         )

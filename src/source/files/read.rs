@@ -465,7 +465,8 @@ fn listed_contents(meta: &FileMeta, spec: &ReadSpec) -> Result<Vec<u8>, FileRead
             max_bytes,
         ));
     }
-    decode_contents(&meta.path, raw.to_vec(), spec.text.encoding, max_bytes)
+    // The object's buffer itself (no copy: the fetched `Bytes` is its only owner).
+    decode_contents(&meta.path, Vec::from(raw), spec.text.encoding, max_bytes)
 }
 
 /// Decodes JSON lines or CSV text already in memory, UTF-8 (the Kafka source's values,
