@@ -495,8 +495,9 @@ fn resolve_path(base: &Path, path: &str) -> PathBuf {
 }
 
 /// Object-store URLs where weir reads and writes through `crate::storage` (Delta sinks and
-/// sources, files sources' landing zones), refused elsewhere before anything runs: a URL taken as a relative directory
-/// would create `./s3:/bucket/...` and read nothing (docs/object-storage.md).
+/// sources, files sources' landing zones), refused elsewhere before anything runs: a URL
+/// taken as a relative directory would create `./s3:/bucket/...` and read nothing
+/// (docs/object-storage.md).
 fn refuse_remote_locations(
     cx: &Context<'_>,
     span: Range<usize>,

@@ -205,9 +205,9 @@ impl Ledger {
         .map_err(|e| ledger_error(path, e))?;
         conn.execute_batch(SCHEMA)
             .map_err(|e| ledger_error(path, e))?;
-        // Ledgers written before outcomes and retries were recorded gain the columns
-        // (NULL: no outcome recorded, as for a batch whose first attempt stopped before
-        // its write; no failed attempt).
+        // Ledgers written before outcomes, retries and ETags were recorded gain the
+        // columns (NULL: no outcome recorded, as for a batch whose first attempt stopped
+        // before its write; no failed attempt; a local file).
         for (column, kind) in [
             ("outcome", "TEXT"),
             ("attempts", "INTEGER"),
@@ -807,6 +807,41 @@ mod tests {
             "retried later"
         );
         assert_eq!(l.lookup("/c").unwrap().unwrap().state, FileState::Failed);
+    }
+
+    /// An object is known by its ETag and size (a new last-modified time alone, a copy of
+    /// the same bytes, is no change); a local file by its size and modification time.
+    #[test]
+    fn an_object_is_the_same_version_while_its_etag_and_size_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
+        let object = ListedFile {
+            etag: Some("\"e1\"".into()),
+            ..file("s3://b/landing/a.json", 10, 1_000)
+        };
+        l.plan_batch(0, std::slice::from_ref(&object), 1).unwrap();
+        let known = l.lookup("s3://b/landing/a.json").unwrap().unwrap();
+        assert_eq!(known.etag.as_deref(), Some("\"e1\""));
+        assert_eq!(
+            l.files_for_batch(0).unwrap(),
+            vec![object.clone()],
+            "replayed with its ETag"
+        );
+        let touched = ListedFile {
+            modification_time_ms: 2_000,
+            ..object.clone()
+        };
+        assert!(known.same_version(&touched));
+        let rewritten = ListedFile {
+            etag: Some("\"e2\"".into()),
+            ..object.clone()
+        };
+        assert!(!known.same_version(&rewritten));
+        let local = file("/landing/a.json", 10, 1_000);
+        l.plan_batch(1, std::slice::from_ref(&local), 1).unwrap();
+        let known = l.lookup("/landing/a.json").unwrap().unwrap();
+        assert!(known.same_version(&local));
+        assert!(!known.same_version(&file("/landing/a.json", 10, 2_000)));
     }
 
     /// A ledger written before outcomes were recorded opens and gains the column.
