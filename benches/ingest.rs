@@ -391,6 +391,7 @@ fn bench_ledger() {
         path: format!("/landing/events/2026/11/{:02}/part-{i:09}.json", i % 30),
         size: 1000 + i % 977,
         modification_time_ms: 1_764_000_000_000 + i as i64,
+        etag: None,
     };
     let start = Instant::now();
     for batch in 0..n / 1000 {

@@ -311,6 +311,8 @@ pub struct FilesSourceFile {
     pub use_notifications: Option<Spanned<bool>>,
     /// Auto Loader's `cloudFiles.backfillInterval`: with notifications, a full listing this often.
     pub backfill_interval: Option<Spanned<HumanDuration>>,
+    /// Auto Loader's `cloudFiles.useIncrementalListing` (object storage): `auto`, `true`, `false`.
+    pub use_incremental_listing: Option<Spanned<String>>,
 }
 
 fn default_true() -> bool {

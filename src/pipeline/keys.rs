@@ -214,6 +214,8 @@ pub const KEYS: &[Key] = &[
     key("modified_after", FILES, "ISO-8601 timestamp", "none", FILES_DOC, r#"modified_after = "2024-06-01T00:00:00Z""#),
     key("use_notifications", FILES, "bool", "`false`", FILES_DOC, "use_notifications = true"),
     key("backfill_interval", FILES, "duration", r#"`"1 minute"`"#, FILES_DOC, "backfill_interval = \"5 minutes\"\nuse_notifications = true"),
+    key("storage_options", FILES, "table of strings", "none", FILES_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
+    key("use_incremental_listing", FILES, r#"`"auto"`, `"true"`, `"false"`"#, r#"`"auto"`"#, FILES_DOC, r#"use_incremental_listing = "true""#),
     // type = "delta" (docs/delta-source.md)
     key("path", DELTA, "path", "required", DELTA_DOC, r#"path = "lake/in""#),
     key("starting_version", DELTA, r#"integer or `"latest"`"#, "none", DELTA_DOC, "starting_version = 1"),

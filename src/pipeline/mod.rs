@@ -495,8 +495,9 @@ fn resolve_path(base: &Path, path: &str) -> PathBuf {
 }
 
 /// Object-store URLs where weir reads and writes through `crate::storage` (Delta sinks and
-/// sources), refused elsewhere before anything runs: a URL taken as a relative directory
-/// would create `./s3:/bucket/...` and read nothing (docs/object-storage.md).
+/// sources, files sources' landing zones), refused elsewhere before anything runs: a URL
+/// taken as a relative directory would create `./s3:/bucket/...` and read nothing
+/// (docs/object-storage.md).
 fn refuse_remote_locations(
     cx: &Context<'_>,
     span: Range<usize>,
@@ -516,7 +517,7 @@ fn refuse_remote_locations(
         Err(cx.error(
             span.clone(),
             format!(
-                "{key} = {text:?}: this key takes a local path for now (give a directory on this machine); object-store URLs are read and written by Delta sinks and Delta sources so far (docs/object-storage.md#what-runs-where)"
+                "{key} = {text:?}: this key takes a local path for now (give a directory on this machine); object-store URLs are read and written by Delta sinks, Delta sources and files sources so far (docs/object-storage.md#what-runs-where)"
             ),
         ))
     };
@@ -528,9 +529,9 @@ fn refuse_remote_locations(
         .chain(flow.stream_join.iter().map(|j| &j.get_ref().source));
     for source in sources {
         if let Some(p) = &source.path {
-            let delta = source.kind.get_ref() == "delta";
-            check("source path", p, delta)?;
-            if delta {
+            let remote_ok = matches!(source.kind.get_ref().as_str(), "delta" | "files");
+            check("source path", p, remote_ok)?;
+            if remote_ok {
                 // Other kinds refuse the key itself (the keys table).
                 remember_storage_options(cx, span.clone(), "source", p, &source.storage_options)?;
             }

@@ -435,15 +435,41 @@ fn resolve_files(
         .use_notifications
         .as_ref()
         .is_some_and(|b| *b.get_ref());
+    // On object storage the source lists the bucket: incremental listing, with a full
+    // listing every `backfill_interval` (docs/object-storage.md#files-source).
+    let remote = files
+        .path
+        .as_deref()
+        .is_some_and(crate::storage::location::is_remote_text);
+    if let Some(n) = files
+        .use_notifications
+        .as_ref()
+        .filter(|_| remote && use_notifications)
+    {
+        return Err(cx.error(
+            n.span(),
+            "`use_notifications` watches a local directory (inotify); a path on object storage is \
+             listed instead, from the last key seen with use_incremental_listing (docs/object-storage.md#files-source)"
+                .into(),
+        ));
+    }
+    let use_incremental_listing = match &files.use_incremental_listing {
+        None => crate::spec::IncrementalListing::default(),
+        Some(v) => v
+            .get_ref()
+            .parse::<crate::spec::IncrementalListing>()
+            .map_err(|m| cx.error(v.span(), m))?,
+    };
     if let Some(backfill) = files
         .backfill_interval
         .as_ref()
-        .filter(|_| !use_notifications)
+        .filter(|_| !use_notifications && !remote)
     {
         return Err(cx.error(
             backfill.span(),
             "`backfill_interval` is the period of the full listing beside file notifications: \
-             set use_notifications = true with it, or remove it (a listing source lists every trigger)"
+             set use_notifications = true with it, or remove it (a local directory is listed whole every trigger; \
+             on object storage it paces the full listings beside incremental ones)"
                 .into(),
         ));
     }
@@ -493,6 +519,7 @@ fn resolve_files(
             .backfill_interval
             .as_ref()
             .map_or(crate::spec::DEFAULT_BACKFILL_INTERVAL, |d| d.get_ref().0),
+        use_incremental_listing,
     })
 }
 

@@ -32,9 +32,9 @@ pub use sink::{ColumnMappingMode, SinkSpec};
 pub use source::{
     CsvOptions, DEFAULT_BACKFILL_INTERVAL, DEFAULT_DELTA_MAX_FILES_PER_TRIGGER,
     DEFAULT_INFERENCE_MAX_BYTES, DEFAULT_KAFKA_MAX_TRIGGER_DELAY, DEFAULT_MAX_FILES_PER_TRIGGER,
-    DeltaSourceOptions, EvolutionMode, FileFormat, FilesSource, FollowSymlinks, KafkaSourceSpec,
-    KafkaSubscribe, KafkaValueFormat, ParseMode, SourceSpec, StartingVersion, TextEncoding,
-    TextOptions,
+    DeltaSourceOptions, EvolutionMode, FileFormat, FilesSource, FollowSymlinks, IncrementalListing,
+    KafkaSourceSpec, KafkaSubscribe, KafkaValueFormat, ParseMode, SourceSpec, StartingVersion,
+    TextEncoding, TextOptions,
 };
 pub use stateful::{OutputMode, StatefulSpec, WatermarkPolicy, WatermarkSpec};
 pub use time::{TimestampFormat, TimestampOptions};

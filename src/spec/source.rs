@@ -99,8 +99,12 @@ pub struct FilesSource {
     /// notifications (inotify) instead of listing the directory every trigger.
     pub use_notifications: bool,
     /// Auto Loader's `cloudFiles.backfillInterval`: with notifications, a full listing
-    /// this often finds files the notifications missed.
+    /// this often finds files the notifications missed; on object storage with
+    /// incremental listing, a full listing this often finds keys listed out of order.
     pub backfill_interval: Duration,
+    /// Auto Loader's `cloudFiles.useIncrementalListing` (object storage only): list the
+    /// keys after the last key seen instead of the whole prefix.
+    pub use_incremental_listing: IncrementalListing,
 }
 
 /// Default `backfill_interval` with `use_notifications` (Auto Loader has none by default).
@@ -345,6 +349,35 @@ pub enum FollowSymlinks {
     /// Links whose real target is inside the source's path are followed; each real
     /// directory and file is listed once (loops and aliases are cut).
     InsideRoot,
+}
+
+/// Whether a files source on object storage lists only the keys after the last one seen
+/// (Auto Loader's `cloudFiles.useIncrementalListing`; docs/object-storage.md#files-source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncrementalListing {
+    /// Incrementally while a full listing finds the keys in arrival order (modification
+    /// times never decreasing in key order), else the whole prefix.
+    #[default]
+    Auto,
+    /// Always from the last key seen (keys are lexically ordered by arrival, e.g. dates),
+    /// with a full listing every `backfill_interval`.
+    True,
+    /// The whole prefix every trigger.
+    False,
+}
+
+impl std::str::FromStr for IncrementalListing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(IncrementalListing::Auto),
+            "true" => Ok(IncrementalListing::True),
+            "false" => Ok(IncrementalListing::False),
+            other => Err(format!(
+                "invalid use_incremental_listing {other:?}; use \"auto\" (the default), \"true\" or \"false\" (Auto Loader's cloudFiles.useIncrementalListing)"
+            )),
+        }
+    }
 }
 
 impl std::str::FromStr for FollowSymlinks {

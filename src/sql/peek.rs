@@ -236,6 +236,8 @@ fn input_rows(flow: &FlowTables, limits: &Limits) -> Result<Peek, SqlError> {
             &schema,
         ),
         follow_links: source.follow_symlinks != crate::spec::FollowSymlinks::Never,
+        remote: crate::source::files::remote::Landing::of(&source.path)
+            .map_err(|e| SqlError::Query(e.to_string()))?,
     };
     let mut batches: Vec<RecordBatch> = Vec::new();
     let mut rows = 0usize;

@@ -355,8 +355,33 @@ impl FilesInput {
     }
 
     /// `None` until the schema is known: given, recorded, or inferred from the files
-    /// present (an inferred schema is recorded as version 0 of the history).
-    pub fn open(
+    /// present (an inferred schema is recorded as version 0 of the history). A source on
+    /// object storage is opened on a blocking thread (inference and the first start's
+    /// snapshot fetch objects from synchronous code).
+    pub async fn open(
+        options: &FilesSource,
+        index: usize,
+        checkpoint: &Checkpoint,
+    ) -> Result<Option<FilesInput>> {
+        let Some(landing) = crate::source::files::remote::Landing::of(&options.path)? else {
+            return Self::open_local(options, index, checkpoint);
+        };
+        let (options, checkpoint) = (options.clone(), checkpoint.clone());
+        let path = options.path.clone();
+        let opened =
+            tokio::task::spawn_blocking(move || Self::open_local(&options, index, &checkpoint))
+                .await
+                .map_err(|e| Error::Source {
+                    path,
+                    message: format!("opening the source failed: {e}"),
+                })??;
+        Ok(opened.map(|mut input| {
+            input.source.on_object_store(landing);
+            input
+        }))
+    }
+
+    fn open_local(
         options: &FilesSource,
         index: usize,
         checkpoint: &Checkpoint,
@@ -421,7 +446,7 @@ impl FilesInput {
         Ok(())
     }
 
-    pub fn plan(
+    pub async fn plan(
         &mut self,
         trigger: Trigger,
         batch_id: u64,
@@ -432,7 +457,11 @@ impl FilesInput {
         let selection = match trigger {
             Trigger::AvailableNow => {
                 if !src.has_snapshot() {
-                    let listing = src.list(now_ms)?;
+                    let listing = if src.is_remote() {
+                        src.list_remote(now_ms, true).await?
+                    } else {
+                        src.list(now_ms)?
+                    };
                     num_modified += listing.newly_modified.len() as u64;
                     src.take_snapshot(listing);
                 }
@@ -440,7 +469,10 @@ impl FilesInput {
             }
             Trigger::Once | Trigger::ProcessingTime(_) => {
                 // Notifications serve a stream that keeps running; `once` lists.
-                let listing = if matches!(trigger, Trigger::Once) {
+                let listing = if src.is_remote() {
+                    src.list_remote(now_ms, matches!(trigger, Trigger::Once))
+                        .await?
+                } else if matches!(trigger, Trigger::Once) {
                     src.list(now_ms)?
                 } else {
                     src.poll(now_ms)?
@@ -583,6 +615,7 @@ mod tests {
                     path: path.display().to_string(),
                     size: 12,
                     modification_time_ms: i as i64,
+                    etag: None,
                 }
             })
             .collect();

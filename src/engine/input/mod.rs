@@ -128,9 +128,9 @@ impl Input {
         checkpoint: &Checkpoint,
     ) -> Result<Option<Input>> {
         Ok(match spec {
-            SourceSpec::Files(f) => {
-                FilesInput::open(f, index, checkpoint)?.map(|i| Input::Files(Box::new(i)))
-            }
+            SourceSpec::Files(f) => FilesInput::open(f, index, checkpoint)
+                .await?
+                .map(|i| Input::Files(Box::new(i))),
             SourceSpec::Delta(d) => DeltaInput::open(d)
                 .await?
                 .map(|i| Input::Delta(Box::new(i))),
@@ -229,7 +229,7 @@ impl Input {
         now_ms: i64,
     ) -> Result<Option<Planned>> {
         match self {
-            Input::Files(f) => f.plan(trigger, batch_id, now_ms),
+            Input::Files(f) => f.plan(trigger, batch_id, now_ms).await,
             Input::Delta(d) => d.plan(trigger, prev_end).await,
             Input::Kafka(k) => k.plan(trigger, prev_end, now_ms).await,
         }

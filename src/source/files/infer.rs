@@ -18,7 +18,7 @@ use std::sync::Arc;
 use arrow::datatypes::Schema;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::read::{FileMeta, FileReadError, read_contents};
+use super::read::{FileMeta, FileReadError, decode_contents, read_contents};
 use crate::schema::infer::{ArrowFields, Rules, StructTy, Ty, classify, merge, normalize};
 use crate::spec::{CsvOptions, FileFormat, TextOptions};
 
@@ -54,6 +54,19 @@ pub fn infer_schema(
     text_options: &TextOptions,
     typed: bool,
 ) -> Result<Schema, InferError> {
+    infer_schema_in(files, format, csv, text_options, typed, None)
+}
+
+/// [`infer_schema`] of files that are objects of `remote` (their paths are URLs), each
+/// fetched whole; local files when `None`.
+pub fn infer_schema_in(
+    files: &[FileMeta],
+    format: FileFormat,
+    csv: &CsvOptions,
+    text_options: &TextOptions,
+    typed: bool,
+    remote: Option<&super::remote::Landing>,
+) -> Result<Schema, InferError> {
     let rules = Rules {
         timestamp_format: text_options.timestamps.format.as_ref(),
         csv: Some(csv),
@@ -64,11 +77,22 @@ pub fn infer_schema(
         FileFormat::Json | FileFormat::Csv => {
             let mut root = StructTy::default();
             for file in files {
-                let text = match read_contents(
-                    &file.path,
-                    text_options.encoding,
-                    text_options.max_file_bytes,
-                ) {
+                let read = match remote {
+                    Some(landing) => landing.get_blocking(&file.path).and_then(|raw| {
+                        decode_contents(
+                            &file.path,
+                            Vec::from(raw),
+                            text_options.encoding,
+                            text_options.max_file_bytes,
+                        )
+                    }),
+                    None => read_contents(
+                        &file.path,
+                        text_options.encoding,
+                        text_options.max_file_bytes,
+                    ),
+                };
+                let text = match read {
                     Ok(text) => text,
                     Err(e @ FileReadError::Corrupt { .. }) => {
                         corrupt.get_or_insert(e);
@@ -87,7 +111,15 @@ pub fn infer_schema(
         FileFormat::Parquet => {
             let mut root = ArrowFields::default();
             for file in files {
-                match parquet_schema(file) {
+                let schema = match remote {
+                    Some(landing) => landing.get_blocking(&file.path).and_then(|bytes| {
+                        super::read::parquet_file::guarded(&file.path, || {
+                            parquet_schema_of(&file.path, bytes)
+                        })
+                    }),
+                    None => parquet_schema(file),
+                };
+                match schema {
                     Ok(Some(schema)) => {
                         for field in schema.fields() {
                             root.add(field.name(), normalize(field.data_type()));
@@ -214,6 +246,22 @@ fn absorb_csv(
 /// The Arrow schema of a Parquet file from its footer; `None` for a 0-byte file.
 fn parquet_schema(file: &FileMeta) -> Result<Option<Arc<Schema>>, FileReadError> {
     super::read::parquet_file::guarded(&file.path, || parquet_schema_unguarded(file))
+}
+
+/// [`parquet_schema`] of an object's bytes.
+fn parquet_schema_of(
+    path: &std::path::Path,
+    bytes: bytes::Bytes,
+) -> Result<Option<Arc<Schema>>, FileReadError> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| FileReadError::Corrupt {
+            path: path.to_path_buf(),
+            message: format!("Parquet: {e}"),
+        })?;
+    Ok(Some(Arc::clone(builder.schema())))
 }
 
 fn parquet_schema_unguarded(file: &FileMeta) -> Result<Option<Arc<Schema>>, FileReadError> {

@@ -35,10 +35,13 @@ use crate::error::{Error, Result};
 /// A file as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedFile {
-    /// Absolute path.
+    /// Absolute path; on object storage, the object's URL.
     pub path: String,
     pub size: u64,
     pub modification_time_ms: i64,
+    /// On object storage, the object's ETag: a rewritten object has a new one (`None`
+    /// for a local file, told by its size and modification time).
+    pub etag: Option<String>,
 }
 
 impl ListedFile {
@@ -52,6 +55,7 @@ impl ListedFile {
                 path: format!("/landing/f{i}.csv"),
                 size,
                 modification_time_ms: i as i64,
+                etag: None,
             })
             .collect()
     }
@@ -68,6 +72,20 @@ pub struct LedgerEntry {
     pub decided_at_ms: Option<i64>,
     /// Failed read attempts in a row (`retry` rows).
     pub attempts: u32,
+    /// The object's ETag when it was listed (object storage).
+    pub etag: Option<String>,
+}
+
+impl LedgerEntry {
+    /// Whether `file` is the version of the file this row is about: the same ETag and
+    /// size on object storage (Auto Loader's key for a rewritten object), the same size
+    /// and modification time on local disk.
+    pub fn same_version(&self, file: &ListedFile) -> bool {
+        match (&file.etag, &self.etag) {
+            (Some(listed), Some(known)) => self.size == file.size && listed == known,
+            _ => self.size == file.size && self.modification_time_ms == file.modification_time_ms,
+        }
+    }
 }
 
 /// The wait before a file that could not be read (`retry`) is planned again: 1 s after
@@ -169,7 +187,8 @@ CREATE TABLE IF NOT EXISTS files (
     num_rows             INTEGER,
     error                TEXT,
     outcome              TEXT,
-    attempts             INTEGER
+    attempts             INTEGER,
+    etag                 TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path, id);
 CREATE INDEX IF NOT EXISTS files_by_batch ON files(batch_id);
@@ -186,10 +205,14 @@ impl Ledger {
         .map_err(|e| ledger_error(path, e))?;
         conn.execute_batch(SCHEMA)
             .map_err(|e| ledger_error(path, e))?;
-        // Ledgers written before outcomes and retries were recorded gain the columns
-        // (NULL: no outcome recorded, as for a batch whose first attempt stopped before
-        // its write; no failed attempt).
-        for (column, kind) in [("outcome", "TEXT"), ("attempts", "INTEGER")] {
+        // Ledgers written before outcomes, retries and ETags were recorded gain the
+        // columns (NULL: no outcome recorded, as for a batch whose first attempt stopped
+        // before its write; no failed attempt; a local file).
+        for (column, kind) in [
+            ("outcome", "TEXT"),
+            ("attempts", "INTEGER"),
+            ("etag", "TEXT"),
+        ] {
             let present = conn
                 .prepare("SELECT 1 FROM pragma_table_info('files') WHERE name = ?1")
                 .and_then(|mut stmt| stmt.exists([column]))
@@ -240,7 +263,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT size, modification_time_ms, batch_id, state, committed_at_ms, attempts FROM files
+                "SELECT size, modification_time_ms, batch_id, state, committed_at_ms, attempts, etag FROM files
                  WHERE path = ?1 ORDER BY id DESC LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
@@ -252,6 +275,7 @@ impl Ledger {
                 state: FileState::parse(&row.get::<_, String>(3)?),
                 decided_at_ms: row.get(4)?,
                 attempts: row.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0) as u32,
+                etag: row.get(6)?,
             })
         })
         .optional()
@@ -277,9 +301,9 @@ impl Ledger {
     pub fn record_modified(&mut self, file: &ListedFile, now_ms: i64) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                 VALUES (?1, ?2, ?3, NULL, 'modified', ?4)",
-                params![file.path, file.size as i64, file.modification_time_ms, now_ms],
+                "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                 VALUES (?1, ?2, ?3, NULL, 'modified', ?4, ?5)",
+                params![file.path, file.size as i64, file.modification_time_ms, now_ms, file.etag],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -296,8 +320,8 @@ impl Ledger {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                     VALUES (?1, ?2, ?3, NULL, 'existing', ?4)",
+                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                     VALUES (?1, ?2, ?3, NULL, 'existing', ?4, ?5)",
                 )
                 .map_err(|e| ledger_error(&path, e))?;
             for f in files {
@@ -305,7 +329,8 @@ impl Ledger {
                     f.path,
                     f.size as i64,
                     f.modification_time_ms,
-                    now_ms
+                    now_ms,
+                    f.etag
                 ])
                 .map_err(|e| ledger_error(&path, e))?;
             }
@@ -323,8 +348,8 @@ impl Ledger {
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5)",
+                    "INSERT INTO files (path, size, modification_time_ms, batch_id, state, discovered_at_ms, etag)
+                     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6)",
                 )
                 .map_err(|e| ledger_error(&path, e))?;
             for f in files {
@@ -333,7 +358,8 @@ impl Ledger {
                     f.size as i64,
                     f.modification_time_ms,
                     batch_id as i64,
-                    now_ms
+                    now_ms,
+                    f.etag
                 ])
                 .map_err(|e| ledger_error(&path, e))?;
             }
@@ -346,7 +372,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT path, size, modification_time_ms FROM files
+                "SELECT path, size, modification_time_ms, etag FROM files
                  WHERE batch_id = ?1 AND state NOT IN ('modified', 'retry') ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
@@ -356,6 +382,7 @@ impl Ledger {
                     path: row.get(0)?,
                     size: row.get::<_, i64>(1)? as u64,
                     modification_time_ms: row.get(2)?,
+                    etag: row.get(3)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -368,7 +395,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT batch_id, path, size, modification_time_ms FROM files
+                "SELECT batch_id, path, size, modification_time_ms, etag FROM files
                  WHERE batch_id < ?1 AND state != 'modified' ORDER BY batch_id, id",
             )
             .map_err(|e| self.err(e))?;
@@ -380,6 +407,7 @@ impl Ledger {
                         path: row.get(1)?,
                         size: row.get::<_, i64>(2)? as u64,
                         modification_time_ms: row.get(3)?,
+                        etag: row.get(4)?,
                     },
                 ))
             })
@@ -642,6 +670,7 @@ mod tests {
             path: path.into(),
             size,
             modification_time_ms: mtime,
+            etag: None,
         }
     }
 
@@ -778,6 +807,41 @@ mod tests {
             "retried later"
         );
         assert_eq!(l.lookup("/c").unwrap().unwrap().state, FileState::Failed);
+    }
+
+    /// An object is known by its ETag and size (a new last-modified time alone, a copy of
+    /// the same bytes, is no change); a local file by its size and modification time.
+    #[test]
+    fn an_object_is_the_same_version_while_its_etag_and_size_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
+        let object = ListedFile {
+            etag: Some("\"e1\"".into()),
+            ..file("s3://b/landing/a.json", 10, 1_000)
+        };
+        l.plan_batch(0, std::slice::from_ref(&object), 1).unwrap();
+        let known = l.lookup("s3://b/landing/a.json").unwrap().unwrap();
+        assert_eq!(known.etag.as_deref(), Some("\"e1\""));
+        assert_eq!(
+            l.files_for_batch(0).unwrap(),
+            vec![object.clone()],
+            "replayed with its ETag"
+        );
+        let touched = ListedFile {
+            modification_time_ms: 2_000,
+            ..object.clone()
+        };
+        assert!(known.same_version(&touched));
+        let rewritten = ListedFile {
+            etag: Some("\"e2\"".into()),
+            ..object.clone()
+        };
+        assert!(!known.same_version(&rewritten));
+        let local = file("/landing/a.json", 10, 1_000);
+        l.plan_batch(1, std::slice::from_ref(&local), 1).unwrap();
+        let known = l.lookup("/landing/a.json").unwrap().unwrap();
+        assert!(known.same_version(&local));
+        assert!(!known.same_version(&file("/landing/a.json", 10, 2_000)));
     }
 
     /// A ledger written before outcomes were recorded opens and gains the column.

@@ -25,11 +25,16 @@
 //! - files the ledger knows with another size or modification time (rewritten in
 //!   place): logged and counted once as `numFilesModifiedAfterIngestion`, and
 //!   ingested again only with `allow_overwrites = true` (key = path + size + mtime).
+//!
+//! A `path` on object storage (`s3://`, `gs://`, `az://`, `abfss://`) is listed and read
+//! through the storage seam by the same rules ([`remote`]): the key is the object's URL,
+//! ETag and size, and an object overwritten with new content is a modified file.
 
 pub mod infer;
 pub mod ledger;
 pub mod partition;
 pub mod read;
+pub mod remote;
 pub mod schema_store;
 pub mod watch;
 
@@ -122,6 +127,14 @@ pub struct FileSource {
     snapshot: Option<VecDeque<ListedFile>>,
     /// `use_notifications = true`: the watcher and what it left to examine.
     notifications: Option<Notifications>,
+    /// A landing zone on object storage: its store and the incremental listing's state.
+    remote: Option<RemoteSource>,
+}
+
+/// A files source whose `path` is on object storage ([`remote`]).
+struct RemoteSource {
+    landing: remote::Landing,
+    incremental: remote::Incremental,
 }
 
 /// The state of a source with `use_notifications = true` (see [`watch`]).
@@ -159,6 +172,7 @@ impl FileSource {
             text: options.text.clone(),
             partitions,
             follow_links: options.follow_symlinks != FollowSymlinks::Never,
+            remote: None,
         };
         let batch_schema = batch_schema(&read::output_schema(&read_spec));
         FileSource {
@@ -176,12 +190,64 @@ impl FileSource {
                 warned: None,
                 last_start_ms: None,
             }),
+            remote: None,
             options,
         }
     }
 
+    /// The source reads `landing` on object storage: listed and read through its store.
+    pub fn on_object_store(&mut self, landing: remote::Landing) {
+        let mut spec = (*self.read_spec).clone();
+        spec.remote = Some(landing.clone());
+        self.read_spec = Arc::new(spec);
+        self.remote = Some(RemoteSource {
+            landing,
+            incremental: remote::Incremental::new(self.options.use_incremental_listing),
+        });
+    }
+
+    /// Whether the source's `path` is on object storage.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
     pub fn description(&self) -> String {
-        format!("FileStreamSource[{}]", file_url(&self.options.path))
+        match &self.remote {
+            Some(r) => format!(
+                "FileStreamSource[{}]",
+                r.landing.url().trim_end_matches('/')
+            ),
+            None => format!("FileStreamSource[{}]", file_url(&self.options.path)),
+        }
+    }
+
+    /// Lists a source on object storage (a local one: [`FileSource::list`]) and returns
+    /// the objects to ingest: from the last key seen when incremental listing applies,
+    /// the whole prefix otherwise and when `full` (an `available_now` snapshot).
+    pub async fn list_remote(&mut self, now_ms: i64, full: bool) -> Result<Listing> {
+        let backfill_ms =
+            i64::try_from(self.options.backfill_interval.as_millis()).unwrap_or(i64::MAX);
+        let Some(remote) = self.remote.as_mut() else {
+            return self.list(now_ms);
+        };
+        let after = if full {
+            None
+        } else {
+            remote.incremental.start_after(now_ms, backfill_ms)
+        };
+        let listed = remote
+            .landing
+            .list(&self.options, now_ms, after.as_deref())
+            .await?;
+        tracing::debug!(
+            url = remote.landing.url(),
+            start_after = after.as_deref().unwrap_or(""),
+            objects = listed.files.len(),
+            requests = listed.requests,
+            "listed the landing zone"
+        );
+        remote.incremental.listed(now_ms, after.as_deref(), &listed);
+        self.classify(listed.files, now_ms)
     }
 
     /// The data columns (the schema files are decoded to, without `_rescued_data`).
@@ -327,9 +393,7 @@ impl FileSource {
             .ledger
             .lookup_many(found.iter().map(|f| f.path.as_str()))?;
         for (file, known) in found.into_iter().zip(known) {
-            let unchanged = |k: &ledger::LedgerEntry| {
-                k.size == file.size && k.modification_time_ms == file.modification_time_ms
-            };
+            let unchanged = |k: &ledger::LedgerEntry| k.same_version(&file);
             match known {
                 None => listing.candidates.push(file),
                 // A file that could not be read is taken again once its backoff has passed.
@@ -567,6 +631,14 @@ impl BatchReader {
                         },
                     ));
                 }
+                // The object store failed (not the object): the batch stops before any
+                // outcome is recorded, and is read again when the store answers.
+                Err(read::FileReadError::Store { source, .. }) => {
+                    return Err(Error::Storage {
+                        role: crate::error::StorageRole::Source,
+                        source: *source,
+                    });
+                }
                 // `mode = "failfast"`: the whole batch stops, nothing is written.
                 Err(read::FileReadError::Malformed {
                     path,
@@ -640,7 +712,9 @@ pub fn skip_existing_files(
         return Ok(0);
     }
     let mut files = Vec::new();
-    if !landing_missing(&options.path) {
+    if let Some(landing) = remote::Landing::of(&options.path)? {
+        files = landing.list_blocking(options, now_ms)?.files;
+    } else if !landing_missing(&options.path) {
         list_tree(options, now_ms, &mut files)?;
     }
     // Files the ledger knows already (a crash between the two writes) are not recorded twice.
@@ -662,16 +736,25 @@ pub fn skip_existing_files(
 
 /// Lists the source without consulting the ledger (schema inference before the first batch).
 pub fn list_for_inference(options: &FilesSource, out: &mut Vec<ListedFile>) -> Result<()> {
+    let now = crate::clock::now_ms();
+    if let Some(landing) = remote::Landing::of(&options.path)? {
+        out.extend(landing.list_blocking(options, now)?.files);
+        return Ok(());
+    }
     if landing_missing(&options.path) {
         return Ok(());
     }
-    let now = crate::clock::now_ms();
     list_tree(options, now, out).map(|_| ())
 }
 
 /// Whether a source's landing directory does not exist (yet): nothing to list, the
 /// flow waits for it. Other listing errors (permissions, a file in its place) stay errors.
+/// A prefix on object storage is never missing (an empty prefix lists nothing; a missing
+/// bucket is the listing's error).
 pub fn landing_missing(path: &Path) -> bool {
+    if crate::storage::location::is_remote_text(&path.to_string_lossy()) {
+        return false;
+    }
     matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
@@ -964,6 +1047,7 @@ impl Walk<'_> {
             path: path.to_string_lossy().into_owned(),
             size: meta.len(),
             modification_time_ms: mtime_ms,
+            etag: None,
         });
         Ok(())
     }
@@ -986,13 +1070,19 @@ pub fn hidden_name(name: &str) -> bool {
 /// Hadoop's `Path.toUri().toString()`, `file:` + the absolute path, percent-encoded as
 /// `java.net.URI` quotes a path ([`uri_path`]): `/d/a b.csv` -> `file:/d/a%20b.csv`.
 /// Spark returns the encoded form since 3.4.1 (SPARK-43284, apache/spark#40947).
+/// An object on object storage is named by its URL as listed (`s3://bucket/landing/a.json`),
+/// as Spark names it.
 pub fn file_url(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    if crate::storage::location::is_remote_text(&text) {
+        return text.into_owned();
+    }
     format!("file:{}", uri_path(path))
 }
 
 /// The last segment of [`file_url`]: Spark's `_metadata.file_name` (`a%20b.csv`).
 pub fn file_url_name(path: &Path) -> String {
-    let encoded = uri_path(path);
+    let encoded = file_url(path);
     match encoded.rsplit_once('/') {
         Some((_, name)) => name.to_string(),
         None => encoded,
@@ -1380,6 +1470,7 @@ mod metadata_tests {
             path: "/landing/a b.csv".into(),
             size: 42,
             modification_time_ms: 1_700_000_000_000,
+            etag: None,
         };
         let path_only = std::collections::BTreeSet::from(["file_path".to_string()]);
         for (names, filled) in [(None, true), (Some(&path_only), false)] {

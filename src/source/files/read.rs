@@ -187,6 +187,9 @@ pub struct ReadSpec {
     /// Open a listed path through a symbolic link (`follow_symlinks = "inside_root"`,
     /// whose listing checked the link's target); otherwise `O_NOFOLLOW`.
     pub follow_links: bool,
+    /// The landing zone on object storage the files are objects of (their paths are
+    /// URLs): each is fetched whole and decoded from its bytes.
+    pub remote: Option<super::remote::Landing>,
 }
 
 impl ReadSpec {
@@ -200,6 +203,7 @@ impl ReadSpec {
             text: TextOptions::default(),
             partitions: None,
             follow_links: false,
+            remote: None,
         }
     }
 }
@@ -285,6 +289,14 @@ pub enum FileReadError {
     /// An Arrow kernel failed where it should not: a bug in weir, not in the data.
     #[error("internal error decoding {path}: {message}")]
     Internal { path: PathBuf, message: String },
+    /// The object store failed to answer for the object (not found is [`FileReadError::Io`]):
+    /// the batch stops, nothing of it is recorded, and it is read again later.
+    #[error("cannot read source object {path}: {source}")]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: Box<crate::storage::StorageError>,
+    },
 }
 
 impl FileReadError {
@@ -296,14 +308,15 @@ impl FileReadError {
             | FileReadError::Layout { path, .. }
             | FileReadError::Unsupported { path, .. }
             | FileReadError::Malformed { path, .. }
-            | FileReadError::Internal { path, .. } => path,
+            | FileReadError::Internal { path, .. }
+            | FileReadError::Store { path, .. } => path,
         }
     }
 
     /// Whether reading the same file again later can succeed without a change by a person
     /// (a corrupt file is retried only when a new version of it lands).
     pub fn retryable(&self) -> bool {
-        matches!(self, FileReadError::Io { .. })
+        matches!(self, FileReadError::Io { .. } | FileReadError::Store { .. })
     }
 
     /// The failfast error of the record `raw` at `line`.
@@ -419,14 +432,41 @@ pub(crate) fn decode_data(meta: &FileMeta, spec: &ReadSpec) -> Result<DecodedFil
     match spec.format {
         FileFormat::Parquet => parquet_file::decode(meta, spec, &schema),
         FileFormat::Json => {
-            let text = read_listed(&meta.path, spec)?;
+            let text = listed_contents(meta, spec)?;
             json_lines::decode(&text, meta, spec, &schema)
         }
         FileFormat::Csv => {
-            let text = read_listed(&meta.path, spec)?;
+            let text = listed_contents(meta, spec)?;
             csv_file::decode(&text, meta, spec, &schema)
         }
     }
+}
+
+/// The text of a listed JSON or CSV file as the decoders see it ([`read_contents`]): read
+/// from disk, or fetched whole from object storage ([`ReadSpec::remote`]; the listed size
+/// is checked against `max_file_size` before the `GET`, the fetched one after it).
+fn listed_contents(meta: &FileMeta, spec: &ReadSpec) -> Result<Vec<u8>, FileReadError> {
+    let Some(landing) = &spec.remote else {
+        return read_listed(&meta.path, spec);
+    };
+    let max_bytes = spec.text.max_file_bytes;
+    if meta.size > max_bytes {
+        return Err(too_large(
+            &meta.path,
+            &format!("is {} bytes, over", meta.size),
+            max_bytes,
+        ));
+    }
+    let raw = landing.get_blocking(&meta.path)?;
+    if raw.len() as u64 > max_bytes {
+        return Err(too_large(
+            &meta.path,
+            &format!("is {} bytes, over", raw.len()),
+            max_bytes,
+        ));
+    }
+    // The object's buffer itself (no copy: the fetched `Bytes` is its only owner).
+    decode_contents(&meta.path, Vec::from(raw), spec.text.encoding, max_bytes)
 }
 
 /// Decodes JSON lines or CSV text already in memory, UTF-8 (the Kafka source's values,

@@ -310,12 +310,14 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
             modification_time_ms: f.modification_time_ms,
         })
         .collect();
-    match super::infer::infer_schema(
+    let remote = super::remote::Landing::of(&spec.path)?;
+    match super::infer::infer_schema_in(
         &metas,
         spec.format,
         &spec.csv,
         &spec.text,
         spec.infer_column_types,
+        remote.as_ref(),
     ) {
         Ok(schema) => {
             let paths: Vec<PathBuf> = metas.iter().map(|m| m.path.clone()).collect();
@@ -330,6 +332,13 @@ fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
         }
         // Only empty or blank files so far: wait for data.
         Err(super::infer::InferError::NothingToInfer { .. }) => Ok(None),
+        // The object store failed: source_unavailable, retried as a whole.
+        Err(super::infer::InferError::File(super::read::FileReadError::Store {
+            source, ..
+        })) => Err(Error::Storage {
+            role: crate::error::StorageRole::Source,
+            source: *source,
+        }),
         Err(e) => Err(Error::Source {
             path: spec.path.clone(),
             message: format!("schema inference failed: {e}"),

@@ -64,15 +64,31 @@ fn decode_unguarded(
         path: meta.path.clone(),
         message: format!("Parquet: {e}"),
     };
-    let file = super::open_listed(&meta.path, spec.follow_links)?;
-    if file.metadata().map_err(io)?.len() == 0 {
-        return Ok(DecodedFile::default());
-    }
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(corrupt)?
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(corrupt)?;
+    let reader = match &spec.remote {
+        // On object storage: the object fetched whole, read from its bytes.
+        Some(landing) => {
+            let bytes = landing.get_blocking(&meta.path)?;
+            if bytes.is_empty() {
+                return Ok(DecodedFile::default());
+            }
+            ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(corrupt)?
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(corrupt)?
+        }
+        None => {
+            let file = super::open_listed(&meta.path, spec.follow_links)?;
+            if file.metadata().map_err(io)?.len() == 0 {
+                return Ok(DecodedFile::default());
+            }
+            ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(corrupt)?
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(corrupt)?
+        }
+    };
     let fields = data_fields(&spec.schema);
     let file_path = display_path(meta);
     let mut out = DecodedFile::default();
