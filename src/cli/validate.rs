@@ -153,6 +153,15 @@ pub fn run(path: &Path) -> ExitCode {
             SinkSpec::DeltaMerge { path, keys, .. } => {
                 format!("delta_merge {} on {}", path.display(), keys.join(", "))
             }
+            SinkSpec::Postgres {
+                url, table, keys, ..
+            } => {
+                if keys.is_empty() {
+                    format!("postgres {table} at {url}")
+                } else {
+                    format!("postgres {table} at {url} upserted on {}", keys.join(", "))
+                }
+            }
             SinkSpec::Memory { name } => format!("memory {name}"),
             SinkSpec::Console { .. } => "console".to_string(),
         };

@@ -27,10 +27,11 @@ pub enum Kind {
     DeltaMergeSink,
     MemorySink,
     ConsoleSink,
+    PostgresSink,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::FilesCsv,
         Kind::FilesJson,
         Kind::FilesParquet,
@@ -42,6 +43,7 @@ impl Kind {
         Kind::DeltaMergeSink,
         Kind::MemorySink,
         Kind::ConsoleSink,
+        Kind::PostgresSink,
     ];
 
     /// The `type` of the `[flow.source]` or `[flow.sink]` table of this kind.
@@ -53,13 +55,18 @@ impl Kind {
             Kind::DeltaMergeSink => "delta_merge",
             Kind::MemorySink => "memory",
             Kind::ConsoleSink => "console",
+            Kind::PostgresSink => "postgres",
         }
     }
 
     pub fn is_sink(self) -> bool {
         matches!(
             self,
-            Kind::DeltaSink | Kind::DeltaMergeSink | Kind::MemorySink | Kind::ConsoleSink
+            Kind::DeltaSink
+                | Kind::DeltaMergeSink
+                | Kind::MemorySink
+                | Kind::ConsoleSink
+                | Kind::PostgresSink
         )
     }
 
@@ -249,6 +256,10 @@ pub const KEYS: &[Key] = &[
     key("column_mapping_mode", &[Kind::DeltaSink], r#"`"name"`, `"id"`, `"none"`"#, "none", SINK_DOC, r#"column_mapping_mode = "name""#),
     key("optimize_every", DELTA_SINKS, "duration", "none", SINK_DOC, r#"optimize_every = "1 hour""#),
     key("storage_options", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
+    key("url", &[Kind::PostgresSink], "libpq URL", "required", SINK_DOC, r#"url = "postgresql://weir@127.0.0.1:5432/lake""#),
+    key("table", &[Kind::PostgresSink], "`name` or `schema.name`", "required", SINK_DOC, r#"table = "bronze_flights""#),
+    key("keys", &[Kind::PostgresSink], "array of names", "none (append)", SINK_DOC, r#"keys = ["id"]"#),
+    key("order_by", &[Kind::PostgresSink], "column", "none", SINK_DOC, "order_by = \"id\"\nkeys = [\"id\"]"),
     key("name", &[Kind::MemorySink], "string", "the flow name", SINK_DOC, r#"name = "m""#),
     key("num_rows", &[Kind::ConsoleSink], "integer", "20", SINK_DOC, "num_rows = 5"),
 ];
@@ -381,6 +392,10 @@ mod tests {
                 ("path", r#"path = "lake/out""#),
                 ("keys", r#"keys = ["id"]"#),
             ],
+            Kind::PostgresSink => vec![
+                ("url", r#"url = "postgresql://weir@127.0.0.1:5432/lake""#),
+                ("table", r#"table = "t""#),
+            ],
             Kind::MemorySink | Kind::ConsoleSink => vec![],
         });
         lines
@@ -502,6 +517,7 @@ mod tests {
             Kind::DeltaMergeSink,
             Kind::MemorySink,
             Kind::ConsoleSink,
+            Kind::PostgresSink,
         ] {
             let message = parse(&pipeline_with(kind, "no_such_key = 1"))
                 .err()

@@ -22,6 +22,7 @@ mod multihop;
 mod object_store;
 mod operate;
 mod pipeline_files;
+mod postgres;
 mod power;
 mod schema_drift;
 mod spark;

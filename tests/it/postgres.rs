@@ -1,0 +1,466 @@
+//! The PostgreSQL sink (docs/sinks.md) against a real cluster (Debian's binaries, a
+//! throwaway `initdb` started here: `weir::sink::postgres::test_server`): every row once
+//! in append mode (beside the same input in a Delta table), upserts with `keys` and
+//! `order_by`, the crash drill at each failpoint of the batch protocol (append and
+//! upsert) equal to a crash-free run, the server down at start (a clear error; a server
+//! back within the retries is waited for), and the password never printed or written.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use weir::sink::postgres::test_server::{PASSWORD, PgServer, bin_dir};
+
+use crate::support::*;
+
+/// The shared cluster, or `None` (the test prints that it was skipped) when PostgreSQL's
+/// binaries are absent and `WEIR_POSTGRES_TESTS` is not `1`; with it, a missing server
+/// fails.
+fn server() -> Option<&'static PgServer> {
+    if !wanted() {
+        return None;
+    }
+    static SHARED: OnceLock<Result<PgServer, String>> = OnceLock::new();
+    match SHARED.get_or_init(PgServer::start) {
+        Ok(s) => Some(s),
+        Err(e) => panic!("cannot start the test PostgreSQL server: {e}"),
+    }
+}
+
+fn wanted() -> bool {
+    let required = std::env::var("WEIR_POSTGRES_TESTS").is_ok_and(|v| v == "1");
+    if bin_dir().is_none() && !required {
+        eprintln!(
+            "skipped: the postgres tests need PostgreSQL's server binaries (apt-get install postgresql; WEIR_POSTGRES_TESTS=1 makes this a failure)"
+        );
+        return false;
+    }
+    true
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `weir run --headless --trigger available-now PIPELINE` with `PGPASSWORD` set.
+fn run(pipeline: &Path, failpoint: Option<&str>) -> Output {
+    let mut c = weir();
+    c.env("PGPASSWORD", PASSWORD)
+        .env_remove("PGPASSFILE")
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(pipeline);
+    if let Some(fp) = failpoint {
+        c.env("WEIR_FAILPOINT", fp);
+    }
+    c.output().expect("run weir")
+}
+
+/// A flow reading `id,v,ts` CSV files from `landing`, one file per batch, into the
+/// postgres `table` at `url` with `sink_extra` lines.
+fn ids_pipeline(dir: &Path, url: &str, table: &str, sink_extra: &str) -> PathBuf {
+    write_pipeline(
+        dir,
+        &format!(
+            r#"
+[[flow]]
+name = "ids"
+trigger = "available_now"
+
+[flow.health]
+retry_attempts = 1
+retry_backoff = "50 ms"
+
+[flow.source]
+type = "files"
+path = "landing"
+format = "csv"
+schema = "id BIGINT, v STRING, ts BIGINT"
+max_files_per_trigger = 1
+
+[flow.source.csv]
+header = true
+
+[flow.sink]
+type = "postgres"
+url = "{url}"
+table = "{table}"
+{sink_extra}
+"#
+        ),
+    )
+}
+
+fn land_ids(dir: &Path, file: &str, rows: &[(i64, &str, i64)]) {
+    let mut body = String::from("id,v,ts\n");
+    for (id, v, ts) in rows {
+        body.push_str(&format!("{id},{v},{ts}\n"));
+    }
+    land(&dir.join("landing"), file, body.as_bytes());
+}
+
+fn land_range(dir: &Path, file: &str, ids: std::ops::Range<i64>) {
+    let rows: Vec<(i64, String, i64)> = ids.map(|i| (i, format!("n{i}"), i)).collect();
+    let rows: Vec<(i64, &str, i64)> = rows.iter().map(|(i, v, t)| (*i, v.as_str(), *t)).collect();
+    land_ids(dir, file, &rows);
+}
+
+/// The table's rows as `id|v|ts` lines by id.
+fn table_rows(server: &PgServer, table: &str) -> String {
+    server
+        .psql(
+            "lake",
+            &format!("SELECT id, v, ts FROM \"{table}\" ORDER BY id, v, ts"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The bronze flights flow of the demo (its schema, without the select) into `sink`.
+fn flights_flow(name: &str, sink: &str) -> String {
+    let bronze = bronze_flights_only()
+        .replace("name = \"bronze_flights\"", &format!("name = \"{name}\""))
+        .replace("max_files_per_trigger = 100", "max_files_per_trigger = 4");
+    let start = bronze.find("select = [").expect("the bronze flow has a select");
+    let end = start + bronze[start..].find("]\n").expect("its end") + 2;
+    let bronze = format!("{}{}", &bronze[..start], &bronze[end..]);
+    let at = bronze.find("[flow.sink]").expect("a sink");
+    format!("{}[flow.sink]\n{sink}\n", &bronze[..at])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_lands_every_row_once_as_the_delta_table_holds_them() {
+    let Some(server) = server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let landed = weir::demo::data::land_flights(
+        &dir.path().join("landing/flights"),
+        &dir.path().join("_staging"),
+        Some(10),
+    )
+    .unwrap();
+    let pg = flights_flow(
+        "to_postgres",
+        &format!(
+            "type = \"postgres\"\nurl = \"{}\"\ntable = \"bronze_flights\"",
+            server.url()
+        ),
+    );
+    let delta = flights_flow("to_delta", "type = \"delta\"\npath = \"lake/bronze/flights\"");
+    let p = write_pipeline(dir.path(), &format!("{pg}\n{delta}"));
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The same facts from PostgreSQL and from the Delta table (DataFusion).
+    let facts = "count(*), count(DISTINCT (year, month, day, carrier, flight, sched_dep_time)), \
+                 sum(dep_delay), sum(arr_time), count(tailnum), count(DISTINCT dest), \
+                 min(time_hour), max(time_hour)";
+    let in_pg = server
+        .psql(
+            "lake",
+            &format!(
+                "SELECT {} FROM bronze_flights",
+                facts.replace(
+                    "min(time_hour), max(time_hour)",
+                    "to_char(min(time_hour), 'YYYY-MM-DD HH24:MI:SS'), to_char(max(time_hour), 'YYYY-MM-DD HH24:MI:SS')"
+                )
+            ),
+        )
+        .unwrap();
+    let rows = delta_rows(&dir.path().join("lake/bronze/flights")).await;
+    let df_facts = "count(*) AS a, count(DISTINCT concat_ws('/', year, month, day, carrier, flight, sched_dep_time)) AS b, \
+                    CAST(sum(dep_delay) AS BIGINT) AS c, sum(arr_time) AS d, count(tailnum) AS e, count(DISTINCT dest) AS f, \
+                    to_char(min(time_hour), '%Y-%m-%d %H:%M:%S') AS g, to_char(max(time_hour), '%Y-%m-%d %H:%M:%S') AS h";
+    let batches = sql(&rows, &format!("SELECT {df_facts} FROM t")).await;
+    let in_delta: Vec<String> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .map(|c| column_strings(&batches, c).join(""))
+        .collect();
+    assert_eq!(in_pg, in_delta.join("|"), "PostgreSQL and Delta disagree");
+    assert!(
+        in_pg.starts_with(&format!("{0}|{0}|", landed.rows_total)),
+        "every landed row once: {in_pg}, landed {}",
+        landed.rows_total
+    );
+
+    // The marker holds the last batch; a second run writes nothing.
+    let last_batch = server
+        .psql(
+            "lake",
+            "SELECT batch_id FROM weir_sink_commits WHERE table_name = 'bronze_flights'",
+        )
+        .unwrap();
+    assert_eq!(last_batch, "2", "10 files, 4 per batch: batches 0..=2");
+    let again = run(&p, None);
+    assert!(again.status.success(), "{}", text(&again));
+    let count = server
+        .psql("lake", "SELECT count(*) FROM bronze_flights")
+        .unwrap();
+    assert_eq!(count, landed.rows_total.to_string());
+}
+
+#[test]
+fn keys_upsert_the_latest_row_per_key_and_never_an_older_one() {
+    let Some(server) = server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(
+        dir.path(),
+        &server.url(),
+        "upserted",
+        "keys = [\"id\"]\norder_by = \"ts\"",
+    );
+    land_ids(dir.path(), "a.csv", &[(1, "a1", 10), (2, "a2", 10), (3, "a3", 10)]);
+    land_ids(
+        dir.path(),
+        "b.csv",
+        // 2 newer, 3 older (kept as it is), 4 new, 5 twice in the batch (the greater ts
+        // wins, whatever the order).
+        &[(2, "b2", 20), (3, "b3", 5), (4, "b4", 20), (5, "late", 30), (5, "early", 29)],
+    );
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        table_rows(server, "upserted"),
+        "1|a1|10\n2|b2|20\n3|a3|10\n4|b4|20\n5|late|30"
+    );
+    // The table the sink created has a unique constraint on the keys.
+    let unique = server
+        .psql(
+            "lake",
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'upserted'::regclass AND contype = 'u'",
+        )
+        .unwrap();
+    assert_eq!(unique, "1");
+
+    // Without order_by, two rows of one key in a batch fail it, naming the table and code.
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "no_order", "keys = [\"id\"]");
+    land_ids(dir.path(), "a.csv", &[(1, "x", 1), (1, "y", 2)]);
+    let out = run(&p, None);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("postgres table no_order"), "{said}");
+    assert!(said.contains("SQLSTATE 21000"), "{said}");
+    assert!(said.contains("order_by"), "{said}");
+    assert_eq!(
+        server.psql("lake", "SELECT count(*) FROM no_order").unwrap(),
+        "0",
+        "nothing of the failed batch is in the table"
+    );
+}
+
+/// The batch protocol's crash drill: the real process aborts at each failpoint of batch
+/// 1 (more files landing while it is down), then runs to the end; the table must equal a
+/// crash-free run's, in append mode and with keys.
+#[test]
+fn every_failpoint_recovers_exactly_once_in_postgres() {
+    let Some(server) = server() else { return };
+    for (mode, sink_extra) in [("append", ""), ("upsert", "keys = [\"id\"]")] {
+        let setup = |dir: &Path, table: &str| {
+            let p = ids_pipeline(dir, &server.url(), table, sink_extra);
+            for f in 0..3 {
+                land_range(dir, &format!("f{f}.csv"), f * 40..(f + 1) * 40);
+            }
+            p
+        };
+        let clean = tempfile::tempdir().unwrap();
+        let clean_table = format!("crash_{mode}_clean");
+        let p = setup(clean.path(), &clean_table);
+        let out = run(&p, None);
+        assert!(out.status.success(), "{}", text(&out));
+        land_range(clean.path(), "late.csv", 120..160);
+        let out = run(&p, None);
+        assert!(out.status.success(), "{}", text(&out));
+        let golden = table_rows(server, &clean_table);
+        assert_eq!(golden.lines().count(), 160, "{mode}");
+
+        for failpoint in weir::engine::failpoint::FAILPOINTS {
+            let dir = tempfile::tempdir().unwrap();
+            let table = format!("crash_{mode}_{failpoint}");
+            let p = setup(dir.path(), &table);
+            let crashed = run(&p, Some(&format!("{failpoint}:1")));
+            let said = text(&crashed);
+            assert!(!crashed.status.success(), "{mode} {failpoint}: {said}");
+            assert!(
+                said.contains(&format!("failpoint {failpoint} hit in batch 1")),
+                "{said}"
+            );
+            land_range(dir.path(), "late.csv", 120..160);
+            let out = run(&p, None);
+            assert!(out.status.success(), "{mode} {failpoint}: {}", text(&out));
+            assert_eq!(table_rows(server, &table), golden, "{mode} {failpoint}");
+            let progress = weir::checkpoint::progress::read_progress(
+                &dir.path().join("_checkpoints/ids/_weir/progress.jsonl"),
+            )
+            .unwrap();
+            let replay = progress
+                .iter()
+                .find(|p| p.weir.replayed)
+                .expect("a replayed batch");
+            let skipped = !matches!(failpoint, "after_offsets" | "after_read");
+            assert_eq!(
+                replay.weir.sink_write_skipped, skipped,
+                "{mode} {failpoint}: the replay's write is skipped exactly when its marker is in"
+            );
+        }
+    }
+}
+
+/// Nobody listens on the URL's port: the run stops after its retries with an error naming
+/// the table, the server and the SQLSTATE, and the flow's health is sink_unavailable.
+#[test]
+fn a_server_down_at_start_fails_naming_the_table_and_the_sqlstate() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgresql://weir@127.0.0.1:{port}/lake");
+    let p = ids_pipeline(dir.path(), &url, "down", "");
+    land_range(dir.path(), "a.csv", 0..5);
+    let out = run(&p, None);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("postgres table down"), "{said}");
+    assert!(said.contains(&format!("127.0.0.1:{port}/lake")), "{said}");
+    assert!(said.contains("SQLSTATE 08001"), "{said}");
+    let health: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("_checkpoints/ids/_weir/health.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(health["state"], "sink_unavailable", "{health}");
+}
+
+/// The server down when a run starts and back a moment later: the sink's open is retried
+/// with backoff, and the table holds every row once.
+#[test]
+fn a_server_back_within_the_retries_is_waited_for() {
+    if !wanted() {
+        return;
+    }
+    // A server of its own: the shared one must stay up for the other tests.
+    let mut server = PgServer::start().expect("start a PostgreSQL server");
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "waited", "");
+    let toml = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("retry_attempts = 1", "retry_attempts = 6")
+        .replace("retry_backoff = \"50 ms\"", "retry_backoff = \"500 ms\"");
+    std::fs::write(&p, toml).unwrap();
+    land_range(dir.path(), "a.csv", 0..40);
+    land_range(dir.path(), "b.csv", 40..80);
+    server.stop();
+    let child = weir()
+        .env("PGPASSWORD", PASSWORD)
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    server.restart().expect("restart the PostgreSQL server");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let ids = server
+        .psql("lake", "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM waited")
+        .unwrap();
+    assert_eq!(ids, "80|80|0|79");
+}
+
+/// The password (PGPASSWORD or a passfile) is never in weir's output, its checkpoint
+/// (plan.json, progress, health) or its logs; a wrong one fails with SQLSTATE 28P01; a
+/// URL carrying one is refused before anything runs, pointing to PGPASSWORD.
+#[test]
+fn the_password_is_never_printed_or_written() {
+    let Some(server) = server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "secret_kept", "");
+    land_range(dir.path(), "a.csv", 0..10);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains(PASSWORD));
+
+    // The passfile instead of PGPASSWORD.
+    let passfile = dir.path().join("pgpass");
+    std::fs::write(
+        &passfile,
+        format!("127.0.0.1:{}:lake:weir:{PASSWORD}\n", server.port),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    land_range(dir.path(), "b.csv", 10..20);
+    let out = weir()
+        .env_remove("PGPASSWORD")
+        .env("PGPASSFILE", &passfile)
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains(PASSWORD));
+    assert_eq!(
+        server.psql("lake", "SELECT count(*) FROM secret_kept").unwrap(),
+        "20"
+    );
+
+    // A wrong password: refused by the server, named by its SQLSTATE, never printed.
+    land_range(dir.path(), "c.csv", 20..30);
+    let wrong = "not-the-password-93b1";
+    let out = weir()
+        .env("PGPASSWORD", wrong)
+        .env_remove("PGPASSFILE")
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("SQLSTATE 28P01"), "{said}");
+    assert!(!said.contains(wrong), "{said}");
+
+    // Nothing under the checkpoint holds either password.
+    for entry in walk(&dir.path().join("_checkpoints")) {
+        let bytes = std::fs::read(&entry).unwrap();
+        let content = String::from_utf8_lossy(&bytes);
+        assert!(
+            !content.contains(PASSWORD) && !content.contains(wrong),
+            "{} holds the password",
+            entry.display()
+        );
+    }
+    let plan = std::fs::read_to_string(dir.path().join("_checkpoints/ids/_weir/plan.json")).unwrap();
+    assert!(plan.contains("PostgresSink["), "{plan}");
+
+    // A password in the URL: refused by validate and run, not repeated, PGPASSWORD named.
+    let with_password = server
+        .url()
+        .replace("weir@", &format!("weir:{PASSWORD}@"));
+    let p = ids_pipeline(dir.path(), &with_password, "never", "");
+    for args in [&["validate"][..], &["run", "--headless"][..]] {
+        let out = weir().args(args).arg(&p).output().unwrap();
+        let said = text(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("PGPASSWORD"), "{said}");
+        assert!(!said.contains(PASSWORD), "{said}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
