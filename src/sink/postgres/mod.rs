@@ -264,21 +264,6 @@ impl PostgresSink {
         }
     }
 
-    /// The batch's last committed id for this query, from the marker table.
-    pub async fn committed_batch(&mut self) -> Result<Option<i64>> {
-        let sql = format!(
-            "SELECT batch_id FROM {} WHERE query_id = $1",
-            self.table.commits_sql()
-        );
-        let query_id = self.query_id.clone();
-        let client = self.connect().await?;
-        let rows = client.query(&sql, &[&query_id]).await;
-        match rows {
-            Ok(rows) => Ok(rows.first().map(|r| r.get(0))),
-            Err(e) => Err(self.error("read the marker", e)),
-        }
-    }
-
     /// Writes batch `batch_id` in one transaction with its marker row, at most once;
     /// `overwrite` replaces the table's rows (output mode complete); `schema` is the
     /// flow's output schema (the table is created from it).
