@@ -184,15 +184,8 @@ impl PostgresSink {
                 }
                 m
             }
-            None => {
-                let mut m = format!("{doing}: {e}");
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    m.push_str(&format!(": {s}"));
-                    source = s.source();
-                }
-                m
-            }
+            // tokio-postgres's message includes its cause (the I/O error).
+            None => format!("{doing}: {e}"),
         };
         let advice = match code.as_str() {
             "21000" => "; two rows of one key in the batch: give order_by (the latest row per key wins)",
@@ -429,14 +422,14 @@ impl Statements {
                 let newer = match &sink.order_by {
                     Some(o) => {
                         let o = quote(o);
-                        format!(" WHERE {table}.{o} IS NULL OR EXCLUDED.{o} >= {table}.{o}")
+                        format!(" WHERE weir_t.{o} IS NULL OR EXCLUDED.{o} >= weir_t.{o}")
                     }
                     None => String::new(),
                 };
                 format!("DO UPDATE SET {}{newer}", updates.join(", "))
             };
             format!(
-                "INSERT INTO {table} ({list}) SELECT {list} FROM (SELECT {pick}{} FROM weir_stage{order}) AS s \
+                "INSERT INTO {table} AS weir_t ({list}) SELECT {list} FROM (SELECT {pick}{} FROM weir_stage{order}) AS s \
                  ON CONFLICT ({keys_list}) {action}",
                 selected.join(", ")
             )

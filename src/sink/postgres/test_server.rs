@@ -127,6 +127,7 @@ impl PgServer {
                 "--no-sync",
             ])
             .arg(format!("--pwfile={}", pwfile.display()))
+            .current_dir(&dir)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("initdb: {e}"))?;
@@ -195,6 +196,7 @@ fi
             .args(&args)
             .env("DIR", &self.dir)
             .env("PARENT", std::process::id().to_string())
+            .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
