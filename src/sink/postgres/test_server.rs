@@ -48,7 +48,10 @@ fn free_port() -> Result<u16, String> {
 }
 
 fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// `id -u postgres`, `id -g postgres`.

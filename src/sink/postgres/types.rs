@@ -284,9 +284,9 @@ mod tests {
     #[test]
     fn decimals_and_unsigned_64_are_staged_as_text_and_cast() {
         let c = Column::of(&Field::new("p", DataType::Decimal128(12, 2), true)).unwrap();
-        assert_eq!((c.staged, c.cast()), (Type::TEXT, Some("numeric(12,2)")));
+        assert_eq!((c.staged.clone(), c.cast()), (Type::TEXT, Some("numeric(12,2)")));
         let c = Column::of(&Field::new("n", DataType::Int64, false)).unwrap();
-        assert_eq!((c.staged, c.cast(), c.nullable), (Type::INT8, None, false));
+        assert_eq!((c.staged.clone(), c.cast(), c.nullable), (Type::INT8, None, false));
     }
 
     #[test]
