@@ -469,3 +469,86 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The count of `table`'s rows once it has `n` (polled: the flow runs on its own).
+fn wait_for_rows(server: &PgServer, table: &str, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let count = server.psql("lake", &format!("SELECT count(*) FROM {table}"));
+        if count.as_deref() == Ok(n.to_string().as_str()) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{table} never reached {n} rows (now {count:?}); server log: {}",
+            server.log_tail()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A running flow whose connection is killed by the server (pg_terminate_backend), then
+/// whose server crashes and comes back (immediate shutdown, files landing meanwhile):
+/// each next batch is retried on a new connection, and the table holds every row once.
+#[test]
+fn a_lost_connection_and_a_restarted_server_lose_and_duplicate_nothing() {
+    if !wanted() {
+        return;
+    }
+    let mut server = PgServer::start().expect("start a PostgreSQL server");
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "resumed", "");
+    let toml = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("trigger = \"available_now\"", "trigger = \"1 second\"")
+        .replace("retry_attempts = 1", "retry_attempts = 8")
+        .replace("retry_backoff = \"50 ms\"", "retry_backoff = \"500 ms\"");
+    std::fs::write(&p, toml).unwrap();
+    let log = std::fs::File::create(dir.path().join("weir.log")).unwrap();
+    let mut child = weir()
+        .env("PGPASSWORD", PASSWORD)
+        .args(["run", "--headless"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    land_range(dir.path(), "a.csv", 0..40);
+    wait_for_rows(&server, "resumed", 40);
+
+    let killed = server
+        .psql(
+            "lake",
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'weir') AS k",
+        )
+        .unwrap();
+    assert_eq!(killed, "1", "weir's one connection");
+    land_range(dir.path(), "b.csv", 40..80);
+    wait_for_rows(&server, "resumed", 80);
+
+    server.stop();
+    land_range(dir.path(), "c.csv", 80..120);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    server.restart().expect("restart the PostgreSQL server");
+    wait_for_rows(&server, "resumed", 120);
+
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let status = child.wait().unwrap();
+    let said = std::fs::read_to_string(dir.path().join("weir.log")).unwrap_or_default();
+    assert!(status.success(), "{said}");
+    // The failures were retried, each named by the table and its SQLSTATE.
+    assert!(
+        said.contains("retrying") && said.contains("postgres table resumed") && said.contains("(SQLSTATE 08"),
+        "{said}"
+    );
+    assert!(!said.contains(PASSWORD));
+    assert_eq!(
+        server
+            .psql("lake", "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM resumed")
+            .unwrap(),
+        "120|120|0|119"
+    );
+}
