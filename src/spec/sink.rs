@@ -81,7 +81,10 @@ impl SinkSpec {
                 if keys.is_empty() {
                     format!("PostgresSink[{url}, table={table}]")
                 } else {
-                    format!("PostgresSink[{url}, table={table}, keys={}]", keys.join(","))
+                    format!(
+                        "PostgresSink[{url}, table={table}, keys={}]",
+                        keys.join(",")
+                    )
                 }
             }
             SinkSpec::Memory { name } => format!("MemorySink[{name}]"),

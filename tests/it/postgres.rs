@@ -123,7 +123,9 @@ fn flights_flow(name: &str, sink: &str) -> String {
     let bronze = bronze_flights_only()
         .replace("name = \"bronze_flights\"", &format!("name = \"{name}\""))
         .replace("max_files_per_trigger = 100", "max_files_per_trigger = 4");
-    let start = bronze.find("select = [").expect("the bronze flow has a select");
+    let start = bronze
+        .find("select = [")
+        .expect("the bronze flow has a select");
     let end = start + bronze[start..].find("]\n").expect("its end") + 2;
     let bronze = format!("{}{}", &bronze[..start], &bronze[end..]);
     let at = bronze.find("[flow.sink]").expect("a sink");
@@ -147,7 +149,10 @@ async fn append_lands_every_row_once_as_the_delta_table_holds_them() {
             server.url()
         ),
     );
-    let delta = flights_flow("to_delta", "type = \"delta\"\npath = \"lake/bronze/flights\"");
+    let delta = flights_flow(
+        "to_delta",
+        "type = \"delta\"\npath = \"lake/bronze/flights\"",
+    );
     let p = write_pipeline(dir.path(), &format!("{pg}\n{delta}"));
     let out = run(&p, None);
     assert!(out.status.success(), "{}", text(&out));
@@ -210,13 +215,23 @@ fn keys_upsert_the_latest_row_per_key_and_never_an_older_one() {
         "upserted",
         "keys = [\"id\"]\norder_by = \"ts\"",
     );
-    land_ids(dir.path(), "a.csv", &[(1, "a1", 10), (2, "a2", 10), (3, "a3", 10)]);
+    land_ids(
+        dir.path(),
+        "a.csv",
+        &[(1, "a1", 10), (2, "a2", 10), (3, "a3", 10)],
+    );
     land_ids(
         dir.path(),
         "b.csv",
         // 2 newer, 3 older (kept as it is), 4 new, 5 twice in the batch (the greater ts
         // wins, whatever the order).
-        &[(2, "b2", 20), (3, "b3", 5), (4, "b4", 20), (5, "late", 30), (5, "early", 29)],
+        &[
+            (2, "b2", 20),
+            (3, "b3", 5),
+            (4, "b4", 20),
+            (5, "late", 30),
+            (5, "early", 29),
+        ],
     );
     let out = run(&p, None);
     assert!(out.status.success(), "{}", text(&out));
@@ -368,7 +383,10 @@ fn a_server_back_within_the_retries_is_waited_for() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let ids = server
-        .psql("lake", "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM waited")
+        .psql(
+            "lake",
+            "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM waited",
+        )
         .unwrap();
     assert_eq!(ids, "80|80|0|79");
 }
@@ -408,7 +426,9 @@ fn the_password_is_never_printed_or_written() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains(PASSWORD));
     assert_eq!(
-        server.psql("lake", "SELECT count(*) FROM secret_kept").unwrap(),
+        server
+            .psql("lake", "SELECT count(*) FROM secret_kept")
+            .unwrap(),
         "20"
     );
 
@@ -437,13 +457,12 @@ fn the_password_is_never_printed_or_written() {
             entry.display()
         );
     }
-    let plan = std::fs::read_to_string(dir.path().join("_checkpoints/ids/_weir/plan.json")).unwrap();
+    let plan =
+        std::fs::read_to_string(dir.path().join("_checkpoints/ids/_weir/plan.json")).unwrap();
     assert!(plan.contains("PostgresSink["), "{plan}");
 
     // A password in the URL: refused by validate and run, not repeated, PGPASSWORD named.
-    let with_password = server
-        .url()
-        .replace("weir@", &format!("weir:{PASSWORD}@"));
+    let with_password = server.url().replace("weir@", &format!("weir:{PASSWORD}@"));
     let p = ids_pipeline(dir.path(), &with_password, "never", "");
     for args in [&["validate"][..], &["run", "--headless"][..]] {
         let out = weir().args(args).arg(&p).output().unwrap();
@@ -541,13 +560,18 @@ fn a_lost_connection_and_a_restarted_server_lose_and_duplicate_nothing() {
     assert!(status.success(), "{said}");
     // The failures were retried, each named by the table and its SQLSTATE.
     assert!(
-        said.contains("retrying") && said.contains("postgres table resumed") && said.contains("(SQLSTATE 08"),
+        said.contains("retrying")
+            && said.contains("postgres table resumed")
+            && said.contains("(SQLSTATE 08"),
         "{said}"
     );
     assert!(!said.contains(PASSWORD));
     assert_eq!(
         server
-            .psql("lake", "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM resumed")
+            .psql(
+                "lake",
+                "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM resumed"
+            )
             .unwrap(),
         "120|120|0|119"
     );

@@ -135,14 +135,13 @@ impl PostgresSink {
             code: "42602".into(),
             message,
         })?;
-        let target = conn::resolve(url, &|k| std::env::var(k).ok()).map_err(|message| {
-            Error::Postgres {
+        let target =
+            conn::resolve(url, &|k| std::env::var(k).ok()).map_err(|message| Error::Postgres {
                 table: table.to_string(),
                 target: String::new(),
                 code: "08001".into(),
                 message,
-            }
-        })?;
+            })?;
         let mut sink = PostgresSink {
             url: url.to_string(),
             table: table_name,
@@ -188,7 +187,9 @@ impl PostgresSink {
             None => format!("{doing}: {e}"),
         };
         let advice = match code.as_str() {
-            "21000" => "; two rows of one key in the batch: give order_by (the latest row per key wins)",
+            "21000" => {
+                "; two rows of one key in the batch: give order_by (the latest row per key wins)"
+            }
             "42P10" => {
                 "; the table has no unique index on keys: create one (CREATE UNIQUE INDEX ... (keys)), or let the sink create the table"
             }
@@ -213,16 +214,15 @@ impl PostgresSink {
             self.client = None;
         }
         if self.client.is_none() {
-            let (client, connection) =
-                self.target.config.connect(NoTls).await.map_err(|e| {
-                    let code = e.code().map(|c| c.code().to_string());
-                    let mut err = self.error("connect", e);
-                    if let (Error::Postgres { code: c, .. }, None) = (&mut err, code) {
-                        // libpq's "could not connect" (sqlclient_unable_to_establish_sqlconnection).
-                        *c = "08001".into();
-                    }
-                    err
-                })?;
+            let (client, connection) = self.target.config.connect(NoTls).await.map_err(|e| {
+                let code = e.code().map(|c| c.code().to_string());
+                let mut err = self.error("connect", e);
+                if let (Error::Postgres { code: c, .. }, None) = (&mut err, code) {
+                    // libpq's "could not connect" (sqlclient_unable_to_establish_sqlconnection).
+                    *c = "08001".into();
+                }
+                err
+            })?;
             let label = self.target.label.clone();
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
@@ -490,8 +490,11 @@ fn undictionary(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
         .zip(&columns)
         .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
         .collect();
-    RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)
-        .map_err(arrow_err)
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+    )
+    .map_err(arrow_err)
 }
 
 /// The batch's transaction; `Ok(false)` when the marker says the batch is in already.
@@ -515,12 +518,7 @@ async fn write_transaction(
     let marked = tx
         .execute(
             &sql.marker,
-            &[
-                &query_id,
-                &(batch_id as i64),
-                &table,
-                &(num_rows as i64),
-            ],
+            &[&query_id, &(batch_id as i64), &table, &(num_rows as i64)],
         )
         .await
         .map_err(at("record the batch in weir_sink_commits"))?;

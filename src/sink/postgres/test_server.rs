@@ -64,7 +64,10 @@ fn postgres_ids() -> Result<(u32, u32), String> {
         String::from_utf8_lossy(&out.stdout)
             .trim()
             .parse()
-            .map_err(|_| "no `postgres` user to run the server as (install Debian's postgresql package)".to_string())
+            .map_err(|_| {
+                "no `postgres` user to run the server as (install Debian's postgresql package)"
+                    .to_string()
+            })
     };
     Ok((id("-u")?, id("-g")?))
 }
@@ -267,7 +270,16 @@ fi
     pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1"])
-            .args(["-p", &self.port.to_string(), "-U", USER, "-d", db, "-c", sql])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                USER,
+                "-d",
+                db,
+                "-c",
+                sql,
+            ])
             .env("PGPASSWORD", PASSWORD)
             .env("PGTZ", "UTC")
             .stdin(Stdio::null())

@@ -25,8 +25,8 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, Decimal128Type, Decimal256Type, Field, Float16Type,
     Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, Time32MillisecondType,
-    Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit, UInt8Type,
-    UInt16Type, UInt32Type, UInt64Type,
+    Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit, UInt8Type, UInt16Type,
+    UInt32Type, UInt64Type,
 };
 use bytes::{BufMut, BytesMut};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -214,10 +214,9 @@ impl ToSql for Cell<'_> {
             }
             Enc::Timestamp(unit) => {
                 let v = match a.data_type() {
-                    DataType::Timestamp(TimeUnit::Second, _) => {
-                        a.as_primitive::<arrow::datatypes::TimestampSecondType>()
-                            .value(i)
-                    }
+                    DataType::Timestamp(TimeUnit::Second, _) => a
+                        .as_primitive::<arrow::datatypes::TimestampSecondType>()
+                        .value(i),
                     DataType::Timestamp(TimeUnit::Millisecond, _) => a
                         .as_primitive::<arrow::datatypes::TimestampMillisecondType>()
                         .value(i),
@@ -232,9 +231,7 @@ impl ToSql for Cell<'_> {
             }
             Enc::Time(unit) => {
                 let v = match unit {
-                    TimeUnit::Second => {
-                        i64::from(a.as_primitive::<Time32SecondType>().value(i))
-                    }
+                    TimeUnit::Second => i64::from(a.as_primitive::<Time32SecondType>().value(i)),
                     TimeUnit::Millisecond => {
                         i64::from(a.as_primitive::<Time32MillisecondType>().value(i))
                     }
@@ -274,7 +271,11 @@ mod tests {
     fn nested_types_are_refused_naming_the_column() {
         let f = Field::new(
             "tags",
-            DataType::List(std::sync::Arc::new(Field::new("item", DataType::Utf8, true))),
+            DataType::List(std::sync::Arc::new(Field::new(
+                "item",
+                DataType::Utf8,
+                true,
+            ))),
             true,
         );
         let e = Column::of(&f).unwrap_err();
@@ -284,9 +285,15 @@ mod tests {
     #[test]
     fn decimals_and_unsigned_64_are_staged_as_text_and_cast() {
         let c = Column::of(&Field::new("p", DataType::Decimal128(12, 2), true)).unwrap();
-        assert_eq!((c.staged.clone(), c.cast()), (Type::TEXT, Some("numeric(12,2)")));
+        assert_eq!(
+            (c.staged.clone(), c.cast()),
+            (Type::TEXT, Some("numeric(12,2)"))
+        );
         let c = Column::of(&Field::new("n", DataType::Int64, false)).unwrap();
-        assert_eq!((c.staged.clone(), c.cast(), c.nullable), (Type::INT8, None, false));
+        assert_eq!(
+            (c.staged.clone(), c.cast(), c.nullable),
+            (Type::INT8, None, false)
+        );
     }
 
     #[test]
