@@ -34,7 +34,6 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use futures::pin_mut;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
 pub use conn::check_url;
@@ -129,19 +128,33 @@ impl PostgresSink {
         order_by: Option<String>,
         query_id: &str,
     ) -> Result<Self> {
+        Self::open_with_env(url, table, keys, order_by, query_id, &|k| {
+            std::env::var(k).ok()
+        })
+        .await
+    }
+
+    /// [`PostgresSink::open`] with libpq's environment read by `env`.
+    pub async fn open_with_env(
+        url: &str,
+        table: &str,
+        keys: Vec<String>,
+        order_by: Option<String>,
+        query_id: &str,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<Self> {
         let table_name = TableName::parse(table).map_err(|message| Error::Postgres {
             table: table.to_string(),
             target: String::new(),
             code: "42602".into(),
             message,
         })?;
-        let target =
-            conn::resolve(url, &|k| std::env::var(k).ok()).map_err(|message| Error::Postgres {
-                table: table.to_string(),
-                target: String::new(),
-                code: "08001".into(),
-                message,
-            })?;
+        let target = conn::resolve(url, env).map_err(|message| Error::Postgres {
+            table: table.to_string(),
+            target: String::new(),
+            code: "08001".into(),
+            message,
+        })?;
         let mut sink = PostgresSink {
             url: url.to_string(),
             table: table_name,
@@ -547,17 +560,18 @@ async fn write_transaction(
         let mut cells: Vec<Cell<'_>> = Vec::with_capacity(columns.len());
         for batch in batches {
             for row in 0..batch.num_rows() {
+                // One row's cells, read from the Arrow columns as they are encoded.
                 cells.clear();
-                cells.extend(columns.iter().zip(batch.columns()).map(|(c, a)| Cell {
-                    array: a.as_ref(),
-                    enc: c.enc,
-                    row,
-                }));
-                let values: Vec<&(dyn ToSql + Sync)> =
-                    cells.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+                for (c, a) in columns.iter().zip(batch.columns()) {
+                    cells.push(Cell {
+                        array: a.as_ref(),
+                        enc: c.enc,
+                        row,
+                    });
+                }
                 writer
                     .as_mut()
-                    .write(&values)
+                    .write_raw(cells.iter())
                     .await
                     .map_err(at("COPY the batch's rows"))?;
             }
