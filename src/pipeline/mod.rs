@@ -860,6 +860,8 @@ fn resolve_sink(
             keys,
             order_by,
         } => {
+            // The sink's keys are not spanned (an internally tagged enum): the error
+            // points at the flow and names the key.
             crate::sink::postgres::check_url(&url).map_err(|e| cx.error(span.clone(), e))?;
             crate::sink::postgres::TableName::parse(&table)
                 .map_err(|e| cx.error(span.clone(), e))?;

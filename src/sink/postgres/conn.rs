@@ -48,9 +48,9 @@ fn without_sslmode(url: &str) -> String {
 fn check_sslmode(mode: &str, from: &str) -> Result<(), String> {
     match mode {
         "disable" | "allow" | "prefer" => Ok(()),
-        "require" | "verify-ca" | "verify-full" => Err(format!("{from} {mode}: {TLS_REFUSED}")),
+        "require" | "verify-ca" | "verify-full" => Err(format!("{from}{mode}: {TLS_REFUSED}")),
         other => Err(format!(
-            "{from} {other:?} is not an sslmode; libpq's are disable, allow, prefer, require, verify-ca, verify-full"
+            "{from}{other} is not an sslmode; libpq's are disable, allow, prefer, require, verify-ca, verify-full"
         )),
     }
 }
@@ -69,7 +69,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
     // libpq's sslmode values `allow` and `verify-*` are not all known to the parser below.
     let sslmode = url_sslmode(url);
     if let Some(mode) = &sslmode {
-        check_sslmode(mode, "url sslmode=")?;
+        check_sslmode(mode, "the url's sslmode=")?;
     }
     let config = Config::from_str(&without_sslmode(url))
         .map_err(|e| format!("the postgres sink's url is not a libpq URL: {e}"))?;
@@ -88,7 +88,7 @@ pub fn resolve(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Target
     check_url(url)?;
     let sslmode = url_sslmode(url).or_else(|| env("PGSSLMODE"));
     if let Some(mode) = &sslmode {
-        check_sslmode(mode, "sslmode")?;
+        check_sslmode(mode, "sslmode=")?;
     }
     let mut config = Config::from_str(&without_sslmode(url))
         .map_err(|e| format!("the postgres sink's url is not a libpq URL: {e}"))?;
