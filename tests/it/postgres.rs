@@ -709,3 +709,46 @@ async fn every_mapped_arrow_type_arrives_as_its_postgresql_type() {
          |||-32|||||||-0.125|||||2024-01-01||1969-12-31 23:59:59.999999+00||||"
     );
 }
+
+/// An older checkpoint restored over a table its query wrote further: the next batch
+/// finds a later batch in the marker, is refused naming both, and nothing is written
+/// (without the check its rows would be skipped as already written, and lost).
+#[test]
+fn a_checkpoint_behind_the_table_is_refused() {
+    let Some(server) = server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "ahead", "");
+    land_range(dir.path(), "f0.csv", 0..10);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+    let checkpoint = dir.path().join("_checkpoints/ids");
+    let backup = dir.path().join("backup");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&checkpoint)
+        .arg(&backup)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    land_range(dir.path(), "f1.csv", 10..20);
+    land_range(dir.path(), "f2.csv", 20..30);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The backup of batch 0 restored.
+    std::fs::remove_dir_all(&checkpoint).unwrap();
+    std::fs::rename(&backup, &checkpoint).unwrap();
+    let out = run(&p, None);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("ahead of this checkpoint") && said.contains("records batch 2"),
+        "{said}"
+    );
+    assert_eq!(
+        server
+            .psql("lake", "SELECT count(*), count(DISTINCT id) FROM ahead")
+            .unwrap(),
+        "30|30"
+    );
+}

@@ -339,7 +339,23 @@ impl PostgresSink {
         )
         .await;
         match outcome {
-            Ok(written) => {
+            Ok(Outcome::Ahead(recorded)) => Err(Error::StateIncompatible {
+                path: std::path::PathBuf::from(format!(
+                    "postgres table {table_label} at {}",
+                    self.target.label
+                )),
+                message: format!(
+                    "the sink table is ahead of this checkpoint: {commits} records batch {recorded} of query \
+                     {query_id}, but the checkpoint is writing batch {batch_id}. Batches up to {recorded} would be \
+                     skipped as already written while their input is marked ingested, so their rows would never \
+                     reach the table. This is what restoring an older checkpoint backup, or deleting offsets/ and \
+                     commits/, looks like. Nothing was written. Restore the checkpoint that wrote batch {recorded} \
+                     (its newest backup), or start over as `weir playbook checkpoint_incompatible` describes",
+                    commits = self.table.commits_sql(),
+                ),
+            }),
+            Ok(outcome) => {
+                let written = outcome == Outcome::Written;
                 self.created |= written;
                 tracing::debug!(table = %table_label, batch_id, rows = num_rows, skipped = !written,
                     ms = started.elapsed().as_millis() as u64, "postgres batch");
@@ -363,6 +379,8 @@ impl PostgresSink {
 /// The SQL of one batch's transaction.
 struct Statements {
     marker: String,
+    /// The query's recorded batch (when the marker was not updated).
+    recorded: String,
     create: String,
     stage: String,
     copy: String,
@@ -462,6 +480,7 @@ impl Statements {
                 staged.join(", ")
             ),
             copy: format!("COPY weir_stage ({list}) FROM STDIN (FORMAT binary)"),
+            recorded: format!("SELECT batch_id FROM {commits} WHERE query_id = $1"),
             delete: overwrite.then(|| format!("DELETE FROM {table}")),
             insert,
         }
@@ -510,7 +529,7 @@ fn undictionary(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     .map_err(arrow_err)
 }
 
-/// The batch's transaction; `Ok(false)` when the marker says the batch is in already.
+/// The batch's transaction, unless the marker says the batch is in already.
 #[allow(clippy::too_many_arguments)]
 async fn write_transaction(
     client: &mut Client,
@@ -522,7 +541,7 @@ async fn write_transaction(
     table: &str,
     num_rows: usize,
     created: bool,
-) -> std::result::Result<bool, (String, tokio_postgres::Error)> {
+) -> std::result::Result<Outcome, (String, tokio_postgres::Error)> {
     let at = |doing: &str| {
         let doing = doing.to_string();
         move |e| (doing, e)
@@ -536,8 +555,18 @@ async fn write_transaction(
         .await
         .map_err(at("record the batch in weir_sink_commits"))?;
     if marked == 0 {
+        // Held: batch N (a replay whose first attempt committed) or a later one.
+        let row = tx
+            .query_one(&sql.recorded, &[&query_id])
+            .await
+            .map_err(at("read the batch's marker in weir_sink_commits"))?;
+        let recorded: i64 = row.get(0);
         tx.rollback().await.map_err(at("rollback"))?;
-        return Ok(false);
+        return Ok(if recorded > batch_id as i64 {
+            Outcome::Ahead(recorded)
+        } else {
+            Outcome::Held
+        });
     }
     if !created {
         tx.batch_execute(&sql.create)
@@ -582,7 +611,18 @@ async fn write_transaction(
             .map_err(at("insert the staged rows into the table"))?;
     }
     tx.commit().await.map_err(at("commit"))?;
-    Ok(true)
+    Ok(Outcome::Written)
+}
+
+/// What a batch's transaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Written,
+    /// The marker holds this batch: nothing written.
+    Held,
+    /// The marker holds a later batch of the query (this one): the checkpoint is behind
+    /// the table. Nothing written.
+    Ahead(i64),
 }
 
 #[cfg(test)]
