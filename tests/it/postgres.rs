@@ -752,3 +752,101 @@ fn a_checkpoint_behind_the_table_is_refused() {
         "30|30"
     );
 }
+
+/// The server stopped in the middle of a batch: the batch's `INSERT` is made to wait on
+/// a lock another session holds (its marker row and COPY done, uncommitted), the server
+/// then shuts down at once and comes back; the batch is retried on a new connection and
+/// lands once.
+#[test]
+fn a_server_stopped_mid_batch_loses_and_duplicates_nothing() {
+    if !wanted() {
+        return;
+    }
+    let mut server = PgServer::start().expect("start a PostgreSQL server");
+    let dir = tempfile::tempdir().unwrap();
+    let p = ids_pipeline(dir.path(), &server.url(), "midbatch", "");
+    let toml = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("retry_attempts = 1", "retry_attempts = 8")
+        .replace("retry_backoff = \"50 ms\"", "retry_backoff = \"500 ms\"");
+    std::fs::write(&p, toml).unwrap();
+    land_range(dir.path(), "f0.csv", 0..10);
+    let out = run(&p, None);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Another session holds the table: batch 1's INSERT waits for it.
+    let mut holder = std::process::Command::new(bin_dir().unwrap().join("psql"))
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &server.port.to_string(),
+            "-U",
+            "weir",
+            "-d",
+            "lake",
+        ])
+        .args([
+            "-c",
+            "BEGIN; LOCK TABLE midbatch IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(600);",
+        ])
+        .env("PGPASSWORD", PASSWORD)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    land_range(dir.path(), "f1.csv", 10..20);
+    let log = std::fs::File::create(dir.path().join("weir.log")).unwrap();
+    let child = weir()
+        .env("PGPASSWORD", PASSWORD)
+        .args(["run", "--headless", "--trigger", "available-now"])
+        .arg(&p)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let waiting = server.psql(
+            "lake",
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'weir' AND wait_event_type = 'Lock'",
+        );
+        if waiting.as_deref() == Ok("1") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "weir's INSERT never waited on the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.stop();
+    let _ = holder.wait();
+    server.restart().expect("restart the PostgreSQL server");
+    let out = child.wait_with_output().unwrap();
+    let said = std::fs::read_to_string(dir.path().join("weir.log")).unwrap_or_default();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("retrying") && said.contains("postgres table midbatch"),
+        "{said}"
+    );
+    assert_eq!(
+        server
+            .psql(
+                "lake",
+                "SELECT count(*), count(DISTINCT id), max(id) FROM midbatch"
+            )
+            .unwrap(),
+        "20|20|19"
+    );
+    assert_eq!(
+        server
+            .psql(
+                "lake",
+                "SELECT batch_id FROM weir_sink_commits WHERE table_name = 'midbatch'"
+            )
+            .unwrap(),
+        "1"
+    );
+}
