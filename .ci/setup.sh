@@ -5,6 +5,8 @@
 #   PySpark + Delta jars       the Spark export and attach tests (scripts/spark-delta-setup.sh)
 #   the Kafka broker's jars    the Kafka source's tests (scripts/kafka-jars.sh, docs/kafka.md)
 #   SeaweedFS, Azurite         the object-storage tests (scripts/object-store-servers.sh)
+#   PostgreSQL                 the postgres sink's tests, which start throwaway clusters
+#                              (initdb in a temp dir, run as the postgres user; docs/sinks.md)
 # A step that fails is reported and the others still run; the exit status is the
 # number of failed steps.
 cd "$(dirname "$0")/.."
@@ -25,7 +27,12 @@ step() {
 install_tmux() {
   command -v tmux >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq tmux)
 }
+install_postgresql() {
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+    || (apt-get update -qq && apt-get install -y -qq postgresql)
+}
 step tmux install_tmux
+step postgresql install_postgresql
 step spark-delta bash scripts/spark-delta-setup.sh
 step kafka-jars bash scripts/kafka-jars.sh
 step object-store-servers bash scripts/object-store-servers.sh

@@ -943,6 +943,36 @@ fn resolve_sink(
                 null_safe_keys,
             }
         }
+        file::SinkFile::Postgres {
+            url,
+            table,
+            keys,
+            order_by,
+        } => {
+            // The sink's keys are not spanned (an internally tagged enum): the error
+            // points at the flow and names the key.
+            crate::sink::postgres::check_url(&url).map_err(|e| cx.error(span.clone(), e))?;
+            crate::sink::postgres::TableName::parse(&table)
+                .map_err(|e| cx.error(span.clone(), e))?;
+            if keys.iter().any(|k| k.trim().is_empty()) {
+                return Err(cx.error(
+                    span.clone(),
+                    "a postgres sink's keys name columns: keys = [\"col\", ...] (or leave keys out to append)".into(),
+                ));
+            }
+            if order_by.is_some() && keys.is_empty() {
+                return Err(cx.error(
+                    span.clone(),
+                    "a postgres sink's order_by needs keys: it picks the latest row per key (leave it out to append)".into(),
+                ));
+            }
+            SinkSpec::Postgres {
+                url,
+                table,
+                keys,
+                order_by,
+            }
+        }
         file::SinkFile::Memory { name } => SinkSpec::Memory {
             name: name.unwrap_or_else(|| flow_name.to_string()),
         },

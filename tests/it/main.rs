@@ -25,6 +25,7 @@ mod object_store;
 mod operate;
 mod other_writers;
 mod pipeline_files;
+mod postgres;
 mod power;
 mod schema_drift;
 mod spark;
