@@ -367,11 +367,14 @@ fn check_tables_written(flow: &FlowSpec, earlier: &[FlowSpec]) -> Result<(), Str
     Ok(())
 }
 
+/// Letters and digits of any script (`vols_été`, `航班`: issue #46), `_` and `-`: no
+/// space, separator, dot or control character, since the name is a directory name (the
+/// default checkpoint), a Prometheus label value and a SQL table name.
 fn valid_flow_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
 struct Context<'a> {
