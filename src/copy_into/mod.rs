@@ -24,6 +24,8 @@
 //! record      the files committed(N) in the ledger
 //! ```
 //!
+//! Loads into one table run one at a time (`_weir_copy_into/lock`, an OS file lock).
+//!
 //! The Delta commit is the point of no return: a crash before it leaves nothing in the
 //! table (the next run plans the same files again), a crash after it and before the
 //! ledger update is settled by the next run's recovery from the txn, so no file is
@@ -506,6 +508,19 @@ pub async fn load(copy: &CopyInto) -> Result<LoadReport> {
         path: dir.clone(),
         source: e,
     })?;
+    // One load at a time per table: a second one waits (an OS lock, released when the
+    // process ends, however it ends).
+    let lock_path = dir.join("lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|e| crate::Error::Io {
+            path: lock_path.clone(),
+            source: e,
+        })?;
     let mut ledger = Ledger::open(&copy.ledger_path())?;
     // Recovery: a load whose commit is in the table is settled; any other is forgotten.
     let committed = crate::delta::txn_version(&copy.table, APP_ID).await?;
@@ -580,6 +595,7 @@ pub async fn load(copy: &CopyInto) -> Result<LoadReport> {
     crate::failpoint::hit("after_sink_commit", FLOW, load);
     ledger.commit_batch(load, &read.outcomes, crate::clock::now_ms())?;
     sink.settle().await?;
+    drop(lock);
     report.num_rows = commit.num_output_rows;
     report.recovered = commit.skipped;
     report.delta_version = commit.delta_version;
