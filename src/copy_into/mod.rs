@@ -96,8 +96,15 @@ pub enum CopyIntoError {
         "cannot infer a schema: the files under --from hold no record; give the columns with --schema"
     )]
     NoSchema,
+    /// The table, the ledger or a file could not be read or written.
     #[error(transparent)]
-    Weir(#[from] crate::Error),
+    Weir(Box<crate::Error>),
+}
+
+impl From<crate::Error> for CopyIntoError {
+    fn from(e: crate::Error) -> Self {
+        CopyIntoError::Weir(Box::new(e))
+    }
 }
 
 impl CopyIntoError {
@@ -464,7 +471,7 @@ fn without_metadata(batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
             };
             let keep: Vec<usize> = (0..b.num_columns()).filter(|&c| c != i).collect();
             b.project(&keep).map_err(|e| {
-                CopyIntoError::Weir(crate::Error::Arrow {
+                CopyIntoError::from(crate::Error::Arrow {
                     context: "COPY INTO: dropping _metadata".into(),
                     source: e,
                 })
