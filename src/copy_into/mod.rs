@@ -666,3 +666,56 @@ pub async fn validate(copy: &CopyInto, limit: u64) -> Result<ValidateReport> {
     }
     Ok(report)
 }
+
+/// What `weir inspect TABLE` shows of a table loaded by `weir copy-into`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Inspection {
+    pub table: PathBuf,
+    /// The table's latest Delta version.
+    pub delta_version: Option<u64>,
+    /// The last load committed (the table's txn version for [`APP_ID`]).
+    pub last_load: Option<i64>,
+    /// The ledger's counts (files committed, pending, failed; bytes committed).
+    pub ledger: crate::source::files::ledger::LedgerStats,
+}
+
+/// Whether `path` is a table with a `COPY INTO` ledger.
+pub fn is_loaded_table(path: &Path) -> bool {
+    path.join(LEDGER_DIR).join("ledger.sqlite").is_file()
+}
+
+/// Reads a loaded table's ledger and txn; writes nothing.
+pub async fn inspect(table: &Path) -> Result<Inspection> {
+    let ledger = Ledger::open_read_only(&table.join(LEDGER_DIR).join("ledger.sqlite"))?;
+    let ledger = match ledger {
+        Some(l) => l.stats()?,
+        None => Default::default(),
+    };
+    let facts = crate::delta::table_facts(table).await?;
+    Ok(Inspection {
+        table: table.to_path_buf(),
+        delta_version: facts.as_ref().map(|f| f.version),
+        last_load: facts.and_then(|f| {
+            f.transactions
+                .into_iter()
+                .find(|(id, _)| id == APP_ID)
+                .map(|(_, v)| v)
+        }),
+        ledger,
+    })
+}
+
+/// The inspection as text.
+pub fn render_inspection(i: &Inspection) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    format!(
+        "COPY INTO table {}\n  delta version   {}\n  last load       {} (txn {APP_ID})\n  files loaded    {} ({} bytes)\n  files pending   {}\n  files failed    {}\n",
+        i.table.display(),
+        opt(i.delta_version.map(|v| v.to_string())),
+        opt(i.last_load.map(|v| v.to_string())),
+        i.ledger.files_committed,
+        i.ledger.bytes_committed,
+        i.ledger.files_pending,
+        i.ledger.files_failed,
+    )
+}

@@ -214,6 +214,23 @@ async fn loads_once_then_only_new_files_then_all_with_force() {
     assert_eq!(copies[2]["operation_metrics"]["numOutputRows"], rows5);
     assert_eq!(copies[0]["txn"][0][0], "weir-copy-into");
     assert_eq!(copies[0]["txn"][0][1], 2);
+
+    // `weir inspect TABLE`: the last load and the ledger (one row per file per load).
+    let out = weir()
+        .arg("inspect")
+        .arg(&f.table)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inspection: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inspection["last_load"], 2);
+    assert_eq!(inspection["ledger"]["files_committed"], 5 + 3 + 8);
+    assert_eq!(inspection["ledger"]["files_pending"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
