@@ -6,6 +6,7 @@ mod bad_input;
 mod cases;
 mod cli;
 mod console;
+mod copy_into;
 mod crash;
 mod demo_live;
 mod disk_full;
