@@ -26,6 +26,7 @@
 //! maintenance                Delta table maintenance: OPTIMIZE, VACUUM (refusing what a downstream flow still reads), history, small files
 //! ops                        where/select and stream-static joins (DataFusion), watermark, windows, aggregation, dedup, stream-stream join
 //! pipeline                   pipeline.toml read and checked into spec types (errors point at file:line:key)
+//! copy_into                  weir copy-into: one-shot idempotent loads of files into a Delta table (Databricks COPY INTO), with their own ledger
 //! health                     the health classifier (six states with evidence) and the engine's tracker
 //! engine                     one flow's run: recover, FlowPlan, the batch stages, sinks, progress, control, retries, failpoints, the board of snapshots
 //! metrics, alerts            the Prometheus endpoint over the engine's board; alert rules, hysteresis, delivery (weir watch)
