@@ -13,7 +13,7 @@
 //! ```text
 //! spec                       what a flow declares: flow, sources, sink, trigger, stateful query, joins, units, PipelineError
 //! records                    what weir records and reads back: progress, health verdicts, error kinds (plain serde types)
-//! clock, durable, malloc, numbered, background, failpoint  the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories); directories of numbered entries (offsets/N, state/<op>); threads with a runtime of their own; crash drills' failpoints and pauses (WEIR_FAILPOINT)
+//! clock, durable, malloc, numbered, background, failpoint, server_process  the wall clock in ms; glibc malloc arenas at start (MALLOC_ARENA_MAX=1); durable file writes that survive a power cut (write_atomic, write_new, synced directories); directories of numbered entries (offsets/N, state/<op>); threads with a runtime of their own; crash drills' failpoints and pauses (WEIR_FAILPOINT); the real servers the tests start (watchdog, ready, log, stop)
 //! storage                    the one storage seam: a location (path or s3/gs/az URL) plus storage_options -> an object_store store; each backend's guarantees; deltalake's stores
 //! error                      the crate's Error: domain, retryable, kind, path
 //! delta_store                the object store Delta tables are written through: every object fsynced before a commit relies on it
@@ -105,6 +105,7 @@ pub mod pipeline;
 pub mod playbook;
 pub mod records;
 pub mod schema;
+pub mod server_process;
 pub mod sink;
 pub mod source;
 pub mod spark;

@@ -15,10 +15,10 @@
 //! dropping the handle stops it. `stop` / `restart` keep the ports and the data.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The S3 test server's access key id (a loopback test server's, not a secret).
 pub const ACCESS_KEY: &str = "weirtest";
@@ -48,12 +48,7 @@ pub fn azurite_binary() -> Option<PathBuf> {
     })
 }
 
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
+use crate::server_process::{self, free_port};
 
 /// A server process in its own directory (`server.log`, `server.pid`) under a watchdog.
 #[derive(Debug)]
@@ -68,11 +63,7 @@ struct Watched {
 
 impl Watched {
     fn new(name: &'static str, program: PathBuf, port: u16) -> Result<Watched, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "weir-{name}-{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        ));
+        let dir = server_process::fresh_dir(name);
         std::fs::create_dir_all(dir.join("data")).map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(Watched {
             name,
@@ -86,71 +77,40 @@ impl Watched {
 
     /// Starts the process; returns once `port` accepts connections.
     fn launch(&mut self) -> Result<(), String> {
-        let script = r#"
-"$PROGRAM" "$@" >>"$DIR/server.log" 2>&1 &
-sp=$!
-echo $sp > "$DIR/server.pid"
-while kill -0 "$sp" 2>/dev/null && kill -0 "$PARENT" 2>/dev/null; do sleep 0.5; done
-if ! kill -0 "$PARENT" 2>/dev/null; then
-  kill -9 "$sp" 2>/dev/null; wait "$sp" 2>/dev/null; rm -rf "$DIR"
-fi
-"#;
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .arg("watchdog")
-            .args(&self.args)
-            .env("PROGRAM", &self.program)
-            .env("DIR", &self.dir)
-            .env("PARENT", std::process::id().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("bash: {e}"))?;
-        self.watchdog = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
-            }
-            if let Some(w) = self.watchdog.as_mut()
-                && let Ok(Some(_)) = w.try_wait()
-            {
-                return Err(format!("{} exited: {}", self.name, self.log_tail()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "{} did not open port {} within 60 s: {}",
-                    self.name,
-                    self.port,
-                    self.log_tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let command = std::iter::once(self.program.clone().into_os_string())
+            .chain(self.args.iter().map(Into::into))
+            .collect();
+        let launch = server_process::Launch {
+            dir: &self.dir,
+            log: "server.log",
+            pid: "server.pid",
+            orphan_signal: "KILL",
+            command,
+            env: Vec::new(),
+            cwd: None,
+        };
+        self.watchdog = Some(launch.spawn()?);
+        server_process::wait_ready(
+            self.name,
+            self.port,
+            Duration::from_secs(60),
+            &mut self.watchdog,
+            &self.dir.join("server.log"),
+            || true,
+        )
     }
 
     fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        let start = log.len().saturating_sub(2000);
-        log.get(start..).unwrap_or("").to_string()
+        server_process::log_tail(&self.dir.join("server.log"))
     }
 
     /// Kills the server (SIGKILL, as a crash would); its data stays.
     fn stop(&mut self) {
-        let pid = std::fs::read_to_string(self.dir.join("server.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        if let Some(pid) = pid {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        if let Some(mut w) = self.watchdog.take() {
-            let _ = w.wait();
-        }
+        server_process::signal_and_reap(
+            &self.dir.join("server.pid"),
+            nix::sys::signal::Signal::SIGKILL,
+            &mut self.watchdog,
+        );
     }
 }
 

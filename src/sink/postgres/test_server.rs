@@ -11,10 +11,9 @@
 //! The cluster's superuser is [`USER`] with the password [`PASSWORD`] over TCP
 //! (`scram-sha-256`), a database `lake`.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The test cluster's superuser.
 pub const USER: &str = "weir";
@@ -40,12 +39,7 @@ pub fn bin_dir() -> Option<PathBuf> {
     versions.pop().map(|(_, bin)| bin)
 }
 
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
+use crate::server_process::{self, free_port};
 
 fn is_root() -> bool {
     Command::new("id")
@@ -104,11 +98,7 @@ impl PgServer {
         let bin = bin_dir().ok_or(
             "PostgreSQL's binaries are not installed (apt-get install postgresql; or set WEIR_POSTGRES_BIN)",
         )?;
-        let dir = std::env::temp_dir().join(format!(
-            "weir-pg-{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        ));
+        let dir = server_process::fresh_dir("pg");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let pwfile = dir.join("pw");
         std::fs::write(&pwfile, PASSWORD).map_err(|e| format!("{}: {e}", pwfile.display()))?;
@@ -168,95 +158,65 @@ impl PgServer {
 
     /// Starts `postgres` under the watchdog; returns once it accepts connections.
     fn launch(&mut self) -> Result<(), String> {
-        let script = r#"
-"$@" >>"$DIR/server.log" 2>&1 &
-sp=$!
-echo $sp > "$DIR/server.pid"
-while kill -0 "$sp" 2>/dev/null && kill -0 "$PARENT" 2>/dev/null; do sleep 0.5; done
-if ! kill -0 "$PARENT" 2>/dev/null; then
-  kill -QUIT "$sp" 2>/dev/null; wait "$sp" 2>/dev/null; rm -rf "$DIR"
-fi
-"#;
         let server = as_server_user(&self.bin.join("postgres"));
-        let mut args: Vec<String> = std::iter::once(server.get_program())
+        let mut command: Vec<std::ffi::OsString> = std::iter::once(server.get_program())
             .chain(server.get_args())
-            .map(|a| a.to_string_lossy().into_owned())
+            .map(Into::into)
             .collect();
-        args.extend([
-            "-D".into(),
-            self.dir.join("data").display().to_string(),
-            "-p".into(),
-            self.port.to_string(),
-            "-h".into(),
-            "127.0.0.1".into(),
-            "-k".into(),
-            self.dir.display().to_string(),
-            "-F".into(),
-            "-c".into(),
-            "max_connections=50".into(),
-        ]);
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .arg("watchdog")
-            .args(&args)
-            .env("DIR", &self.dir)
-            .env("PARENT", std::process::id().to_string())
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("bash: {e}"))?;
-        self.watchdog = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                let ready = Command::new(self.bin.join("pg_isready"))
-                    .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+        command.extend(
+            [
+                "-D".to_string(),
+                self.dir.join("data").display().to_string(),
+                "-p".into(),
+                self.port.to_string(),
+                "-h".into(),
+                "127.0.0.1".into(),
+                "-k".into(),
+                self.dir.display().to_string(),
+                "-F".into(),
+                "-c".into(),
+                "max_connections=50".into(),
+            ]
+            .map(Into::into),
+        );
+        let launch = server_process::Launch {
+            dir: &self.dir,
+            log: "server.log",
+            pid: "server.pid",
+            orphan_signal: "QUIT",
+            command,
+            env: Vec::new(),
+            cwd: Some(&self.dir),
+        };
+        self.watchdog = Some(launch.spawn()?);
+        let (bin, port) = (self.bin.clone(), self.port);
+        server_process::wait_ready(
+            "postgres",
+            port,
+            Duration::from_secs(60),
+            &mut self.watchdog,
+            &self.dir.join("server.log"),
+            || {
+                Command::new(bin.join("pg_isready"))
+                    .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
                     .status()
-                    .is_ok_and(|s| s.success());
-                if ready {
-                    return Ok(());
-                }
-            }
-            if let Some(w) = self.watchdog.as_mut()
-                && let Ok(Some(_)) = w.try_wait()
-            {
-                return Err(format!("postgres exited: {}", self.log_tail()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "postgres did not accept connections on port {} within 60 s: {}",
-                    self.port,
-                    self.log_tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+                    .is_ok_and(|s| s.success())
+            },
+        )
     }
 
     pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        let start = log.len().saturating_sub(2000);
-        log.get(start..).unwrap_or("").to_string()
+        server_process::log_tail(&self.dir.join("server.log"))
     }
 
     /// Stops the server at once (SIGQUIT: PostgreSQL's immediate shutdown, as a crash;
     /// clients see their connections drop); its data stays for [`PgServer::restart`].
     pub fn stop(&mut self) {
-        let pid = std::fs::read_to_string(self.dir.join("server.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        if let Some(pid) = pid {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGQUIT,
-            );
-        }
-        if let Some(mut w) = self.watchdog.take() {
-            let _ = w.wait();
-        }
+        server_process::signal_and_reap(
+            &self.dir.join("server.pid"),
+            nix::sys::signal::Signal::SIGQUIT,
+            &mut self.watchdog,
+        );
     }
 
     /// Starts the stopped server again on the same port, with its data.

@@ -12,9 +12,8 @@
 //! [`LocalBroker`] stops it. [`LocalBroker::stop`] / [`LocalBroker::restart`] keep
 //! the ports and the data, for tests of a broker that goes away mid-stream.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -75,12 +74,7 @@ pub fn ensure_jars() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
-}
+use crate::server_process::{self, free_port};
 
 fn classpath(jars: &Path) -> String {
     format!("{}/*", jars.display())
@@ -222,63 +216,41 @@ impl LocalBroker {
 
     fn launch(&mut self, jars: &Path) -> Result<(), String> {
         let _ = std::fs::remove_file(self.pid_path());
-        // The watchdog: runs the broker, writes its pid, kills it when the parent exits
-        // (or when the broker exits on its own), and removes the directory if the parent
-        // is gone.
-        let script = r#"
-java $JVM_OPTS -cp "$CP" kafka.Kafka "$DIR/server.properties" >>"$DIR/broker.log" 2>&1 &
-jp=$!
-echo $jp > "$DIR/broker.pid"
-while kill -0 "$jp" 2>/dev/null && kill -0 "$PARENT" 2>/dev/null; do sleep 0.5; done
-if ! kill -0 "$PARENT" 2>/dev/null; then
-  kill -9 "$jp" 2>/dev/null; wait "$jp" 2>/dev/null; rm -rf "$DIR"
-fi
-"#;
-        let child = Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .env("JVM_OPTS", &self.jvm_opts)
-            .env("CP", classpath(jars))
-            .env("DIR", &self.dir)
-            .env("PARENT", std::process::id().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("bash: {e}"))?;
-        self.watchdog = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
-            }
-            if let Some(w) = self.watchdog.as_mut()
-                && let Ok(Some(_)) = w.try_wait()
-            {
-                return Err(format!("the Kafka broker exited: {}", self.log_tail()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "the Kafka broker did not open port {} within 90 s: {}",
-                    self.port,
-                    self.log_tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let mut command: Vec<std::ffi::OsString> = vec!["java".into()];
+        command.extend(self.jvm_opts.split_whitespace().map(Into::into));
+        command.extend([
+            "-cp".into(),
+            classpath(jars).into(),
+            "kafka.Kafka".into(),
+            self.dir.join("server.properties").into_os_string(),
+        ]);
+        let launch = server_process::Launch {
+            dir: &self.dir,
+            log: "broker.log",
+            pid: "broker.pid",
+            orphan_signal: "KILL",
+            command,
+            env: Vec::new(),
+            cwd: None,
+        };
+        self.watchdog = Some(launch.spawn()?);
+        server_process::wait_ready(
+            "the Kafka broker",
+            self.port,
+            Duration::from_secs(90),
+            &mut self.watchdog,
+            &self.dir.join("broker.log"),
+            || true,
+        )
     }
 
     /// The end of `broker.log`.
     pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default();
-        let start = log.len().saturating_sub(2000);
-        log.get(start..).unwrap_or("").to_string()
+        server_process::log_tail(&self.dir.join("broker.log"))
     }
 
     fn broker_pid(&self) -> Option<i32> {
-        std::fs::read_to_string(self.pid_path())
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
+        server_process::read_pid(&self.pid_path())
     }
 
     /// Stops the broker (SIGTERM, then SIGKILL after 20 s); its data stays for [`LocalBroker::restart`].
