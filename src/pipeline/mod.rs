@@ -881,7 +881,10 @@ fn check_table_properties(
             None
         };
         if let Some(message) = refusal {
-            return Err(cx.error(span.clone(), format!("table_properties key {key:?}: {message}")));
+            return Err(cx.error(
+                span.clone(),
+                format!("table_properties key {key:?}: {message}"),
+            ));
         }
     }
     Ok(properties)

@@ -207,7 +207,8 @@ impl CdfSource {
             else {
                 continue;
             };
-            let actions = deltalake::logstore::get_actions(v as _, &bytes).map_err(|e| self.err(e))?;
+            let actions =
+                deltalake::logstore::get_actions(v as _, &bytes).map_err(|e| self.err(e))?;
             let committed = actions.iter().find_map(|a| match a {
                 Action::CommitInfo(i) => i.in_commit_timestamp.or(i.timestamp),
                 _ => None,
@@ -287,10 +288,12 @@ impl CdfSource {
             return Ok(Some(enabled));
         }
         let table = self.table()?;
-        let state =
-            deltalake::table::state::DeltaTableState::try_new(table.log_store().as_ref(), Some(before as _))
-                .await
-                .map_err(|e| self.err(e))?;
+        let state = deltalake::table::state::DeltaTableState::try_new(
+            table.log_store().as_ref(),
+            Some(before as _),
+        )
+        .await
+        .map_err(|e| self.err(e))?;
         let enabled = state
             .metadata()
             .configuration()
@@ -567,8 +570,14 @@ mod tests {
                 .collect::<Vec<_>>(),
         ));
         let raw = RecordBatch::try_from_iter(vec![
-            ("_change_type", Arc::new(StringArray::from(vec!["insert"])) as ArrayRef),
-            ("_commit_version", Arc::new(UInt64Array::from(vec![3u64])) as ArrayRef),
+            (
+                "_change_type",
+                Arc::new(StringArray::from(vec!["insert"])) as ArrayRef,
+            ),
+            (
+                "_commit_version",
+                Arc::new(UInt64Array::from(vec![3u64])) as ArrayRef,
+            ),
             (
                 "_commit_timestamp",
                 Arc::new(TimestampMillisecondArray::from(vec![1_700_000_000_000i64])) as ArrayRef,

@@ -193,7 +193,11 @@ fn land_changes(dir: &Path, round: usize) {
         &format!("c{round}.csv"),
         customers,
     );
-    land(&dir.join("landing/events"), &format!("e{round}.csv"), events);
+    land(
+        &dir.join("landing/events"),
+        &format!("e{round}.csv"),
+        events,
+    );
 }
 
 async fn assert_feeds_equal_load_cdf(dir: &Path, context: &str) {
@@ -238,7 +242,8 @@ async fn the_change_feed_of_appends_and_merges_equals_deltalakes_load_cdf() {
         1,
         "{customers:?}"
     );
-    let offsets = std::fs::read_to_string(dir.join("_checkpoints/customers_feed/offsets/0")).unwrap();
+    let offsets =
+        std::fs::read_to_string(dir.join("_checkpoints/customers_feed/offsets/0")).unwrap();
     assert!(
         offsets.contains("\"reservoirVersion\":1") && offsets.contains("\"index\":-1"),
         "the first batch reads version 0 alone; its end offset is version 1: {offsets}"
