@@ -934,7 +934,7 @@ fn resolve_sink(
             optimize_every: _,
             storage_options: _,
         } => SinkSpec::Delta {
-            table_properties: check_table_properties(cx, &span, table_properties)?,
+            table_properties: check_table_properties(cx, span, table_properties)?,
             column_mapping_mode: match column_mapping_mode.as_deref() {
                 None => None,
                 Some(m) => crate::spec::ColumnMappingMode::parse(m)
@@ -962,7 +962,7 @@ fn resolve_sink(
             optimize_every: _,
             storage_options: _,
         } => {
-            let table_properties = check_table_properties(cx, &span, table_properties)?;
+            let table_properties = check_table_properties(cx, span, table_properties)?;
             if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
                 return Err(cx.error(
                     span.clone(),
