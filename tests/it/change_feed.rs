@@ -378,3 +378,39 @@ type = "memory"
     );
     assert!(no_start.contains("needs starting_version"), "{no_start}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_timestamp_starts_at_the_first_version_committed_at_or_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Long ago: every version; the feed equals load_cdf from version 0.
+    write_pipeline(
+        dir,
+        &PIPELINE.replace(
+            "path = \"lake/events\"\nread_change_feed = true\nstarting_version = 0",
+            "path = \"lake/events\"\nread_change_feed = true\nstarting_timestamp = \"2000-01-01T00:00:00Z\"",
+        ),
+    );
+    land_changes(dir, 0);
+    land_changes(dir, 1);
+    ok(&run(dir, None));
+    assert_feeds_equal_load_cdf(dir, "starting_timestamp in the past").await;
+    // After the latest commit: refused, naming the latest version.
+    let other = tempfile::tempdir().unwrap();
+    let later = other.path();
+    write_pipeline(
+        later,
+        &PIPELINE.replace(
+            "path = \"lake/events\"\nread_change_feed = true\nstarting_version = 0",
+            "path = \"lake/events\"\nread_change_feed = true\nstarting_timestamp = \"2999-01-01T00:00:00Z\"",
+        ),
+    );
+    land_changes(later, 0);
+    let out = run(later, None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("starting_timestamp 2999-01-01T00:00:00+00:00 is after the table's latest commit (version 0"),
+        "{stderr}"
+    );
+}
