@@ -1,7 +1,7 @@
 //! The Delta change data feed as a source (`read_change_feed = true`), through the real
 //! binary: weir's sinks write the feed of a table created with
 //! `delta.enableChangeDataFeed` (appends, and delta_merge's MERGE commits with their
-//! `_change_data` files), a flow streams it, and what it lands equals deltalake's own
+//! `_change_data` files; another writer's DELETE and UPDATE), a flow streams it, and what it lands equals deltalake's own
 //! `load_cdf` over the same versions, row by row, with a crash at each failpoint of the
 //! batch protocol in the middle; the refusal where the table has no feed; `weir validate`'s
 //! refusals.
@@ -229,6 +229,19 @@ async fn the_change_feed_of_appends_and_merges_equals_deltalakes_load_cdf() {
     land_changes(dir, 1);
     ok(&run(dir, None));
     assert_feeds_equal_load_cdf(dir, "first run").await;
+    // Another writer's DELETE and UPDATE (deltalake's, with change files): delete and
+    // update rows in the feed.
+    let url =
+        url::Url::from_directory_path(std::path::absolute(dir.join("lake/customers")).unwrap())
+            .unwrap();
+    let table = deltalake::open_table(url).await.unwrap();
+    let (table, _) = table.delete().with_predicate("id = 3").await.unwrap();
+    table
+        .update()
+        .with_predicate("id = 2")
+        .with_update("status", "'returned'")
+        .await
+        .unwrap();
     // A restart resumes from the checkpoint's offset: only the new versions are read.
     land_changes(dir, 2);
     ok(&run(dir, None));
@@ -240,6 +253,15 @@ async fn the_change_feed_of_appends_and_merges_equals_deltalakes_load_cdf() {
             .filter(|l| l.starts_with("1|paid|3|update_postimage|"))
             .count(),
         1,
+        "{customers:?}"
+    );
+    assert!(
+        customers
+            .iter()
+            .any(|l| l.starts_with("3|created|1|delete|"))
+            && customers
+                .iter()
+                .any(|l| l.starts_with("2|returned|2|update_postimage|")),
         "{customers:?}"
     );
     let offsets =
