@@ -436,3 +436,110 @@ async fn starting_timestamp_starts_at_the_first_version_committed_at_or_after_it
         "{stderr}"
     );
 }
+
+/// Spark + Delta (`scripts/spark-delta-setup.sh`) as a second oracle, with
+/// `WEIR_SPARK_TESTS=1`: `spark.readStream.option("readChangeFeed", "true")` over the same
+/// table lands the same rows as weir's flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_feed_equals_sparks_read_change_feed() {
+    if !std::env::var("WEIR_SPARK_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!(
+            "skipped: Spark tests run with WEIR_SPARK_TESTS=1 (after scripts/spark-delta-setup.sh)"
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_pipeline(dir, PIPELINE);
+    land_changes(dir, 0);
+    land_changes(dir, 1);
+    land_changes(dir, 2);
+    ok(&run(dir, None));
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default());
+    let jars_dir = std::env::var("WEIR_DELTA_JARS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| home.join(".cache/weir-jars/delta"));
+    let mut jars: Vec<String> = std::fs::read_dir(&jars_dir)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: run scripts/spark-delta-setup.sh",
+                jars_dir.display()
+            )
+        })
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jar"))
+        .map(|p| p.display().to_string())
+        .collect();
+    jars.sort();
+    let submit = format!(
+        "--master local[2] --driver-memory 2g \
+         --driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' \
+         --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false \
+         --conf spark.sql.shuffle.partitions=2 --jars {} pyspark-shell",
+        jars.join(",")
+    );
+    for table in ["customers", "events"] {
+        let out = std::process::Command::new(delta_python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spark/read_change_feed.py"))
+            .arg(dir.join("lake").join(table))
+            .arg(dir.join("spark").join(table))
+            .arg(dir.join("spark_checkpoints").join(table))
+            .env("PYSPARK_SUBMIT_ARGS", &submit)
+            .env("PYSPARK_PYTHON", delta_python())
+            .output()
+            .unwrap();
+        ok(&out);
+        let spark = lines(&delta_rows(&dir.join("spark").join(table)).await);
+        let weir = lines(&delta_rows(&dir.join("lake").join(format!("{table}_feed"))).await);
+        assert!(!spark.is_empty(), "{table}");
+        // `_commit_timestamp` differs by design: Spark's is the commit file's modification
+        // time (Delta's commit timestamp without in-commit timestamps), deltalake's (and
+        // so weir's) the commit's `commitInfo.timestamp`. Each is checked against its own
+        // source; every other column must be equal row by row.
+        let log = dir.join("lake").join(table).join("_delta_log");
+        let commit_file = |version: &str| log.join(format!("{version:0>20}.json"));
+        let mtime_ms = |version: &str| {
+            let modified = std::fs::metadata(commit_file(version))
+                .unwrap()
+                .modified()
+                .unwrap();
+            let since = modified.duration_since(std::time::UNIX_EPOCH).unwrap();
+            since.as_millis().to_string()
+        };
+        let commit_info_ms = |version: &str| {
+            let text = std::fs::read_to_string(commit_file(version)).unwrap();
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find_map(|v| v["commitInfo"]["timestamp"].as_i64())
+                .unwrap()
+                .to_string()
+        };
+        let split = |l: &String| {
+            let (rest, ts) = l.rsplit_once('|').unwrap();
+            let version = rest.rsplit_once('|').unwrap().1.to_string();
+            (rest.to_string(), version, ts.to_string())
+        };
+        let without_ts = |v: &[String]| {
+            let mut out: Vec<String> = v.iter().map(|l| split(l).0).collect();
+            out.sort();
+            out
+        };
+        assert_eq!(
+            without_ts(&weir),
+            without_ts(&spark),
+            "{table}: weir's feed and Spark's readChangeFeed"
+        );
+        for l in &spark {
+            let (_, version, ts) = split(l);
+            assert_eq!(ts, mtime_ms(&version), "{table}: Spark's timestamp of {l}");
+        }
+        for l in &weir {
+            let (_, version, ts) = split(l);
+            assert_eq!(
+                ts,
+                commit_info_ms(&version),
+                "{table}: weir's timestamp of {l}"
+            );
+        }
+    }
+}
