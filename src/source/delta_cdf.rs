@@ -594,4 +594,132 @@ mod tests {
             .unwrap();
         assert_eq!(ts.value(0), 1_700_000_000_000_000);
     }
+
+    /// Appends ids `ids` in one commit (one file); with `cdf`, the first append creates
+    /// the table with `delta.enableChangeDataFeed = true`.
+    async fn append(path: &std::path::Path, ids: std::ops::Range<i64>, cdf: bool) -> u64 {
+        let batch = RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(arrow::array::Int64Array::from_iter_values(ids)) as ArrayRef,
+        )])
+        .unwrap();
+        let table = crate::delta::open_table(path).await.unwrap();
+        let mut write = table
+            .write(vec![batch])
+            .with_save_mode(deltalake::protocol::SaveMode::Append);
+        if cdf {
+            write = write.with_configuration([(
+                "delta.enableChangeDataFeed".to_string(),
+                Some("true".to_string()),
+            )]);
+        }
+        write.await.unwrap().version().unwrap()
+    }
+
+    fn source(path: &std::path::Path, max_files: u64) -> CdfSource {
+        let mut options = DeltaSourceOptions::new(path);
+        options.read_change_feed = true;
+        options.starting_version = Some(StartingVersion::Version(0));
+        options.max_files_per_trigger = max_files;
+        CdfSource::new(options)
+    }
+
+    #[tokio::test]
+    async fn batches_take_whole_versions_within_the_file_bound_and_replay_the_same_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        append(&path, 0..2, true).await;
+        for i in 1..5 {
+            append(&path, i * 10..i * 10 + 3, false).await;
+        }
+        let mut src = source(&path, 2);
+        let bounds = PlanBounds::default();
+        // The first batch reads its start version alone.
+        let first = src.plan(None, bounds).await.unwrap().unwrap();
+        assert_eq!((first.range.start, first.range.end), (0, 0));
+        assert_eq!(first.end.reservoir_version, 1);
+        assert_eq!(first.end.index, BASE_INDEX);
+        assert_eq!(first.versions_behind, 4);
+        // Then two versions (one file each) per batch.
+        let second = src.plan(Some(&first.end), bounds).await.unwrap().unwrap();
+        assert_eq!((second.range.start, second.range.end), (1, 2));
+        let third = src.plan(Some(&second.end), bounds).await.unwrap().unwrap();
+        assert_eq!((third.range.start, third.range.end), (3, 4));
+        assert!(src.plan(Some(&third.end), bounds).await.unwrap().is_none());
+        // A replay re-derives each range from its offsets alone.
+        let mut fresh = source(&path, 2);
+        assert_eq!(
+            fresh
+                .range_between(None, &first.end)
+                .await
+                .unwrap()
+                .map(|r| (r.start, r.end)),
+            Some((0, 0))
+        );
+        assert_eq!(
+            fresh
+                .range_between(Some(&second.end), &third.end)
+                .await
+                .unwrap()
+                .map(|r| (r.start, r.end)),
+            Some((3, 4))
+        );
+        let rows: usize = fresh
+            .read(&third.range)
+            .await
+            .unwrap()
+            .iter()
+            .map(RecordBatch::num_rows)
+            .sum();
+        assert_eq!(rows, 6);
+    }
+
+    #[tokio::test]
+    async fn versions_before_the_feed_was_turned_off_are_delivered_then_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        append(&path, 0..2, true).await;
+        append(&path, 2..4, false).await;
+        let table = crate::delta::open_table(&path).await.unwrap();
+        table
+            .set_tbl_properties()
+            .with_properties(
+                [(
+                    "delta.enableChangeDataFeed".to_string(),
+                    "false".to_string(),
+                )]
+                .into(),
+            )
+            .await
+            .unwrap();
+        append(&path, 4..6, false).await;
+        let mut src = source(&path, 100);
+        let bounds = PlanBounds::default();
+        let first = src.plan(None, bounds).await.unwrap().unwrap();
+        let second = src.plan(Some(&first.end), bounds).await.unwrap().unwrap();
+        assert_eq!((second.range.start, second.range.end), (1, 1));
+        let refused = src.plan(Some(&second.end), bounds).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("no change data feed at version 2"),
+            "{refused}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_table_without_the_feed_is_refused_at_the_start_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        append(&path, 0..2, false).await;
+        append(&path, 2..4, false).await;
+        let mut src = source(&path, 100);
+        let refused = src.plan(None, PlanBounds::default()).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("no change data feed at version 0"),
+            "{refused}"
+        );
+    }
 }
