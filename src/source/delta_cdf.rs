@@ -88,6 +88,8 @@ pub struct CdfSource {
     schema: Option<SchemaRef>,
     /// `delta.enableChangeDataFeed` as known at a version (saves loading that version again).
     cdf_at: Option<(u64, bool)>,
+    /// The only columns the flow reads (projection pushdown); `None`: every column.
+    read_columns: Option<Vec<String>>,
 }
 
 impl CdfSource {
@@ -101,6 +103,7 @@ impl CdfSource {
             schema_version: 0,
             schema: None,
             cdf_at: None,
+            read_columns: None,
         }
     }
 
@@ -132,6 +135,12 @@ impl CdfSource {
     /// `_commit_version` BIGINT, `_commit_timestamp` TIMESTAMP (Delta's CDF columns).
     pub fn schema(&self) -> Option<SchemaRef> {
         self.schema.clone()
+    }
+
+    /// Reads only `columns` from now on (projection pushdown, as the Delta source's
+    /// `read_only`); the schema and planning are unchanged, the batches narrower.
+    pub fn read_only(&mut self, columns: Option<Vec<String>>) {
+        self.read_columns = columns;
     }
 
     /// Loads the table's latest version; `None` while no table exists at the path.
@@ -460,6 +469,17 @@ impl CdfSource {
             .schema
             .clone()
             .ok_or_else(|| self.source_error("the Delta table is not loaded".into()))?;
+        let schema = match &self.read_columns {
+            None => schema,
+            Some(columns) => Arc::new(Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .filter(|f| columns.contains(f.name()))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )),
+        };
         let table = self.table()?.clone();
         let ctx = datafusion::prelude::SessionContext::new();
         let plan = table

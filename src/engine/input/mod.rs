@@ -211,7 +211,10 @@ impl Input {
     /// sources read every column).
     pub fn read_only(&mut self, columns: Option<Vec<String>>) {
         if let Input::Delta(d) = self {
-            d.source.read_only(columns);
+            match d.cdf.as_mut() {
+                Some(cdf) => cdf.read_only(columns),
+                None => d.source.read_only(columns),
+            }
         }
     }
 
