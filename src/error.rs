@@ -154,6 +154,19 @@ pub enum Error {
     #[error("kafka {bootstrap}: data loss: {message}. {hint}", hint = FAIL_ON_DATA_LOSS_TRUE_HINT)]
     KafkaDataLoss { bootstrap: String, message: String },
 
+    /// A PostgreSQL sink could not reach its server or the server refused a statement;
+    /// `code` is the SQLSTATE (the server's, or libpq's `08001`/`08006` for a connection
+    /// that could not be made or was lost).
+    #[error("postgres table {table} at {target}: {message} (SQLSTATE {code})")]
+    Postgres {
+        /// The table as written in the pipeline.
+        table: String,
+        /// `host:port/database` (never a password).
+        target: String,
+        code: String,
+        message: String,
+    },
+
     /// A ledger (SQLite) operation failed.
     #[error("file ledger {path}: {source}")]
     Ledger {
@@ -234,6 +247,13 @@ impl Error {
             | Error::Ledger { .. } => Domain::External,
             Error::Checkpoint { .. } => Domain::External,
             Error::KafkaUnavailable { .. } | Error::KafkaDataLoss { .. } => Domain::External,
+            Error::Postgres { code, .. } => {
+                if postgres_retryable(code) || code.starts_with("3D") || code.starts_with("57") {
+                    Domain::External
+                } else {
+                    Domain::User
+                }
+            }
             Error::Arrow { .. } => Domain::Internal,
             Error::Storage { source, .. } => match source {
                 crate::storage::StorageError::Store { .. } => Domain::External,
@@ -265,6 +285,7 @@ impl Error {
                 | Error::SchemaChanged { .. }
                 | Error::KafkaUnavailable { .. }
         ) || matches!(self, Error::Storage { source, .. } if source.retryable())
+            || matches!(self, Error::Postgres { code, .. } if postgres_retryable(code))
     }
 
     /// What went wrong, by kind (events, health evidence, the console's timeline); the
@@ -289,6 +310,18 @@ impl Error {
             Error::SinkSchemaMismatch { .. } => ErrorKind::SinkSchemaMismatch,
             Error::Sql { .. } => ErrorKind::SqlError,
             Error::Arrow { .. } => ErrorKind::Internal,
+            Error::Postgres { code, .. } => {
+                // Data that does not fit the table's columns (class 22), a column or type
+                // the table lacks (42703, 42804), a constraint the rows break (class 23).
+                if code.starts_with("22")
+                    || code.starts_with("23")
+                    || matches!(code.as_str(), "42703" | "42804" | "42P10" | "21000")
+                {
+                    ErrorKind::SinkSchemaMismatch
+                } else {
+                    ErrorKind::SinkUnavailable
+                }
+            }
             Error::Io { .. } => ErrorKind::IoError,
             Error::Ledger { .. } => ErrorKind::LedgerError,
             Error::Plan { .. } => ErrorKind::InvalidPlan,
@@ -332,6 +365,7 @@ impl Error {
             | Error::Plan { .. }
             | Error::KafkaUnavailable { .. }
             | Error::KafkaDataLoss { .. }
+            | Error::Postgres { .. }
             | Error::Storage { .. } => None,
         }
     }
@@ -444,6 +478,19 @@ impl DiskCondition {
 pub fn is_caught_library_panic(message: Option<&str>, file: Option<&str>) -> bool {
     message == Some("Already shut down")
         && file.is_some_and(|f| f.contains("object_store") && f.ends_with("buffered.rs"))
+}
+
+/// Whether a PostgreSQL error with SQLSTATE `code` can pass by itself: a connection that
+/// failed or was lost (class 08), the server shutting down or starting (57P01-57P03), too
+/// many connections or out of resources (class 53), a serialization failure or deadlock
+/// (40001, 40P01), a lock not available (55P03), an I/O error on the server (58030).
+pub fn postgres_retryable(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "55P03" | "58030"
+        )
 }
 
 /// The crate's result alias.

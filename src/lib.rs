@@ -60,6 +60,7 @@
 //! | health classification | `health` |
 //! | inspect, diff, check, backup/reset/rollback | `checkpoint_tools` |
 //! | OPTIMIZE, VACUUM, table history (`weir table`) | `maintenance` |
+//! | one-shot idempotent loads (`weir copy-into`, Databricks' COPY INTO) | `copy_into` |
 //! | checkpoint retention (`min_batches_to_retain`) | `checkpoint::retention` |
 //! | a pipeline as a PySpark script (`weir export`) | `export` |
 //! | Apache Spark checkpoints and event logs read into weir's records (`attach --spark`) | `spark` |
@@ -80,6 +81,7 @@ pub mod checkpoint_tools;
 pub mod cli;
 pub mod clock;
 pub mod console;
+pub mod copy_into;
 pub mod delta;
 pub mod delta_store;
 pub mod demo;

@@ -343,6 +343,27 @@ fn txn_retention(table: &deltalake::DeltaTable) -> Option<String> {
         .cloned()
 }
 
+/// At start: a sink table that expires application transaction ids
+/// ([`TXN_RETENTION`]) can lose the marker weir's exactly-once restart relies on while
+/// the flow is stopped longer than that; said before it happens (issue #46, item 3).
+async fn warn_txn_retention(spec: &FlowSpec) {
+    let Some(path) = sink_table(spec) else { return };
+    if !crate::storage::location::is_remote_text(&path.to_string_lossy()) && !path.exists() {
+        return;
+    }
+    if let Ok(Some(table)) = crate::delta::open_existing(path).await
+        && let Some(retention) = txn_retention(&table)
+    {
+        tracing::warn!(
+            flow = %spec.name,
+            table = %path.display(),
+            "the table sets {TXN_RETENTION} = {retention}: if this flow is stopped for longer than that, \
+             Delta may expire its transaction id and the restart is refused (it can no longer tell which \
+             batches the table holds); raise it above the longest pause you expect, or unset it"
+        );
+    }
+}
+
 /// The engine's fail-fast: the static and sink checks as one error (the stateful
 /// check runs when the operator is built, with the same message).
 pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()> {
@@ -400,6 +421,7 @@ pub async fn refuse_incompatible(spec: &FlowSpec, cp: &Checkpoint) -> Result<()>
         }
     }
     if reasons.is_empty() {
+        warn_txn_retention(spec).await;
         return Ok(());
     }
     Err(Error::StateIncompatible {

@@ -122,9 +122,9 @@ pub fn run(args: &AttachArgs) -> ExitCode {
     } else {
         None
     };
-    if !crate::console::terminal_available() {
+    if let Some(why) = crate::console::terminal_unavailable_reason() {
         eprintln!(
-            "error: weir attach needs a terminal on stdin and stdout (for records as JSON lines, read <checkpoint>/_weir/progress.jsonl)"
+            "error: weir attach needs the full-screen console, and {why} (for records as JSON lines, read <checkpoint>/_weir/progress.jsonl)"
         );
         return ExitCode::from(EXIT_INVALID);
     }

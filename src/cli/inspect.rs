@@ -52,6 +52,9 @@ pub fn run(args: &InspectArgs) -> ExitCode {
     if crate::spark::is_spark_checkpoint(&args.checkpoint) {
         return run_spark(args);
     }
+    if crate::copy_into::is_loaded_table(&args.checkpoint) {
+        return run_copy_into(&rt, args);
+    }
     let inspection = match rt.block_on(inspect(&args.checkpoint)) {
         Ok(i) => i,
         Err(e) => {
@@ -75,6 +78,29 @@ pub fn run(args: &InspectArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// A Delta table loaded by `weir copy-into` (its `_weir_copy_into/` ledger).
+fn run_copy_into(rt: &tokio::runtime::Runtime, args: &InspectArgs) -> ExitCode {
+    let inspection = match rt.block_on(crate::copy_into::inspect(&args.checkpoint)) {
+        Ok(i) => i,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&inspection) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                report(&e);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", crate::copy_into::render_inspection(&inspection));
+    }
+    ExitCode::SUCCESS
 }
 
 /// A Spark checkpoint (`metadata` + `offsets/`, no `_weir/`).

@@ -8,6 +8,7 @@
 pub mod attach;
 pub mod check;
 pub mod checkpoint;
+pub mod copy_into;
 pub mod demo;
 pub mod diff;
 pub mod drill;
@@ -72,6 +73,9 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Delta table maintenance with a dry run: optimize (compaction), vacuum, history.
     Table(table::TableArgs),
+    /// Load files into a Delta table once each, idempotently, as Databricks' COPY INTO
+    /// (docs/copy-into.md).
+    CopyInto(copy_into::CopyIntoArgs),
     /// A read-only SQL query over the pipeline's tables and progress (docs/sql.md).
     Sql(sql::SqlArgs),
     /// The child process one query of `weir sql` or the console runs in (docs/sql.md,
@@ -107,6 +111,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Watch(args) => watch::run(&args),
         Command::Table(args) => table::run(&args),
         Command::Sql(args) => sql::run(&args),
+        Command::CopyInto(args) => copy_into::run(&args),
         Command::SqlWorker => crate::sql::isolated::worker_main(),
     }
 }

@@ -182,9 +182,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
     } else {
         None
     };
-    let console = !args.headless && crate::console::terminal_available();
-    if !args.headless && !console {
-        tracing::warn!("the console needs a terminal on stdin and stdout; running headless");
+    let unavailable = crate::console::terminal_unavailable_reason();
+    let console = !args.headless && unavailable.is_none();
+    if let (false, Some(why)) = (args.headless, &unavailable) {
+        tracing::warn!("{why}; running headless (progress records as JSON lines on stdout)");
     }
     let rt = match runtime() {
         Ok(rt) => rt,

@@ -112,6 +112,11 @@ pub fn terminal_available() -> bool {
     terminal::available()
 }
 
+/// Why the console cannot start here (see [`terminal::unavailable_reason`]).
+pub fn terminal_unavailable_reason() -> Option<String> {
+    terminal::unavailable_reason()
+}
+
 fn retention_ms(args: &ConsoleArgs) -> i64 {
     i64::try_from(args.retention.as_millis()).unwrap_or(i64::MAX)
 }

@@ -58,9 +58,31 @@ static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
 static UI_THREAD: OnceLock<Mutex<Option<ThreadId>>> = OnceLock::new();
 static HOOK: OnceLock<()> = OnceLock::new();
 
-/// Whether stdin and stdout are terminals (the console needs both).
+/// Whether stdin and stdout are terminals that can draw the console.
 pub fn available() -> bool {
-    io::stdin().is_tty() && io::stdout().is_tty()
+    unavailable_reason().is_none()
+}
+
+/// Why the full-screen console cannot start here, in words for a warning: stdin or stdout
+/// is not a terminal, or the terminal says it cannot address the screen (`TERM=dumb`:
+/// Emacs' shell, some CI consoles; issue #46). `None`: it can.
+pub fn unavailable_reason() -> Option<String> {
+    if !(io::stdin().is_tty() && io::stdout().is_tty()) {
+        return Some("the console needs a terminal on stdin and stdout".into());
+    }
+    let term = std::env::var("TERM").ok();
+    if !full_screen_term(term.as_deref()) {
+        return Some(format!(
+            "TERM={} cannot draw a full-screen console",
+            term.as_deref().unwrap_or("")
+        ));
+    }
+    None
+}
+
+/// Whether a terminal of type `term` can address the screen: not `dumb`, not empty.
+pub fn full_screen_term(term: Option<&str>) -> bool {
+    !matches!(term.map(str::trim), Some("dumb") | Some(""))
 }
 
 /// The console's hold on the terminal; dropping it restores the terminal.
@@ -216,4 +238,26 @@ fn private_log_dir() -> io::Result<PathBuf> {
         ));
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod term_tests {
+    use super::full_screen_term;
+
+    #[test]
+    fn a_dumb_terminal_gets_plain_lines() {
+        assert!(!full_screen_term(Some("dumb")));
+        assert!(!full_screen_term(Some("")));
+        for term in [
+            "xterm",
+            "xterm-256color",
+            "linux",
+            "screen",
+            "tmux-256color",
+        ] {
+            assert!(full_screen_term(Some(term)), "{term}");
+        }
+        // No TERM at all (a service manager): crossterm draws with its defaults.
+        assert!(full_screen_term(None));
+    }
 }

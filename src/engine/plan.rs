@@ -126,7 +126,8 @@ pub enum CommitPath {
     Append,
     /// Output mode complete: `DeltaSink::add_batch` replacing the table's content.
     Overwrite,
-    /// A `delta_merge` sink: `DeltaSink::merge_batch` (Delta MERGE on its keys).
+    /// A `delta_merge` sink: `DeltaSink::merge_batch` (Delta MERGE on its keys); a
+    /// `postgres` sink with `keys`: `INSERT ... ON CONFLICT (keys) DO UPDATE`.
     Merge,
 }
 
@@ -174,6 +175,11 @@ impl BatchPath {
             },
             commit: match (&spec.sink, spec.stateful.output_mode) {
                 (SinkSpec::DeltaMerge { .. }, _) => CommitPath::Merge,
+                (SinkSpec::Postgres { keys, .. }, OutputMode::Append | OutputMode::Update)
+                    if !keys.is_empty() =>
+                {
+                    CommitPath::Merge
+                }
                 (_, OutputMode::Complete) => CommitPath::Overwrite,
                 _ => CommitPath::Append,
             },

@@ -1142,6 +1142,11 @@ impl Generator {
                 );
                 notes.push("delta_merge: foreachBatch + Delta MERGE on the keys (null-safe <=>; with order_by, WHEN MATCHED AND (t.o IS NULL OR s.o >= t.o)), after weir's in-batch reduction (greatest order_by, then the row read last: Spark's read order); idempotent by txnAppId = query id, txnVersion = batch id".into());
             }
+            SinkSpec::Postgres { .. } => self.refuse(
+                flow,
+                "sink.type",
+                "the postgres sink is not exported yet (foreachBatch + JDBC with the same weir_sink_commits marker table is planned)",
+            ),
             SinkSpec::Memory { name: table } => {
                 let _ = writeln!(
                     code,

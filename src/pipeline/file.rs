@@ -412,6 +412,20 @@ pub enum SinkFile {
         /// object_store / deltalake options of the table's store (docs/object-storage.md).
         storage_options: Option<std::collections::BTreeMap<String, String>>,
     },
+    /// Each batch into a PostgreSQL table in one transaction with its marker row
+    /// (docs/sinks.md).
+    Postgres {
+        /// A libpq URL (`postgresql://user@host:port/db`); the password comes from
+        /// `PGPASSWORD` or a passfile, never from the URL.
+        url: String,
+        table: String,
+        /// Upsert on these columns (`INSERT ... ON CONFLICT (keys) DO UPDATE`).
+        #[serde(default)]
+        keys: Vec<String>,
+        /// With `keys`: within a batch, the row with the greatest value of this column
+        /// wins per key; a table row is never overwritten by an older one.
+        order_by: Option<String>,
+    },
     /// Keep rows in memory (tests, `weir run --headless` debugging).
     Memory { name: Option<String> },
     /// Print each batch to stderr.

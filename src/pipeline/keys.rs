@@ -29,10 +29,11 @@ pub enum Kind {
     ConsoleSink,
     /// A `[[flow.expect]]` table (an expectation; docs/expectations.md).
     Expectation,
+    PostgresSink,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::FilesCsv,
         Kind::FilesJson,
         Kind::FilesParquet,
@@ -45,6 +46,7 @@ impl Kind {
         Kind::MemorySink,
         Kind::ConsoleSink,
         Kind::Expectation,
+        Kind::PostgresSink,
     ];
 
     /// The `type` of the `[flow.source]` or `[flow.sink]` table of this kind.
@@ -58,13 +60,18 @@ impl Kind {
             Kind::ConsoleSink => "console",
             // No `type` key: the table's name.
             Kind::Expectation => "expect",
+            Kind::PostgresSink => "postgres",
         }
     }
 
     pub fn is_sink(self) -> bool {
         matches!(
             self,
-            Kind::DeltaSink | Kind::DeltaMergeSink | Kind::MemorySink | Kind::ConsoleSink
+            Kind::DeltaSink
+                | Kind::DeltaMergeSink
+                | Kind::MemorySink
+                | Kind::ConsoleSink
+                | Kind::PostgresSink
         )
     }
 
@@ -261,6 +268,10 @@ pub const KEYS: &[Key] = &[
     key("column_mapping_mode", &[Kind::DeltaSink], r#"`"name"`, `"id"`, `"none"`"#, "none", SINK_DOC, r#"column_mapping_mode = "name""#),
     key("optimize_every", DELTA_SINKS, "duration", "none", SINK_DOC, r#"optimize_every = "1 hour""#),
     key("storage_options", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
+    key("url", &[Kind::PostgresSink], "libpq URL", "required", SINK_DOC, r#"url = "postgresql://weir@127.0.0.1:5432/lake""#),
+    key("table", &[Kind::PostgresSink], "`name` or `schema.name`", "required", SINK_DOC, r#"table = "bronze_flights""#),
+    key("keys", &[Kind::PostgresSink], "array of names", "none (append)", SINK_DOC, r#"keys = ["id"]"#),
+    key("order_by", &[Kind::PostgresSink], "column", "none", SINK_DOC, "order_by = \"id\"\nkeys = [\"id\"]"),
     key("name", &[Kind::MemorySink], "string", "the flow name", SINK_DOC, r#"name = "m""#),
     key("num_rows", &[Kind::ConsoleSink], "integer", "20", SINK_DOC, "num_rows = 5"),
     // [[flow.expect]] (docs/expectations.md)
@@ -396,6 +407,10 @@ mod tests {
             Kind::DeltaMergeSink => vec![
                 ("path", r#"path = "lake/out""#),
                 ("keys", r#"keys = ["id"]"#),
+            ],
+            Kind::PostgresSink => vec![
+                ("url", r#"url = "postgresql://weir@127.0.0.1:5432/lake""#),
+                ("table", r#"table = "t""#),
             ],
             Kind::MemorySink | Kind::ConsoleSink => vec![],
             Kind::Expectation => vec![
@@ -538,6 +553,7 @@ mod tests {
             Kind::MemorySink,
             Kind::ConsoleSink,
             Kind::Expectation,
+            Kind::PostgresSink,
         ] {
             let message = parse(&pipeline_with(kind, "no_such_key = 1"))
                 .err()

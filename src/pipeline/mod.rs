@@ -367,11 +367,14 @@ fn check_tables_written(flow: &FlowSpec, earlier: &[FlowSpec]) -> Result<(), Str
     Ok(())
 }
 
+/// Letters and digits of any script (`vols_été`, `航班`: issue #46), `_` and `-`: no
+/// space, separator, dot or control character, since the name is a directory name (the
+/// default checkpoint), a Prometheus label value and a SQL table name.
 fn valid_flow_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
 struct Context<'a> {
@@ -977,6 +980,36 @@ fn resolve_sink(
                 allow_existing_table,
                 null_safe_keys,
                 table_properties,
+            }
+        }
+        file::SinkFile::Postgres {
+            url,
+            table,
+            keys,
+            order_by,
+        } => {
+            // The sink's keys are not spanned (an internally tagged enum): the error
+            // points at the flow and names the key.
+            crate::sink::postgres::check_url(&url).map_err(|e| cx.error(span.clone(), e))?;
+            crate::sink::postgres::TableName::parse(&table)
+                .map_err(|e| cx.error(span.clone(), e))?;
+            if keys.iter().any(|k| k.trim().is_empty()) {
+                return Err(cx.error(
+                    span.clone(),
+                    "a postgres sink's keys name columns: keys = [\"col\", ...] (or leave keys out to append)".into(),
+                ));
+            }
+            if order_by.is_some() && keys.is_empty() {
+                return Err(cx.error(
+                    span.clone(),
+                    "a postgres sink's order_by needs keys: it picks the latest row per key (leave it out to append)".into(),
+                ));
+            }
+            SinkSpec::Postgres {
+                url,
+                table,
+                keys,
+                order_by,
             }
         }
         file::SinkFile::Memory { name } => SinkSpec::Memory {

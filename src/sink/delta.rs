@@ -55,6 +55,23 @@ pub struct DeltaSink {
     /// The Delta checkpoint of a version this sink committed, written in the background
     /// (due every `delta.checkpointInterval` versions).
     checkpoint: Option<PendingCheckpoint>,
+    /// The commit's operation when it is not a streaming append (`weir copy-into`'s
+    /// `COPY INTO`, [`DeltaSink::operation`]).
+    operation: Option<CommitOperation>,
+}
+
+/// A commit's operation as Delta's `commitInfo` records it (`operation`,
+/// `operationParameters`, `operationMetrics`), for a write that is not a streaming
+/// append: `weir copy-into` commits as Databricks' `COPY INTO`.
+#[derive(Debug, Clone)]
+pub struct CommitOperation {
+    /// `operation`, e.g. `COPY INTO`.
+    pub name: String,
+    /// `operationParameters` (string values, as Delta writes them).
+    pub parameters: std::collections::HashMap<String, serde_json::Value>,
+    /// `operationMetrics` beyond the rows and files this sink counts itself
+    /// (`numFiles`, `numOutputRows`, `numOutputBytes`).
+    pub metrics: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A Delta checkpoint (and the expired-log cleanup that follows one) being written.
@@ -95,6 +112,7 @@ impl DeltaSink {
             post_commit: None,
             kernel: None,
             checkpoint: None,
+            operation: None,
         };
         sink.catch_up_checkpoint().await;
         Ok(sink)
@@ -192,6 +210,19 @@ impl DeltaSink {
             ));
         }
         configuration
+    }
+
+    /// Commits every append as `operation` (its `commitInfo`) instead of a streaming
+    /// `WRITE`: a missing table is created empty first (a version of its own without a
+    /// txn, as for a large first append), and the rows go in one commit of their own
+    /// with the txn, through deltalake's `CommitBuilder` (the Delta kernel's commit
+    /// cannot name its operation's metrics). An append that cannot take the direct path
+    /// (a partitioned or column-mapped table, constraints, another schema) goes through
+    /// deltalake's write operation, whose commit says `WRITE` and carries the
+    /// operation's parameters and metrics.
+    pub fn operation(mut self, operation: CommitOperation) -> Self {
+        self.operation = Some(operation);
+        self
     }
 
     /// With `false`, a replayed batch is written again: duplicates after a crash.
@@ -528,7 +559,7 @@ impl DeltaSink {
         // rows: a batch stopped between the two commits is written again on restart.
         if creating
             && !overwrite
-            && parallel_sized(&batches, num_rows)
+            && (parallel_sized(&batches, num_rows) || self.operation.is_some())
             && let Some(first) = batches.first()
             && self.create_empty(&first.schema()).await?
         {
@@ -545,9 +576,23 @@ impl DeltaSink {
         // delta-rs cannot evolve a column-mapped table: merge only when it is not one.
         let merge = self.merge_schema
             && !(mapped && !creating && self.fits_table(batches.first().map(|b| b.schema()))?);
-        let commit = CommitProperties::default()
+        let mut commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64))
             .with_cleanup_expired_logs(self.log_cleanup());
+        if let Some(op) = &self.operation {
+            let mut metrics = op.metrics.clone();
+            metrics.insert("numOutputRows".into(), num_rows.into());
+            commit = commit.with_metadata([
+                (
+                    "operationParameters".to_owned(),
+                    serde_json::Value::Object(op.parameters.clone().into_iter().collect()),
+                ),
+                (
+                    "operationMetrics".to_owned(),
+                    serde_json::Value::Object(metrics),
+                ),
+            ]);
+        }
         let mut builder = self
             .table
             .clone()
@@ -883,6 +928,50 @@ impl DeltaSink {
     }
 }
 
+impl CommitOperation {
+    /// The `commitInfo` of a commit of `actions` (its adds) holding `num_rows` rows:
+    /// Databricks' `operationMetrics` of `COPY INTO` (`numFiles`, `numOutputRows`,
+    /// `numOutputBytes`) added to the operation's own.
+    fn commit_info(&self, actions: &[Action], num_rows: usize) -> deltalake::kernel::CommitInfo {
+        let bytes: i64 = actions
+            .iter()
+            .map(|a| match a {
+                Action::Add(add) => add.size,
+                _ => 0,
+            })
+            .sum();
+        let mut metrics = self.metrics.clone();
+        metrics.insert("numFiles".into(), actions.len().into());
+        metrics.insert("numOutputRows".into(), num_rows.into());
+        metrics.insert("numOutputBytes".into(), bytes.into());
+        let parameters = self
+            .parameters
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(_) => v.clone(),
+                    other => serde_json::Value::String(other.to_string()),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        deltalake::kernel::CommitInfo {
+            timestamp: Some(crate::clock::now_ms()),
+            operation: Some(self.name.clone()),
+            operation_parameters: Some(parameters),
+            is_blind_append: Some(true),
+            engine_info: Some(format!("weir {}", env!("CARGO_PKG_VERSION"))),
+            info: [(
+                "operationMetrics".to_owned(),
+                serde_json::Value::Object(metrics),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        }
+    }
+}
+
 /// Rows below which an append is written by one Parquet writer: a second one would
 /// only add a file.
 const PARALLEL_APPEND_MIN_ROWS: usize = 131_072;
@@ -1148,7 +1237,7 @@ impl DeltaSink {
         // The Delta kernel's transaction: no file list to keep (deltalake's post-commit
         // re-materialises it after every commit, a cost that grows with the table).
         let adds = Arc::new(adds);
-        if self.kernel_commit(batch_id, adds.clone()).await? {
+        if self.operation.is_none() && self.kernel_commit(batch_id, adds.clone()).await? {
             self.appended = Some(batch_id);
             return Ok(SinkCommit {
                 num_output_rows: num_rows as u64,
@@ -1156,11 +1245,14 @@ impl DeltaSink {
                 skipped: false,
             });
         }
-        let actions: Vec<Action> = Arc::unwrap_or_clone(adds)
+        let mut actions: Vec<Action> = Arc::unwrap_or_clone(adds)
             .into_iter()
             .map(Action::Add)
             .collect();
         let num_files = actions.len();
+        if let Some(op) = &self.operation {
+            actions.insert(0, Action::CommitInfo(op.commit_info(&actions, num_rows)));
+        }
         // The commit info's `operationMetrics` as delta-rs's write operation records them.
         let metrics = serde_json::json!({
             "num_added_files": num_files,
@@ -1169,10 +1261,14 @@ impl DeltaSink {
             "num_added_rows": num_rows,
             "execution_time_ms": start.elapsed().as_millis() as u64,
         });
-        let commit = CommitProperties::default()
+        let mut commit = CommitProperties::default()
             .with_application_transaction(Transaction::new(&self.app_id, batch_id as i64))
-            .with_metadata([("operationMetrics".to_owned(), metrics)])
             .with_cleanup_expired_logs(self.log_cleanup());
+        // An operation of its own has its metrics in its commitInfo (app metadata would
+        // override them).
+        if self.operation.is_none() {
+            commit = commit.with_metadata([("operationMetrics".to_owned(), metrics)]);
+        }
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: None,

@@ -6,6 +6,9 @@
 //! - [`delta`]: one Delta commit per batch carrying an application transaction
 //!   (app id = the query id, version = the batch id). A replayed batch whose
 //!   version the table already records for that app id is skipped.
+//! - [`postgres`]: one transaction per batch holding a marker row (query id, batch id)
+//!   in the target database's `weir_sink_commits`; a replayed batch whose marker is
+//!   there is skipped.
 //! - [`memory`]: keeps batches in the process (tests); skips batch ids it already holds.
 //! - [`console`]: prints batches to stderr (debugging); no guarantee.
 
@@ -13,6 +16,7 @@ pub mod console;
 pub mod delta;
 pub mod memory;
 pub mod merge;
+pub mod postgres;
 pub mod quarantine;
 
 use arrow::record_batch::RecordBatch;
@@ -41,6 +45,7 @@ pub enum Sink {
     },
     Memory(memory::MemorySink),
     Console(console::ConsoleSink),
+    Postgres(Box<postgres::PostgresSink>),
 }
 
 impl Sink {
@@ -78,6 +83,15 @@ impl Sink {
                 order_by: order_by.clone(),
                 null_safe_keys: *null_safe_keys,
             },
+            SinkSpec::Postgres {
+                url,
+                table,
+                keys,
+                order_by,
+            } => Sink::Postgres(Box::new(
+                postgres::PostgresSink::open(url, table, keys.clone(), order_by.clone(), app_id)
+                    .await?,
+            )),
             SinkSpec::Memory { name } => Sink::Memory(memory::MemorySink::named(name)),
             SinkSpec::Console { num_rows } => Sink::Console(console::ConsoleSink::new(*num_rows)),
         })
@@ -121,6 +135,7 @@ impl Sink {
                     )
                     .await
             }
+            Sink::Postgres(s) => s.add_batch(batch_id, batches, overwrite, schema).await,
             Sink::Memory(s) => s.add_batch(batch_id, batches),
             Sink::Console(s) => s.add_batch(batch_id, batches),
         }
@@ -136,6 +151,7 @@ impl Sink {
                     keys.join(",")
                 )
             }
+            Sink::Postgres(s) => s.description(),
             Sink::Memory(s) => format!("MemorySink[{}]", s.name()),
             Sink::Console(_) => "ConsoleSink".into(),
         }
@@ -146,7 +162,7 @@ impl Sink {
     pub async fn settle(&mut self) -> Result<()> {
         match self {
             Sink::Delta(s) | Sink::DeltaMerge { table: s, .. } => s.settle().await,
-            Sink::Memory(_) | Sink::Console(_) => Ok(()),
+            Sink::Memory(_) | Sink::Console(_) | Sink::Postgres(_) => Ok(()),
         }
     }
 

@@ -668,6 +668,19 @@ impl Feed {
         }
     }
 
+    /// Query `q` of application `a` reported an idle trigger at `at`.
+    fn idle(&mut self, a: usize, q: usize, at: i64, why: &str, out: &mut dyn FnMut(Update)) {
+        self.apps[a].1.clock_ms = self.apps[a].1.clock_ms.max(at);
+        self.states[q].last_event_ms = at;
+        if !self.states[q].idle_noted {
+            self.states[q].idle_noted = true;
+            self.note(q, NoteKind::Status, at, why.into(), out);
+        }
+        if self.states[q].alive {
+            self.set_status(q, FlowStatus::Idle, at, out);
+        }
+    }
+
     fn apply(&mut self, a: usize, e: Located, now_ms: i64, out: &mut dyn FnMut(Update)) {
         let app_id = self.apps[a].0.app.app_id.clone();
         match e.event {
@@ -731,6 +744,22 @@ impl Feed {
                 self.states[q].status = None;
                 self.set_status(q, FlowStatus::Starting, at, out);
             }
+            Event::QueryProgress(raw) if super::progress::is_idle_progress(&raw) => {
+                // Spark before 3.5 reports an idle trigger as a progress event that
+                // repeats a batch id with no rows (3.5+ sends QueryIdleEvent instead): the
+                // same as an idle event, not a batch.
+                let Some(q) = self.by_id.get(&raw.id).copied() else {
+                    return;
+                };
+                let at = iso_ms(&raw.timestamp).unwrap_or(now_ms);
+                self.idle(
+                    a,
+                    q,
+                    at,
+                    "idle: no new data (a progress event without a batch, Spark < 3.5)",
+                    out,
+                );
+            }
             Event::QueryProgress(raw) => {
                 let id = raw.id.clone();
                 let name = raw.name.clone();
@@ -788,21 +817,7 @@ impl Feed {
                     return;
                 };
                 let at = timestamp.as_deref().and_then(iso_ms).unwrap_or(now_ms);
-                self.apps[a].1.clock_ms = self.apps[a].1.clock_ms.max(at);
-                self.states[q].last_event_ms = at;
-                if !self.states[q].idle_noted {
-                    self.states[q].idle_noted = true;
-                    self.note(
-                        q,
-                        NoteKind::Status,
-                        at,
-                        "idle: no new data (QueryIdleEvent)".into(),
-                        out,
-                    );
-                }
-                if self.states[q].alive {
-                    self.set_status(q, FlowStatus::Idle, at, out);
-                }
+                self.idle(a, q, at, "idle: no new data (QueryIdleEvent)", out);
             }
             Event::QueryTerminated {
                 id,

@@ -64,6 +64,15 @@ fn lenient_map_str<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, S
         .collect())
 }
 
+/// Whether a progress event reports an idle trigger rather than a batch: Spark before
+/// 3.5 posts one every `spark.sql.streaming.noDataProgressEventInterval` (10 s) while no
+/// data arrives, repeating a batch id with no input rows and no `addBatch` timing (a
+/// batch that ran, even an empty one, always has `addBatch`; Spark's
+/// `ProgressReporter.updateIdleness`). 3.5+ posts `QueryIdleEvent` instead.
+pub fn is_idle_progress(p: &RawProgress) -> bool {
+    p.num_input_rows.unwrap_or(0) == 0 && !p.duration_ms.contains_key("addBatch")
+}
+
 /// A progress record as Spark wrote it (either rendering).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -249,6 +258,25 @@ pub fn from_json(text: &str) -> Result<StreamingQueryProgress, serde_json::Error
 
 #[cfg(test)]
 mod tests {
+    /// Issue #46: Spark 3.4's idle progress (every 10 s without data: the batch id
+    /// repeated, no rows, no `addBatch`) is not a batch; an empty batch that ran is.
+    #[test]
+    fn an_idle_progress_event_of_spark_before_3_5_is_not_a_batch() {
+        let parse = |t: &str| serde_json::from_str::<RawProgress>(t).unwrap();
+        let idle = parse(
+            r#"{"id":"q","runId":"r","name":null,"timestamp":"2023-05-01T10:00:10.000Z","batchId":3,"numInputRows":0,"inputRowsPerSecond":0.0,"processedRowsPerSecond":0.0,"durationMs":{"latestOffset":1,"triggerExecution":1},"stateOperators":[],"sources":[],"sink":{"description":"MemorySink","numOutputRows":-1}}"#,
+        );
+        assert!(is_idle_progress(&idle));
+        let empty_batch = parse(
+            r#"{"id":"q","runId":"r","timestamp":"2023-05-01T10:00:00.000Z","batchId":3,"numInputRows":0,"durationMs":{"addBatch":40,"latestOffset":1,"triggerExecution":60}}"#,
+        );
+        assert!(!is_idle_progress(&empty_batch));
+        let batch = parse(
+            r#"{"id":"q","runId":"r","timestamp":"2023-05-01T10:00:00.000Z","batchId":2,"numInputRows":5,"durationMs":{"triggerExecution":60}}"#,
+        );
+        assert!(!is_idle_progress(&batch));
+    }
+
     use super::*;
 
     #[test]

@@ -32,6 +32,19 @@ pub enum SinkSpec {
         /// Delta table properties set when the sink creates the table (`table_properties`).
         table_properties: std::collections::BTreeMap<String, String>,
     },
+    /// A PostgreSQL table (docs/sinks.md): each batch in one transaction with its marker
+    /// row in `weir_sink_commits`; with `keys`, an upsert (`INSERT ... ON CONFLICT`).
+    Postgres {
+        /// The libpq URL as written (never with a password: refused when parsed).
+        url: String,
+        /// `name` or `schema.name`, each part as written (quoted in SQL).
+        table: String,
+        /// Upsert on these columns; empty: append.
+        keys: Vec<String>,
+        /// With `keys`: within a batch the row with the greatest value wins per key, and a
+        /// table row is updated only by a row not older than it.
+        order_by: Option<String>,
+    },
     Memory {
         name: String,
     },
@@ -65,6 +78,18 @@ impl SinkSpec {
                     path.display(),
                     keys.join(",")
                 )
+            }
+            SinkSpec::Postgres {
+                url, table, keys, ..
+            } => {
+                if keys.is_empty() {
+                    format!("PostgresSink[{url}, table={table}]")
+                } else {
+                    format!(
+                        "PostgresSink[{url}, table={table}, keys={}]",
+                        keys.join(",")
+                    )
+                }
             }
             SinkSpec::Memory { name } => format!("MemorySink[{name}]"),
             SinkSpec::Console { .. } => "ConsoleSink".to_string(),

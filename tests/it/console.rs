@@ -537,6 +537,42 @@ pub(crate) fn weir_bin() -> &'static str {
     env!("CARGO_BIN_EXE_weir")
 }
 
+/// Issue #46: a terminal that cannot address the screen (`TERM=dumb`) gets plain lines,
+/// not the full-screen console: a warning naming why, progress records as JSON lines,
+/// the summary, and the terminal never switched to the alternate screen.
+#[test]
+fn a_dumb_terminal_runs_headless_in_tmux() {
+    if !Tmux::available() {
+        println!("skipping a_dumb_terminal_runs_headless_in_tmux: tmux is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    json_pipeline(tmp.path(), "1 second");
+    let t = Tmux::start(
+        "dumb",
+        200,
+        60,
+        tmp.path(),
+        &format!(
+            "env TERM=dumb WEIR_LOG=warn {} run pipeline.toml --trigger available-now",
+            weir_bin()
+        ),
+    );
+    let end = t.wait_for("weir to exit", Duration::from_secs(90), |s| {
+        s.contains("WEIR-EXITED-")
+    });
+    assert!(end.contains("WEIR-EXITED-0"), "{end}");
+    assert!(!t.alternate_on(), "never on the alternate screen:\n{end}");
+    assert!(
+        end.contains("TERM=dumb cannot draw a full-screen console"),
+        "{end}"
+    );
+    assert!(
+        end.contains("\"batchId\""),
+        "progress records as lines:\n{end}"
+    );
+}
+
 #[test]
 fn console_run_in_tmux() {
     if !Tmux::available() {

@@ -1337,6 +1337,40 @@ async fn a_txn_missing_under_a_transaction_retention_names_the_property() {
     assert_eq!(delta_version(&table).await, version, "nothing written");
 }
 
+/// Issue #46, item 3: a sink table that expires transaction ids is named at start, with
+/// its retention and what to do, before a long pause makes the restart impossible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_retention_on_the_sink_is_warned_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let table = dir.join("table");
+    std::fs::create_dir_all(&table).unwrap();
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, true),
+    ]));
+    let empty = arrow::array::RecordBatch::new_empty(schema);
+    deltalake::DeltaTable::try_from_url(url::Url::from_directory_path(&table).unwrap())
+        .await
+        .unwrap()
+        .write(vec![empty])
+        .with_configuration([(
+            "delta.setTransactionRetentionDuration".to_string(),
+            Some("interval 2 days".to_string()),
+        )])
+        .await
+        .unwrap();
+    land(&dir.join("landing"), "a.json", b"{\"id\":1}\n");
+    let p = pipeline(dir, "json", "");
+    let out = run_ok(&p);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sets delta.setTransactionRetentionDuration = interval 2 days")
+            && stderr.contains("raise it above the longest pause"),
+        "{stderr}"
+    );
+    assert_eq!(num_rows(&delta_rows(&table).await), 1);
+}
+
 /// Copies a directory tree (a checkpoint "backup" taken by hand).
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

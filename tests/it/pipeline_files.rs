@@ -338,3 +338,32 @@ path = "table"
     let n: usize = rows.iter().map(|b| b.num_rows()).sum();
     assert_eq!(n, 1, "only v > 1 remains");
 }
+
+/// Issue #46: a flow named in another script than ASCII runs (its checkpoint directory,
+/// its table and its progress carry the name); a space in it is still refused (the
+/// fixture `bad_flow_name.toml`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_named_in_any_script_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    land(&dir.join("landing"), "a.json", b"{\"id\":1}\n{\"id\":2}\n");
+    let pipeline = files_to_delta_pipeline(dir, "json", "", "")
+        .to_string_lossy()
+        .to_string();
+    let text = std::fs::read_to_string(&pipeline)
+        .unwrap()
+        .replace("name = \"t\"", "name = \"vols_été_航班\"");
+    std::fs::write(&pipeline, text).unwrap();
+    let out = weir()
+        .args(["run", "--headless"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("_checkpoints/vols_été_航班/commits/0").exists());
+    assert_eq!(num_rows(&delta_rows(&dir.join("table")).await), 2);
+}

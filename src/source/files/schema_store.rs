@@ -279,7 +279,7 @@ pub fn resolve_with(
 
 /// Infers the schema from the oldest `schema_inference_max_files` files, at most
 /// `schema_inference_max_bytes` of them (at least one file).
-fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
+pub(crate) fn infer(spec: &FilesSource) -> Result<Option<(Schema, Vec<String>)>> {
     let mut files = Vec::new();
     super::list_for_inference(spec, &mut files)?;
     if files.is_empty() {
