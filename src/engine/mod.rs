@@ -544,7 +544,7 @@ async fn refuse_existing_table(
     }
     let told_where_to_start = spec.sources().iter().any(|s| match s {
         SourceSpec::Files(f) => !f.include_existing_files || f.modified_after_ms.is_some(),
-        SourceSpec::Delta(d) => d.starting_version.is_some(),
+        SourceSpec::Delta(d) => d.starting_version.is_some() || d.starting_timestamp_ms.is_some(),
         // A new Kafka query starts at starting_offsets; "earliest" re-reads the topics.
         SourceSpec::Kafka(k) => k.starting_offsets.trim() != "earliest",
     });

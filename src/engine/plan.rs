@@ -504,6 +504,11 @@ pub async fn known_batch_schema(
             );
             Ok(Some(crate::source::files::batch_schema(&read_schema)))
         }
+        SourceSpec::Delta(options) if options.read_change_feed => {
+            let mut source = crate::source::delta_cdf::CdfSource::new(options.clone());
+            source.refresh().await?;
+            Ok(source.schema())
+        }
         SourceSpec::Delta(options) => {
             let mut source = crate::source::delta::DeltaSource::new(options.clone());
             source.refresh().await?;

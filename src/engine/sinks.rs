@@ -159,6 +159,7 @@ impl Sinks {
                     idempotent: true,
                     allow_existing_table: true,
                     column_mapping_mode: None,
+                    table_properties: Default::default(),
                 };
                 let app_id = crate::checkpoint::side_table_app_id(&self.app_id, key);
                 let sink = Sink::open(&spec, &app_id).await?;

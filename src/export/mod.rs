@@ -1039,8 +1039,10 @@ impl Generator {
                 merge_schema,
                 idempotent,
                 column_mapping_mode,
+                table_properties,
                 ..
             } => {
+                table_property_defaults(table_properties, code, notes);
                 if !idempotent {
                     self.refuse(flow, "sink.idempotent", "idempotent = false is an unsafe setting for drills only; Spark's Delta sink is always idempotent");
                 }
@@ -1110,8 +1112,10 @@ impl Generator {
                 order_by,
                 partition_by,
                 null_safe_keys,
+                table_properties,
                 ..
             } => {
+                table_property_defaults(table_properties, code, notes);
                 let p = self.path(format!("{name}.sink"), path);
                 let _ = writeln!(code, "    table = {p}");
                 let _ = writeln!(code, "    app_id = []");
@@ -1302,6 +1306,34 @@ fn describe_source(s: &SourceSpec) -> String {
     }
 }
 
+/// A Delta sink's `table_properties` as Delta's session defaults for the tables the
+/// session creates (`spark.databricks.delta.properties.defaults.<name without delta.>`).
+fn table_property_defaults(
+    properties: &std::collections::BTreeMap<String, String>,
+    code: &mut String,
+    notes: &mut Vec<String>,
+) {
+    for (key, value) in properties {
+        if let Some(name) = key.strip_prefix("delta.") {
+            let _ = writeln!(
+                code,
+                "    spark.conf.set({}, {})",
+                py(&format!(
+                    "spark.databricks.delta.properties.defaults.{name}"
+                )),
+                py(value)
+            );
+            notes.push(format!(
+                "table_properties {key} = {value}: set for the tables this session creates (Delta's session default); an existing table keeps its own"
+            ));
+        } else {
+            notes.push(format!(
+                "table_properties {key}: not a delta.* property, not exported (set it with ALTER TABLE ... SET TBLPROPERTIES)"
+            ));
+        }
+    }
+}
+
 /// Spark's Delta streaming source options for weir's keys.
 pub fn delta_options(d: &DeltaSourceOptions) -> Vec<(String, String)> {
     let mut out = vec![(
@@ -1318,6 +1350,17 @@ pub fn delta_options(d: &DeltaSourceOptions) -> Vec<(String, String)> {
     }
     if d.skip_change_commits {
         out.push(("skipChangeCommits".into(), "true".into()));
+    }
+    if d.read_change_feed {
+        out.push(("readChangeFeed".into(), "true".into()));
+    }
+    if let Some(ms) = d.starting_timestamp_ms
+        && let Some(t) = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+    {
+        out.push((
+            "startingTimestamp".into(),
+            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+        ));
     }
     out
 }

@@ -252,6 +252,11 @@ pub struct FilesSourceFile {
     pub starting_version: Option<Spanned<StartingVersionFile>>,
     /// Delta only: skip commits that rewrite data (Delta's `skipChangeCommits`).
     pub skip_change_commits: Option<Spanned<bool>>,
+    /// Delta only: read the change data feed (Delta's `readChangeFeed`).
+    pub read_change_feed: Option<Spanned<bool>>,
+    /// Delta only, with `read_change_feed`: start at the first version committed at or
+    /// after this ISO-8601 timestamp (Delta's `startingTimestamp`).
+    pub starting_timestamp: Option<Spanned<String>>,
     /// Spark DDL, e.g. `"id BIGINT, ts TIMESTAMP"`. Inferred from the first files when absent.
     pub schema: Option<Spanned<String>>,
     #[serde(default = "default_true")]
@@ -376,6 +381,10 @@ pub enum SinkFile {
         /// `"name"` / `"id"`: create the table with Delta column mapping
         /// (`delta.columnMapping.mode`), so any column name can be stored.
         column_mapping_mode: Option<String>,
+        /// Delta table properties set when the sink creates the table
+        /// (`delta.enableChangeDataFeed = "true"`, ...).
+        #[serde(default)]
+        table_properties: std::collections::BTreeMap<String, String>,
         /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
         optimize_every: Option<HumanDuration>,
         /// object_store / deltalake options of the table's store (docs/object-storage.md).
@@ -395,6 +404,9 @@ pub enum SinkFile {
         /// Keys match when both are null (`<=>`); by default `=` never matches a null key.
         #[serde(default)]
         null_safe_keys: bool,
+        /// Delta table properties set when the sink creates the table.
+        #[serde(default)]
+        table_properties: std::collections::BTreeMap<String, String>,
         /// Compact the table's small files (Delta OPTIMIZE) between batches this often.
         optimize_every: Option<HumanDuration>,
         /// object_store / deltalake options of the table's store (docs/object-storage.md).

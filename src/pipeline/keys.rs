@@ -229,6 +229,8 @@ pub const KEYS: &[Key] = &[
     key("max_files_per_trigger", DELTA, "integer >= 1", "1000", DELTA_DOC, "max_files_per_trigger = 5"),
     key("max_bytes_per_trigger", DELTA, "size", "none", DELTA_DOC, r#"max_bytes_per_trigger = "1 MiB""#),
     key("skip_change_commits", DELTA, "bool", "`false`", DELTA_DOC, "skip_change_commits = true"),
+    key("read_change_feed", DELTA, "bool", "`false`", DELTA_DOC, "read_change_feed = true\nstarting_version = 0"),
+    key("starting_timestamp", DELTA, "ISO-8601 timestamp", "none", DELTA_DOC, "starting_timestamp = \"2024-06-01T00:00:00Z\"\nread_change_feed = true"),
     key("storage_options", DELTA, "table of strings", "none", DELTA_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),
     // type = "kafka" (docs/kafka.md)
     key("bootstrap_servers", KAFKA, "string", "required", KAFKA_DOC, r#"bootstrap_servers = "localhost:9092""#),
@@ -262,6 +264,7 @@ pub const KEYS: &[Key] = &[
     key("idempotent", &[Kind::DeltaSink], "bool", "`true`", SINK_DOC, "idempotent = true"),
     key("null_safe_keys", &[Kind::DeltaMergeSink], "bool", "`false`", SINK_DOC, "null_safe_keys = true"),
     key("allow_existing_table", DELTA_SINKS, "bool", "`false`", SINK_DOC, "allow_existing_table = true"),
+    key("table_properties", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"table_properties = { "delta.enableChangeDataFeed" = "true" }"#),
     key("column_mapping_mode", &[Kind::DeltaSink], r#"`"name"`, `"id"`, `"none"`"#, "none", SINK_DOC, r#"column_mapping_mode = "name""#),
     key("optimize_every", DELTA_SINKS, "duration", "none", SINK_DOC, r#"optimize_every = "1 hour""#),
     key("storage_options", DELTA_SINKS, "table of strings", "none", SINK_DOC, r#"storage_options = { aws_region = "eu-west-1" }"#),

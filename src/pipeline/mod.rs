@@ -862,6 +862,37 @@ fn check_where_select(
     Ok(())
 }
 
+/// A Delta sink's `table_properties`: set as the table's `configuration` when the sink
+/// creates it. Values Delta would refuse at the first batch are refused here instead.
+fn check_table_properties(
+    cx: &Context<'_>,
+    span: &Range<usize>,
+    properties: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, PipelineError> {
+    for (key, value) in &properties {
+        let refusal = if key.trim().is_empty() {
+            Some("a table property needs a name".to_string())
+        } else if key == "delta.columnMapping.mode" {
+            Some("set column mapping with the sink's column_mapping_mode key".to_string())
+        } else if key == "delta.enableChangeDataFeed"
+            && !matches!(value.to_ascii_lowercase().as_str(), "true" | "false")
+        {
+            Some(format!(
+                "table_properties: delta.enableChangeDataFeed = {value:?} is not a boolean; use \"true\" or \"false\""
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            return Err(cx.error(
+                span.clone(),
+                format!("table_properties key {key:?}: {message}"),
+            ));
+        }
+    }
+    Ok(properties)
+}
+
 /// The sink, its `optimize_every`, and whether the file gave `merge_schema` (else it
 /// follows the sources' schema evolution, the union's included later).
 fn resolve_sink(
@@ -902,9 +933,11 @@ fn resolve_sink(
             idempotent,
             allow_existing_table,
             column_mapping_mode,
+            table_properties,
             optimize_every: _,
             storage_options: _,
         } => SinkSpec::Delta {
+            table_properties: check_table_properties(cx, span, table_properties)?,
             column_mapping_mode: match column_mapping_mode.as_deref() {
                 None => None,
                 Some(m) => crate::spec::ColumnMappingMode::parse(m)
@@ -928,9 +961,11 @@ fn resolve_sink(
             partition_by,
             allow_existing_table,
             null_safe_keys,
+            table_properties,
             optimize_every: _,
             storage_options: _,
         } => {
+            let table_properties = check_table_properties(cx, span, table_properties)?;
             if keys.is_empty() || keys.iter().any(|k| k.trim().is_empty()) {
                 return Err(cx.error(
                     span.clone(),
@@ -944,6 +979,7 @@ fn resolve_sink(
                 partition_by,
                 allow_existing_table,
                 null_safe_keys,
+                table_properties,
             }
         }
         file::SinkFile::Postgres {

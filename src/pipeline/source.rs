@@ -643,5 +643,56 @@ fn resolve_delta(
             }
         }),
     };
+    options.read_change_feed = src.read_change_feed.as_ref().is_some_and(|r| *r.get_ref());
+    if let Some(t) = &src.starting_timestamp {
+        if let Some(v) = &src.starting_version {
+            return Err(cx.error(
+                v.span(),
+                "starting_version and starting_timestamp both say where the flow starts; give one of them (Delta's \
+                 startingVersion or startingTimestamp)"
+                    .into(),
+            ));
+        }
+        if !options.read_change_feed {
+            return Err(cx.error(
+                t.span(),
+                "starting_timestamp applies with read_change_feed = true (the change data feed); a Delta source \
+                 reading the table's files starts at starting_version"
+                    .into(),
+            ));
+        }
+        options.starting_timestamp_ms = Some(parse_modified_after(t.get_ref()).ok_or_else(|| {
+            cx.error(
+                t.span(),
+                format!(
+                    "invalid starting_timestamp {:?}; write an ISO-8601 timestamp such as \"2024-06-01T00:00:00Z\" (UTC when no zone is given)",
+                    t.get_ref()
+                ),
+            )
+        })?);
+    }
+    if let Some(r) = src.read_change_feed.as_ref().filter(|r| *r.get_ref()) {
+        let refusal = match (&options.starting_version, options.starting_timestamp_ms) {
+            (None, None) => Some(
+                "read_change_feed = true needs starting_version (a table version; 0 reads the whole feed) or \
+                 starting_timestamp: weir does not read the table's snapshot as inserts first, as Spark does without them",
+            ),
+            (Some(StartingVersion::Latest), _) => Some(
+                "read_change_feed = true takes a numeric starting_version (or starting_timestamp), not \"latest\"",
+            ),
+            _ => None,
+        };
+        if let Some(message) = refusal {
+            return Err(cx.error(r.span(), message.into()));
+        }
+        if options.skip_change_commits {
+            return Err(cx.error(
+                r.span(),
+                "skip_change_commits does not apply with read_change_feed = true: the change feed reads every change \
+                 commit (updates and deletes are its rows)"
+                    .into(),
+            ));
+        }
+    }
     Ok(options)
 }

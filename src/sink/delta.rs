@@ -38,6 +38,8 @@ pub struct DeltaSink {
     idempotent: bool,
     /// Delta column mapping for a table this sink creates (`column_mapping_mode`).
     column_mapping: Option<crate::spec::ColumnMappingMode>,
+    /// Table properties for a table this sink creates (`table_properties`).
+    properties: std::collections::BTreeMap<String, String>,
     table: DeltaTable,
     /// The batch this sink appended last, when its own write succeeded in this process
     /// (see [`DeltaSink::add_batch`]).
@@ -104,6 +106,7 @@ impl DeltaSink {
             app_id: app_id.to_string(),
             idempotent: true,
             column_mapping: None,
+            properties: Default::default(),
             table,
             appended: None,
             post_commit: None,
@@ -181,6 +184,32 @@ impl DeltaSink {
         } else {
             self.column_mapping.is_some()
         }
+    }
+
+    /// Table properties set when this sink creates the table (`table_properties`, e.g.
+    /// `delta.enableChangeDataFeed = "true"`); an existing table keeps its own.
+    pub fn table_properties(
+        mut self,
+        properties: &std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        self.properties = properties.clone();
+        self
+    }
+
+    /// The `configuration` of a table this sink creates: `table_properties` and column mapping.
+    fn creation_configuration(&self) -> Vec<(String, Option<String>)> {
+        let mut configuration: Vec<(String, Option<String>)> = self
+            .properties
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect();
+        if let Some(mode) = self.column_mapping {
+            configuration.push((
+                "delta.columnMapping.mode".to_string(),
+                Some(mode.as_str().to_string()),
+            ));
+        }
+        configuration
     }
 
     /// Commits every append as `operation` (its `commitInfo`) instead of a streaming
@@ -577,11 +606,11 @@ impl DeltaSink {
         if !self.partition_by.is_empty() {
             builder = builder.with_partition_columns(self.partition_by.clone());
         }
-        if let (true, Some(mode)) = (creating, self.column_mapping) {
-            builder = builder.with_configuration([(
-                "delta.columnMapping.mode".to_string(),
-                Some(mode.as_str().to_string()),
-            )]);
+        if creating {
+            let configuration = self.creation_configuration();
+            if !configuration.is_empty() {
+                builder = builder.with_configuration(configuration);
+            }
         }
         if merge {
             builder = builder.with_schema_mode(SchemaMode::Merge);
@@ -764,13 +793,16 @@ impl DeltaSink {
             return Ok(false);
         }
         let empty = RecordBatch::new_empty(schema.clone());
-        self.table = self
+        let mut write = self
             .table
             .clone()
             .write(vec![empty])
-            .with_save_mode(SaveMode::Append)
-            .await
-            .map_err(|e| self.err(e))?;
+            .with_save_mode(SaveMode::Append);
+        let configuration = self.creation_configuration();
+        if !configuration.is_empty() {
+            write = write.with_configuration(configuration);
+        }
+        self.table = write.await.map_err(|e| self.err(e))?;
         Ok(true)
     }
 

@@ -58,12 +58,14 @@ impl Sink {
                 merge_schema,
                 idempotent,
                 column_mapping_mode,
+                table_properties,
                 ..
             } => Sink::Delta(
                 delta::DeltaSink::open(path, partition_by.clone(), *merge_schema, app_id)
                     .await?
                     .idempotent(*idempotent)
-                    .column_mapping(*column_mapping_mode),
+                    .column_mapping(*column_mapping_mode)
+                    .table_properties(table_properties),
             ),
             SinkSpec::DeltaMerge {
                 path,
@@ -71,9 +73,12 @@ impl Sink {
                 order_by,
                 partition_by,
                 null_safe_keys,
+                table_properties,
                 ..
             } => Sink::DeltaMerge {
-                table: delta::DeltaSink::open(path, partition_by.clone(), false, app_id).await?,
+                table: delta::DeltaSink::open(path, partition_by.clone(), false, app_id)
+                    .await?
+                    .table_properties(table_properties),
                 keys: keys.clone(),
                 order_by: order_by.clone(),
                 null_safe_keys: *null_safe_keys,

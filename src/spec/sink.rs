@@ -16,6 +16,8 @@ pub enum SinkSpec {
         /// Delta's `delta.columnMapping.mode` for a table the sink creates: `name` or
         /// `id` store any column name (spaces, `(`, `=`, ...); `None`: no column mapping.
         column_mapping_mode: Option<ColumnMappingMode>,
+        /// Delta table properties set when the sink creates the table (`table_properties`).
+        table_properties: std::collections::BTreeMap<String, String>,
     },
     /// Delta MERGE on `keys` per batch (upsert), latest row per key within a batch.
     DeltaMerge {
@@ -27,6 +29,8 @@ pub enum SinkSpec {
         allow_existing_table: bool,
         /// Keys match when both are null (`<=>`); by default `=` never matches a null key.
         null_safe_keys: bool,
+        /// Delta table properties set when the sink creates the table (`table_properties`).
+        table_properties: std::collections::BTreeMap<String, String>,
     },
     /// A PostgreSQL table (docs/sinks.md): each batch in one transaction with its marker
     /// row in `weir_sink_commits`; with `keys`, an upsert (`INSERT ... ON CONFLICT`).

@@ -481,6 +481,12 @@ pub struct DeltaSourceOptions {
     pub max_bytes_per_trigger: Option<u64>,
     /// Skip commits that remove data (Delta's `skipChangeCommits`) instead of failing.
     pub skip_change_commits: bool,
+    /// Read the table's change data feed (Delta's `readChangeFeed`): rows with
+    /// `_change_type`, `_commit_version`, `_commit_timestamp` (docs/delta-source.md).
+    pub read_change_feed: bool,
+    /// Delta's `startingTimestamp` (ms since the epoch, UTC): the first version committed
+    /// at or after it (change data feed reads only).
+    pub starting_timestamp_ms: Option<i64>,
 }
 
 impl DeltaSourceOptions {
@@ -492,6 +498,8 @@ impl DeltaSourceOptions {
             max_files_per_trigger: DEFAULT_DELTA_MAX_FILES_PER_TRIGGER,
             max_bytes_per_trigger: None,
             skip_change_commits: false,
+            read_change_feed: false,
+            starting_timestamp_ms: None,
         }
     }
 }

@@ -4,6 +4,7 @@ mod support;
 
 mod bad_input;
 mod cases;
+mod change_feed;
 mod cli;
 mod console;
 mod copy_into;

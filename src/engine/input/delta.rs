@@ -6,6 +6,7 @@ use arrow::datatypes::SchemaRef;
 use super::{Backlog, BatchFiles, Planned};
 use crate::error::{Error, Result};
 use crate::source::delta::{DeltaFile, DeltaOffset, DeltaSource, PlanBounds};
+use crate::source::delta_cdf::{CdfRange, CdfSource};
 use crate::source::files::BatchRead;
 use crate::spec::DeltaSourceOptions;
 use crate::spec::Trigger;
@@ -15,20 +16,36 @@ pub struct DeltaInput {
     pub source: DeltaSource,
     /// `available_now`: the table's latest version when the run started.
     pub until_version: Option<u64>,
+    /// `read_change_feed = true`: the table's change data feed is read instead of its
+    /// files (`source` then only names the table).
+    pub cdf: Option<CdfSource>,
 }
 
 impl DeltaInput {
     /// `None` while no table exists at the path.
     pub async fn open(options: &DeltaSourceOptions) -> Result<Option<DeltaInput>> {
+        if options.read_change_feed {
+            let mut cdf = CdfSource::new(options.clone());
+            return Ok(cdf.refresh().await?.map(|_| DeltaInput {
+                source: DeltaSource::new(options.clone()),
+                until_version: None,
+                cdf: Some(cdf),
+            }));
+        }
         let mut source = DeltaSource::new(options.clone());
         Ok(source.refresh().await?.map(|_| DeltaInput {
             source,
             until_version: None,
+            cdf: None,
         }))
     }
 
     pub fn batch_schema(&self) -> Result<SchemaRef> {
-        self.source.schema().ok_or_else(|| Error::Source {
+        let schema = match &self.cdf {
+            Some(cdf) => cdf.schema(),
+            None => self.source.schema(),
+        };
+        schema.ok_or_else(|| Error::Source {
             path: self.source.options().path.clone(),
             message: "the Delta table has not been loaded yet".into(),
         })
@@ -56,7 +73,10 @@ impl DeltaInput {
             },
             Trigger::AvailableNow => {
                 if self.until_version.is_none() {
-                    self.until_version = self.source.refresh().await?;
+                    self.until_version = match self.cdf.as_mut() {
+                        Some(cdf) => cdf.refresh().await?,
+                        None => self.source.refresh().await?,
+                    };
                 }
                 PlanBounds {
                     unbounded: false,
@@ -65,6 +85,23 @@ impl DeltaInput {
             }
             Trigger::ProcessingTime(_) => PlanBounds::default(),
         };
+        if let Some(cdf) = self.cdf.as_mut() {
+            let Some(planned) = cdf.plan(from.as_ref(), bounds).await? else {
+                return Ok(None);
+            };
+            return Ok(Some(Planned {
+                end_offset: Some(planned.end.to_json()),
+                backlog: Backlog {
+                    files: 0,
+                    bytes: 0,
+                    versions: Some(planned.versions_behind),
+                    offsets_behind: None,
+                },
+                latest_offset: None,
+                num_modified: 0,
+                files: BatchFiles::DeltaChanges(Some(planned.range)),
+            }));
+        }
         let Some(planned) = self.source.plan_with(from.as_ref(), bounds).await? else {
             return Ok(None);
         };
@@ -133,8 +170,19 @@ impl DeltaInput {
         };
         let start = prev_end.map(parse).transpose()?;
         let Some(end) = end.map(parse).transpose()? else {
-            return Ok(BatchFiles::Delta(Vec::new()));
+            return Ok(match self.cdf {
+                Some(_) => BatchFiles::DeltaChanges(None),
+                None => BatchFiles::Delta(Vec::new()),
+            });
         };
+        if let Some(cdf) = self.cdf.as_mut() {
+            if start.as_ref() == Some(&end) {
+                return Ok(BatchFiles::DeltaChanges(None));
+            }
+            return Ok(BatchFiles::DeltaChanges(
+                cdf.range_between(start.as_ref(), &end).await?,
+            ));
+        }
         if start.as_ref() == Some(&end) {
             // A no-data batch: the offset did not move.
             return Ok(BatchFiles::Delta(Vec::new()));
@@ -157,6 +205,20 @@ impl DeltaInput {
         Ok(BatchRead {
             num_rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
             num_bytes: files.iter().map(|f| f.size).sum(),
+            batches,
+            ..Default::default()
+        })
+    }
+
+    /// Reads the change rows of a batch's versions (`read_change_feed`).
+    pub async fn read_changes(&mut self, range: Option<&CdfRange>) -> Result<BatchRead> {
+        let (Some(cdf), Some(range)) = (self.cdf.as_ref(), range) else {
+            return Ok(BatchRead::default());
+        };
+        let batches = cdf.read(range).await?;
+        Ok(BatchRead {
+            num_rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+            num_bytes: range.bytes,
             batches,
             ..Default::default()
         })

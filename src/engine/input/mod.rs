@@ -12,7 +12,7 @@
 //! | end offset | `{"logOffset": N}` (Spark's `FileStreamSource`) | `DeltaSourceOffset` JSON | `KafkaSourceOffset` JSON |
 //! | record | ledger rows `planned` by batch N | nothing: the offsets are the record | `sources/<i>/0` before the first batch; then the offsets |
 //! | replay N | the ledger's files of batch N | `files_between(offsets[N-1], offsets[N])` | `[offsets[N-1], offsets[N])` per partition |
-//! | read | decode in parallel, `_rescued_data`, `_metadata` | the data files of the commits | fetch per partition; `format` parses `value` |
+//! | read | decode in parallel, `_rescued_data`, `_metadata` | the data files of the commits (with `read_change_feed`: their change rows, deltalake's CDF reader) | fetch per partition; `format` parses `value` |
 //! | evolve | new columns: widen / fail / ignore (`schema_evolution`) | nothing | nothing (new fields stay rescued) |
 //! | settle | ledger rows `committed` | nothing | nothing |
 //!
@@ -52,6 +52,9 @@ pub enum Input {
 pub enum BatchFiles {
     Files(Vec<ListedFile>),
     Delta(Vec<DeltaFile>),
+    /// A Delta table's change data feed (`read_change_feed`): the versions read (`None`:
+    /// no data from this source).
+    DeltaChanges(Option<crate::source::delta_cdf::CdfRange>),
     /// Kafka: the batch's start and end offsets (`None`: no data from this source).
     Kafka(Option<kafka::KafkaBatch>),
 }
@@ -62,6 +65,7 @@ impl BatchFiles {
         match self {
             BatchFiles::Files(f) => f.len(),
             BatchFiles::Delta(f) => f.len(),
+            BatchFiles::DeltaChanges(r) => r.map_or(0, |r| r.versions() as usize),
             BatchFiles::Kafka(b) => b.as_ref().map_or(0, kafka::KafkaBatch::partitions),
         }
     }
@@ -207,7 +211,10 @@ impl Input {
     /// sources read every column).
     pub fn read_only(&mut self, columns: Option<Vec<String>>) {
         if let Input::Delta(d) = self {
-            d.source.read_only(columns);
+            match d.cdf.as_mut() {
+                Some(cdf) => cdf.read_only(columns),
+                None => d.source.read_only(columns),
+            }
         }
     }
 
@@ -240,6 +247,7 @@ impl Input {
         Planned {
             files: match self {
                 Input::Files(_) => BatchFiles::Files(Vec::new()),
+                Input::Delta(d) if d.cdf.is_some() => BatchFiles::DeltaChanges(None),
                 Input::Delta(_) => BatchFiles::Delta(Vec::new()),
                 Input::Kafka(_) => BatchFiles::Kafka(None),
             },
@@ -280,6 +288,7 @@ impl Input {
         match (self, files) {
             (Input::Files(src), BatchFiles::Files(f)) => src.read(f).await,
             (Input::Delta(d), BatchFiles::Delta(f)) => d.read(f).await,
+            (Input::Delta(d), BatchFiles::DeltaChanges(r)) => d.read_changes(r.as_ref()).await,
             (Input::Kafka(k), BatchFiles::Kafka(b)) => k.read(b.as_ref()).await,
             _ => Ok(BatchRead::default()),
         }
