@@ -62,16 +62,8 @@ pub fn run(args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.json {
-        match serde_json::to_string_pretty(&inspection) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                report(&e);
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{}", render_text(&inspection));
+    if !print(args.json, &inspection, render_text) {
+        return ExitCode::FAILURE;
     }
     if inspection.problems.is_empty() {
         ExitCode::SUCCESS
@@ -89,16 +81,8 @@ fn run_copy_into(rt: &tokio::runtime::Runtime, args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.json {
-        match serde_json::to_string_pretty(&inspection) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                report(&e);
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{}", crate::copy_into::render_inspection(&inspection));
+    if !print(args.json, &inspection, crate::copy_into::render_inspection) {
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
@@ -112,21 +96,31 @@ fn run_spark(args: &InspectArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.json {
-        match serde_json::to_string_pretty(&inspection) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                report(&e);
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{}", crate::spark::inspect::render_text(&inspection));
+    if !print(args.json, &inspection, crate::spark::inspect::render_text) {
+        return ExitCode::FAILURE;
     }
     if inspection.problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Prints an inspection as pretty JSON (`--json`) or as text; false when it could not.
+fn print<T: serde::Serialize>(json: bool, inspection: &T, text: impl Fn(&T) -> String) -> bool {
+    if !json {
+        print!("{}", text(inspection));
+        return true;
+    }
+    match serde_json::to_string_pretty(inspection) {
+        Ok(s) => {
+            println!("{s}");
+            true
+        }
+        Err(e) => {
+            report(&e);
+            false
+        }
     }
 }
 
