@@ -257,6 +257,17 @@ pub fn table_url(path: &Path) -> Result<url::Url> {
 }
 
 /// A `deltalake` error on the table at `path`.
+/// A table's column mapping mode (`delta.columnMapping.mode`) from its configuration,
+/// when it is not `none` (Delta protocol, "Column Mapping").
+pub fn column_mapping_mode(
+    configuration: &std::collections::HashMap<String, String>,
+) -> Option<&str> {
+    configuration
+        .get("delta.columnMapping.mode")
+        .map(String::as_str)
+        .filter(|m| *m != "none")
+}
+
 pub(crate) fn delta_error(path: &Path, source: deltalake::DeltaTableError) -> Error {
     Error::Delta {
         path: path.display().to_string(),

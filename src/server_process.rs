@@ -25,8 +25,7 @@ pub fn free_port() -> Result<u16, String> {
 /// The last 2,000 bytes of a log file (empty when there is none).
 pub fn log_tail(path: &Path) -> String {
     let log = std::fs::read_to_string(path).unwrap_or_default();
-    let start = log.len().saturating_sub(2000);
-    let mut start = start;
+    let mut start = log.len().saturating_sub(2000);
     while !log.is_char_boundary(start) {
         start += 1;
     }

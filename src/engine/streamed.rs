@@ -354,24 +354,31 @@ pub async fn read_transform_write(
         return Err(e);
     }
     failpoint::hit("after_read", &flow.name, batch_id);
-    // Files another tool deleted since they were written (a VACUUM with a short
-    // retention) must not be committed: the batch runs the ordinary way instead, which
-    // reads its files again and writes them anew (issue #46; the commit checks again).
-    failpoint::pause("pause_before_sink_commit", batch_id).await;
-    let missing = sinks.missing_files(&adds).await?;
-    if let Some(first) = missing.first() {
-        tracing::warn!(batch_id, missing = missing.len(), first = %first,
-            "files of the streamed batch were deleted before its commit (a VACUUM?); it runs again the ordinary way");
-        append.discard(&adds).await;
-        return Ok(Streamed::Declined(planned));
-    }
     // A failed commit fails the batch: whether it is in the log is not known, and the
     // files' outcomes are recorded; the next start re-runs the batch with exactly its
     // files, and the table's txn decides whether it is written (the files stay, orphans
-    // if not committed).
-    let sink = sinks
+    // if not committed). One exception: the commit looks for its files first
+    // (`DeltaSink::commit_adds`), and files another tool deleted since they were written
+    // (a VACUUM with a short retention) are never committed; then the batch runs the
+    // ordinary way, which reads its files again and writes them anew (issue #46). Only
+    // a failed commit looks for them a second time.
+    let written = adds.clone();
+    let sink = match sinks
         .commit_streamed_append(&append, batch_id, adds, num_rows)
-        .await?;
+        .await
+    {
+        Ok(sink) => sink,
+        Err(e) => {
+            let missing = sinks.missing_files(&written).await.unwrap_or_default();
+            let Some(first) = missing.first() else {
+                return Err(e);
+            };
+            tracing::warn!(batch_id, missing = missing.len(), first = %first,
+                "files of the streamed batch were deleted before its commit (a VACUUM?); it runs again the ordinary way");
+            append.discard(&written).await;
+            return Ok(Streamed::Declined(planned));
+        }
+    };
     super::batch::sink_committed(flow, batch_id, &sink);
     let mut planned = planned;
     planned.timings.get_batch = 0;

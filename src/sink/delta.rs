@@ -168,12 +168,7 @@ impl DeltaSink {
     /// The existing table's column mapping mode (`delta.columnMapping.mode`), when not `none`.
     fn table_column_mapping(&self) -> Option<String> {
         let snapshot = self.table.snapshot().ok()?;
-        snapshot
-            .metadata()
-            .configuration()
-            .get("delta.columnMapping.mode")
-            .filter(|m| m.as_str() != "none")
-            .cloned()
+        crate::delta::column_mapping_mode(snapshot.metadata().configuration()).map(str::to_string)
     }
 
     /// Whether the batch's column names are free of Delta's restrictions: the table is
@@ -683,10 +678,7 @@ impl StreamedAppend {
     pub async fn discard(&self, adds: &[Add]) {
         use object_store::ObjectStoreExt as _;
         for add in adds {
-            let location = match object_store::path::Path::parse(&add.path) {
-                Ok(l) => l,
-                Err(_) => object_store::path::Path::from(add.path.as_str()),
-            };
+            let location = add_location(&add.path);
             if let Err(e) = self.store.delete(&location).await {
                 tracing::debug!(table = %self.path.display(), file = %add.path, error = %e,
                     "an uncommitted file of a streamed append was not removed (an orphan VACUUM removes)");
@@ -972,6 +964,13 @@ impl CommitOperation {
     }
 }
 
+/// Where an `add` action's file is in the table's store: the action's `path` is a
+/// relative URI (Delta protocol, "Add File and Remove File"), percent-encoded.
+fn add_location(path: &str) -> object_store::path::Path {
+    object_store::path::Path::from_url_path(path)
+        .unwrap_or_else(|_| object_store::path::Path::from(path))
+}
+
 /// Rows below which an append is written by one Parquet writer: a second one would
 /// only add a file.
 const PARALLEL_APPEND_MIN_ROWS: usize = 131_072;
@@ -1188,8 +1187,7 @@ impl DeltaSink {
         let heads = adds.iter().map(|add| {
             let store = store.clone();
             async move {
-                let path = object_store::path::Path::from_url_path(&add.path)
-                    .unwrap_or_else(|_| object_store::path::Path::from(add.path.as_str()));
+                let path = add_location(&add.path);
                 match object_store::ObjectStoreExt::head(&store, &path).await {
                     Ok(_) => Ok(None),
                     Err(object_store::Error::NotFound { .. }) => Ok(Some(add.path.clone())),

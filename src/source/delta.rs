@@ -346,11 +346,7 @@ impl DeltaSource {
         };
         let state = table.snapshot().map_err(|e| self.err(e))?;
         let metadata = state.metadata();
-        if let Some(mode) = metadata
-            .configuration()
-            .get("delta.columnMapping.mode")
-            .filter(|m| m.as_str() != "none")
-        {
+        if let Some(mode) = crate::delta::column_mapping_mode(metadata.configuration()) {
             return Err(self.source_error(format!(
                 "the table uses column mapping (delta.columnMapping.mode = {mode}), which the Delta source does not read yet"
             )));
